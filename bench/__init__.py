@@ -1,0 +1,1 @@
+"""Conveyor benchmark suite and the server launcher shared with the tests."""

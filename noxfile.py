@@ -1,0 +1,69 @@
+"""Nox sessions for Conveyor. Each session installs what it needs; none calls another."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "lint"]
+
+PYTHON = "3.11"
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+
+
+def _install(session: nox.Session, *groups: str, project: bool = True) -> None:
+    """Install dependency groups (read from pyproject) and, optionally, the project itself."""
+    requirements: list[str] = []
+    for group in groups:
+        requirements += nox.project.dependency_groups(PYPROJECT, group)
+    session.install("-q", *requirements)
+    if project:
+        session.install("-q", "-e", ".[hiredis]")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the test suite on every server this machine can start."""
+    _install(session, "test")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff on everything, mypy --strict on the library."""
+    _install(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "queue")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Run the benchmark suite; arguments are forwarded to `python -m bench`."""
+    _install(session, "bench")
+    session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site strictly from results/."""
+    _install(session, "docs")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def serve(session: nox.Session) -> None:
+    """Serve the documentation site locally with live reload."""
+    _install(session, "docs")
+    session.run("mkdocs", "serve", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """Build the site and test every page in headless Chromium."""
+    _install(session, "browser")
+    session.run("pytest", "tests/docs", "-m", "browser", *session.posargs)

@@ -1,0 +1,49 @@
+"""Conveyor: a fast, correct task queue for Redis, Valkey and Dragonfly, sync and asyncio."""
+
+from ._async_client import AsyncQueue
+from ._async_worker import AsyncWorker
+from ._client import Queue
+from ._connection import redact_url
+from ._errors import (
+    ConnectionFailedError,
+    ConveyorError,
+    InvalidNameError,
+    JobNotFoundError,
+    LeaseLostError,
+    PayloadTooLargeError,
+    PoolExhaustedError,
+    SchemaVersionError,
+    SerializationError,
+    ServerConfigError,
+)
+from ._models import Job, JobSpec, QueueSettings
+from ._retry import Backoff
+from ._serialize import JSONSerializer, Serializer
+from ._worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncQueue",
+    "AsyncWorker",
+    "Backoff",
+    "ConnectionFailedError",
+    "ConveyorError",
+    "InvalidNameError",
+    "JSONSerializer",
+    "Job",
+    "JobNotFoundError",
+    "JobSpec",
+    "LeaseLostError",
+    "PayloadTooLargeError",
+    "PoolExhaustedError",
+    "Queue",
+    "QueueSettings",
+    "SchemaVersionError",
+    "SerializationError",
+    "Serializer",
+    "ServerConfigError",
+    "Worker",
+    "__version__",
+    "redact_url",
+]

@@ -1,0 +1,156 @@
+"""AsyncQueue: the asyncio twin of Queue. Every method builds a Call in QueueCore and awaits it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import redis.asyncio as aredis
+from redis import exceptions as redis_errors
+
+from ._connection import check_policy, pool_options, translate_error
+from ._models import Job, JobSpec, QueueSettings
+from ._ops import LAYOUT_VERSION, Call, QueueCore, enqueue_spec, settle_single
+from ._scripts import is_noscript
+
+T = TypeVar("T")
+
+
+def _settings(settings: QueueSettings | None, overrides: dict[str, Any]) -> QueueSettings:
+    return replace(settings or QueueSettings(), **overrides)
+
+
+class AsyncQueue:
+    """A queue on a Redis-compatible server, used from asyncio code."""
+
+    def __init__(
+        self, name: str, client: aredis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
+    ) -> None:
+        self.core = QueueCore(name, _settings(settings, overrides))
+        self.client = client
+        self._ready = False
+
+    @classmethod
+    def from_url(cls, url: str, name: str, *, settings: QueueSettings | None = None, **overrides: Any) -> AsyncQueue:
+        """A queue with its own bounded connection pool (``pool_size`` connections)."""
+        resolved = _settings(settings, overrides)
+        pool = aredis.BlockingConnectionPool.from_url(url, **pool_options(resolved))
+        return cls(name, aredis.Redis(connection_pool=pool), settings=resolved)
+
+    @property
+    def name(self) -> str:
+        return self.core.name
+
+    @property
+    def settings(self) -> QueueSettings:
+        return self.core.settings
+
+    # -- execution -----------------------------------------------------------------------------------
+    def _error(self, exc: BaseException) -> Exception:
+        pool = self.client.connection_pool
+        return translate_error(pool.connection_kwargs, exc, getattr(pool, "max_connections", None))
+
+    async def _evalsha(self, call: Call[Any]) -> Any:
+        keys, script = call.keys, call.script
+        try:
+            return await self.client.evalsha(script.sha, len(keys), *keys, *call.args)
+        except redis_errors.ResponseError as exc:
+            if not is_noscript(exc):
+                raise
+        await self.client.script_load(script.source)
+        return await self.client.evalsha(script.sha, len(keys), *keys, *call.args)
+
+    async def _run(self, call: Call[T]) -> T:
+        try:
+            if not self._ready:
+                await self._check_server()
+            return call.parse(await self._evalsha(call))
+        except redis_errors.RedisError as exc:
+            raise self._error(exc) from exc
+
+    async def _check_server(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
+        pipe.hget(self.core.keys.meta, "v")
+        pipe.config_get("maxmemory-policy")
+        replies = await pipe.execute(raise_on_error=False)
+        if isinstance(replies[1], Exception):
+            raise replies[1]
+        self.core.check_layout(replies[1])
+        check_policy(self.settings, replies[2])
+        self._ready = True
+
+    # -- public API ----------------------------------------------------------------------------------
+    async def enqueue(self, task: str, payload: Any = None, *, job_id: str | None = None,
+                delay: float = 0.0, max_attempts: int | None = None) -> Job:
+        """Enqueue one job. With ``job_id``, an existing job of that id is returned instead."""
+        return (await self._run(self.core.enqueue(enqueue_spec(task, payload, job_id, delay, max_attempts))))[0]
+
+    async def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
+        """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
+        return await self._run(self.core.enqueue(specs))
+
+    async def claim(self, count: int = 1, lease: float | None = None) -> list[Job]:
+        """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""
+        return (await self._run(self.core.claim(count, lease)))[0]
+
+    async def ack(self, job: Job, claim: int = 0, lease: float | None = None) -> list[Job]:
+        """Complete ``job`` and, in the same call, lease up to ``claim`` next jobs."""
+        statuses, claimed, _ = await self._run(self.core.ack([job], claim, lease))
+        if statuses[0] != 1 and claimed:
+            await self.release(claimed)
+        settle_single("ack", job, statuses, "completed")
+        return claimed
+
+    async def fail(self, job: Job, error: str | BaseException, retry: bool = True) -> str:
+        """Record a failed attempt: 'retry' (backoff through the delayed set) or 'failed'."""
+        return await self._run(self.core.fail(job, error, retry))
+
+    async def extend(self, job: Job, lease: float | None = None) -> None:
+        """Push the job's lease deadline to now + ``lease`` (heartbeat)."""
+        settle_single("extend", job, await self._run(self.core.extend([job], lease)), "")
+
+    async def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
+        """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back."""
+        return await self._run(self.core.release(jobs, [started] * len(jobs))) if jobs else []
+
+    async def promote(self, batch: int | None = None) -> int:
+        """Move up to ``batch`` due delayed jobs to the waiting list."""
+        return await self._run(self.core.promote(batch))
+
+    async def recover(self, batch: int | None = None) -> tuple[int, int]:
+        """Redeliver up to ``batch`` expired leases: (redelivered, failed for lack of attempts)."""
+        return await self._run(self.core.recover(batch))
+
+    async def trim(self, batch: int | None = None) -> int:
+        """Apply retention to completed and failed jobs, at most ``batch`` removals per set."""
+        return await self._run(self.core.trim(batch))
+
+    async def cancel(self, job_id: str) -> bool:
+        """Remove a waiting or delayed job; False if it is active, finished or unknown."""
+        return await self._run(self.core.cancel(job_id))
+
+    async def counts(self) -> dict[str, int]:
+        """Jobs per state, plus total_completed and total_failed since the queue was created."""
+        k = self.core.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(k.waiting)
+        for key in (k.delayed, k.active, k.completed, k.failed):
+            pipe.zcard(key)
+        pipe.hmget(k.meta, ["completed", "failed"])
+        try:
+            return self.core.parse_counts(await pipe.execute())
+        except redis_errors.RedisError as exc:
+            raise self._error(exc) from exc
+
+    async def get_job(self, job_id: str) -> Job | None:
+        """The job with this id, or None."""
+        try:
+            return self.core.parse_job(job_id, await self.client.hgetall(self.core.keys.job(job_id)))
+        except redis_errors.RedisError as exc:
+            raise self._error(exc) from exc
+
+    async def aclose(self) -> None:
+        """Close the client and its pool."""
+        await self.client.aclose()

@@ -1,0 +1,107 @@
+"""Client construction and start-up checks shared by the sync and async twins (no I/O here)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from redis import exceptions as redis_errors
+
+from ._errors import ConnectionFailedError, ServerConfigError
+from ._models import QueueSettings
+
+log = logging.getLogger("conveyor")
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (and without the user name), safe to print or store."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def describe(connection_kwargs: dict[str, Any]) -> str:
+    """Address of a pool's server for error messages: host:port/db or the socket path."""
+    if "path" in connection_kwargs:
+        return f"unix:{connection_kwargs['path']}"
+    host = connection_kwargs.get("host", "localhost")
+    port = connection_kwargs.get("port", 6379)
+    return f"{host}:{port}/{connection_kwargs.get('db', 0)}"
+
+
+def pool_options(settings: QueueSettings) -> dict[str, Any]:
+    """Options of the bounded command pool built by ``from_url``."""
+    return {
+        "max_connections": settings.pool_size,
+        "timeout": settings.pool_timeout,
+        "socket_timeout": settings.socket_timeout,
+        "socket_connect_timeout": settings.connect_timeout,
+        "protocol": settings.protocol,
+        "retry_on_timeout": False,
+    }
+
+
+def role_options(base: dict[str, Any], queue: str, role: str, block_timeout: float) -> dict[str, Any]:
+    """Connection options of one worker role, named so CLIENT LIST shows who holds what.
+
+    The waiter blocks in BZPOPMIN for up to ``block_timeout`` seconds, so its socket timeout must
+    be longer than the block (redis-py would otherwise raise TimeoutError on a quiet queue).
+    """
+    options = {k: v for k, v in base.items() if k not in ("connection_pool", "client_name")}
+    options["client_name"] = f"conveyor:{queue}:{role}"
+    if role == "waiter":
+        options["socket_timeout"] = block_timeout + 5.0
+    return options
+
+
+def connection_failed(kwargs: dict[str, Any], exc: BaseException) -> ConnectionFailedError:
+    return ConnectionFailedError(f"cannot reach the server at {describe(kwargs)}: {exc}")
+
+
+def check_policy(settings: QueueSettings, reply: Any) -> None:
+    """Warn (or raise in strict mode) unless maxmemory-policy is noeviction."""
+    if isinstance(reply, BaseException) or not reply:
+        log.warning("could not read maxmemory-policy (%s); make sure it is noeviction", reply)
+        return
+    values = {_text(k): _text(v) for k, v in (reply.items() if isinstance(reply, dict) else _pairs(reply))}
+    policy = values.get("maxmemory-policy", "")
+    if policy in ("noeviction", ""):
+        return
+    message = (
+        f"the server's maxmemory-policy is {policy!r}: under memory pressure it can silently "
+        "evict queued jobs. Set `maxmemory-policy noeviction`."
+    )
+    if settings.strict:
+        raise ServerConfigError(message)
+    log.warning(message)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(reply: Any) -> list[tuple[Any, Any]]:
+    items = list(reply)
+    return list(zip(items[::2], items[1::2], strict=True))
+
+
+def translate_error(kwargs: dict[str, Any], exc: BaseException, pool_size: int | None) -> Exception:
+    """Map redis-py errors to Conveyor's, naming the address and never the credentials."""
+    from ._errors import ConveyorError, PoolExhaustedError
+
+    message = str(exc)
+    if "No connection available" in message or "Too many connections" in message:
+        return PoolExhaustedError(
+            f"all {pool_size or '?'} connections to {describe(kwargs)} stayed busy; raise "
+            "QueueSettings.pool_size (or pool_timeout) or lower the number of concurrent callers"
+        )
+    if message.startswith("CONVEYOR_") or "CONVEYOR_BOUND" in message:
+        return ConveyorError(f"script refused: {message}")
+    if isinstance(exc, redis_errors.ConnectionError):
+        return connection_failed(kwargs, exc)
+    return exc if isinstance(exc, Exception) else RuntimeError(message)

@@ -1,0 +1,46 @@
+"""Conveyor's exception hierarchy: every error a caller can meet derives from ConveyorError."""
+
+from __future__ import annotations
+
+
+class ConveyorError(Exception):
+    """Base class of every Conveyor error."""
+
+
+class InvalidNameError(ConveyorError, ValueError):
+    """A queue, task, prefix or job id cannot be used in a key."""
+
+
+class SerializationError(ConveyorError, ValueError):
+    """A payload could not be encoded, or a stored payload could not be decoded."""
+
+
+class PayloadTooLargeError(ConveyorError, ValueError):
+    """An encoded payload exceeds ``QueueSettings.max_payload_bytes``."""
+
+
+class LeaseLostError(ConveyorError):
+    """An ack, fail or extend presented a token that no longer holds the job's lease.
+
+    The job was redelivered, finished by someone else, or its lease expired. Nothing was changed.
+    """
+
+
+class JobNotFoundError(ConveyorError):
+    """No job with this id exists (it was never enqueued, or was removed by retention)."""
+
+
+class SchemaVersionError(ConveyorError):
+    """The queue's data was written by an incompatible layout version."""
+
+
+class ServerConfigError(ConveyorError):
+    """The server is configured in a way that can lose jobs (strict mode only)."""
+
+
+class ConnectionFailedError(ConveyorError, ConnectionError):
+    """The server could not be reached; the message names the address, never the credentials."""
+
+
+class PoolExhaustedError(ConnectionFailedError):
+    """Every connection of the bounded pool stayed busy for ``pool_timeout`` seconds."""

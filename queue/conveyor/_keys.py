@@ -1,0 +1,75 @@
+"""The only place Conveyor builds key names.
+
+Every key of a queue lives under one hash tag, ``<prefix>:{<queue>}:<kind>``, so a queue maps to one
+Redis Cluster slot and one Dragonfly lock (``--lock_on_hashtags``). Job hashes are
+``<prefix>:{<queue>}:j:<id>``; scripts derive them from the declared ``jobs`` key prefix, which shares
+the hash tag, because a job's id is only known inside the script that pops it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._errors import InvalidNameError
+
+FORBIDDEN_NAME_CHARS = frozenset("{}")
+MAX_NAME_LENGTH = 200
+
+
+def validate_name(kind: str, name: object) -> str:
+    """Return ``name`` if it can be part of a key, else raise :class:`InvalidNameError`."""
+    if not isinstance(name, str):
+        raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+    if not name:
+        raise InvalidNameError(f"{kind} name must not be empty")
+    if FORBIDDEN_NAME_CHARS & set(name):
+        raise InvalidNameError(f"{kind} name {name!r} must not contain '{{' or '}}' (hash tag characters)")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidNameError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    return name
+
+
+def validate_job_id(job_id: object) -> str:
+    """Caller-given ids: non-empty strings that are not all digits (digits are generated ids)."""
+    validate_name("job id", job_id)
+    assert isinstance(job_id, str)
+    if job_id.isdigit():
+        raise InvalidNameError(
+            f"job id {job_id!r} is made only of digits; such ids are reserved for generated ids"
+        )
+    return job_id
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Key names of one queue."""
+
+    meta: str  # hash: layout version, id and token counters, completed/failed totals
+    waiting: str  # list: ids ready to run (LPUSH to enqueue, RPOP to claim)
+    delayed: str  # sorted set: id -> due time (ms)
+    active: str  # sorted set: id -> lease deadline (ms)
+    completed: str  # sorted set: id -> finish time (ms), retained jobs only
+    failed: str  # sorted set: id -> finish time (ms)
+    marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
+    jobs: str  # prefix of job hashes; never a key on its own
+
+    def job(self, job_id: str) -> str:
+        """Key of one job hash."""
+        return self.jobs + job_id
+
+
+def queue_keys(prefix: str, queue: str) -> QueueKeys:
+    """Build the keys of ``queue`` under ``prefix``."""
+    validate_name("prefix", prefix)
+    validate_name("queue", queue)
+    base = f"{prefix}:{{{queue}}}:"
+    return QueueKeys(
+        meta=base + "meta",
+        waiting=base + "w",
+        delayed=base + "d",
+        active=base + "a",
+        completed=base + "c",
+        failed=base + "f",
+        marker=base + "m",
+        jobs=base + "j:",
+    )

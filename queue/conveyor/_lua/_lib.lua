@@ -1,0 +1,118 @@
+-- _lib.lua: helpers prepended to every Conveyor script (not a transition on its own).
+--
+-- Time comes from the server (TIME), never from the client: leases, delays and retention are then
+-- immune to clock skew between worker machines. Redis 7+, Valkey and Dragonfly replicate script
+-- effects, so reading TIME inside a script is safe.
+--
+-- Job hash fields: s state (w waiting, d delayed, a active, c completed, f failed), n task name,
+-- d payload, m max attempts, e enqueued at (ms), a attempts, k lease token, r last error, t finished (ms).
+-- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function bounded(n, limit, what)
+  if n > limit then
+    error('CONVEYOR_BOUND ' .. what .. ' processed ' .. n .. ' > batch ' .. limit)
+  end
+  return n
+end
+
+-- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease,
+-- -1 the lease expired, -2 no such job.
+local function check_lease(active, key, id, token, now)
+  local f = redis.call('HMGET', key, 's', 'k')
+  if not f[1] then return -2 end
+  if f[1] ~= 'a' or f[2] ~= token then return 0 end
+  local deadline = redis.call('ZSCORE', active, id)
+  if not deadline or tonumber(deadline) < now then return -1 end
+  return 1
+end
+
+local function wake(marker)
+  redis.call('ZADD', marker, 0, '0')
+end
+
+-- Move up to `limit` due delayed jobs to the claim end of the waiting list.
+local function promote_due(delayed, waiting, jobs, now, limit)
+  if limit <= 0 then return 0 end
+  local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
+  local n = bounded(#ids, limit, 'promote')
+  if n == 0 then return 0 end
+  redis.call('ZREM', delayed, unpack(ids))
+  for i = 1, n do redis.call('HSET', jobs .. ids[i], 's', 'w') end
+  redis.call('LPUSH', waiting, unpack(ids))
+  return n
+end
+
+local function next_due(delayed)
+  local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+  if first[2] then return tonumber(first[2]) end
+  return -1
+end
+
+-- Keep at most `keep` members of a finished set (-1 keeps all), removing at most `limit` per call.
+local function trim_by_count(set, jobs, keep, limit)
+  if keep < 0 or limit <= 0 then return 0 end
+  local excess = redis.call('ZCARD', set) - keep
+  if excess <= 0 then return 0 end
+  if excess > limit then excess = limit end
+  local ids = redis.call('ZRANGE', set, 0, excess - 1)
+  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
+  return #ids
+end
+
+local function trim_by_age(set, jobs, cutoff, limit)
+  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', '(' .. cutoff, 'LIMIT', 0, limit)
+  bounded(#ids, limit, 'trim')
+  if #ids == 0 then return 0 end
+  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  redis.call('ZREM', set, unpack(ids))
+  return #ids
+end
+
+local function finish_failed(failed, meta, key, id, err, now)
+  redis.call('HDEL', key, 'k')
+  redis.call('HSET', key, 's', 'f', 'r', err, 't', now)
+  redis.call('ZADD', failed, now, id)
+  redis.call('HINCRBY', meta, 'failed', 1)
+end
+
+-- Claim up to `count` waiting jobs with fresh tokens. Appends 7 fields per job to `out`:
+-- id, token, task, payload, attempts, max attempts, enqueued at (ms). Returns the number claimed.
+local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
+  if count <= 0 then return 0 end
+  local ids = redis.call('RPOP', waiting, count)
+  if not ids then return 0 end
+  local last_token = redis.call('HINCRBY', meta, 'tok', #ids)
+  local first_token = last_token - #ids
+  local deadline = now + lease_ms
+  local zargs = {}
+  for i = 1, #ids do
+    local id = ids[i]
+    local key = jobs .. id
+    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e')
+    if f[1] then
+      local attempts = (tonumber(f[3]) or 0) + 1
+      local token = tostring(first_token + i)
+      redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token)
+      zargs[#zargs + 1] = deadline
+      zargs[#zargs + 1] = id
+      local o = #out
+      out[o + 1] = id
+      out[o + 2] = token
+      out[o + 3] = f[1]
+      out[o + 4] = f[2]
+      out[o + 5] = attempts
+      out[o + 6] = tonumber(f[4]) or 1
+      out[o + 7] = tonumber(f[5]) or 0
+    end
+  end
+  if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end
+  -- Chain the wake-up: while work remains, the next idle worker must wake too.
+  if redis.call('LLEN', waiting) > 0 then wake(marker) end
+  return #zargs / 2
+end

@@ -1,0 +1,49 @@
+-- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs (prefix of job hashes)
+-- ARGV: 1 n (<= 1000), then n groups of 5: id ('' = generate), task, payload, max attempts,
+--       delay ms (0 = ready now)
+-- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
+--          task, payload, attempts, max attempts, enqueued at}
+-- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
+--         returned and nothing is created (idempotent enqueue).
+local meta, waiting, delayed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local n = tonumber(ARGV[1])
+bounded(n, 1000, 'enqueue')
+local now = now_ms()
+
+local generated = 0
+for i = 0, n - 1 do
+  if ARGV[2 + i * 5] == '' then generated = generated + 1 end
+end
+local next_id = 0
+if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
+
+local out, existing, ready, later = {now}, {}, {}, {}
+for i = 0, n - 1 do
+  local base = 2 + i * 5
+  local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
+  if id == '' then
+    next_id = next_id + 1
+    id = tostring(next_id)
+  end
+  local key = jobs .. id
+  local old = redis.call('HMGET', key, 's', 'n', 'd', 'a', 'm', 'e')
+  if old[1] then
+    out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = old[1]
+    for j = 2, 6 do existing[#existing + 1] = old[j] or '' end
+  elseif delay > 0 then
+    redis.call('HSET', key, 's', 'd', 'n', task, 'd', payload, 'm', max, 'e', now)
+    later[#later + 1] = now + delay
+    later[#later + 1] = id
+    out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'd'
+  else
+    redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now)
+    ready[#ready + 1] = id
+    out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
+  end
+end
+if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
+if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
+if #ready > 0 or #later > 0 then wake(marker) end
+for i = 1, #existing do out[#out + 1] = existing[i] end
+return out

@@ -1,0 +1,32 @@
+-- fail: record a failed attempt; retry later through the delayed set, or end in the failed state.
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs
+-- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all)
+-- Returns: {status (1 ok, 0 token does not hold the lease, -1 lease expired, -2 no such job),
+--          outcome ('retry' | 'failed' | ''), due or finish time (ms)}
+-- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
+local meta, waiting, delayed, active, failed, marker, jobs =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local key = jobs .. id
+local now = now_ms()
+local status = check_lease(active, key, id, token, now)
+if status ~= 1 then return {status, '', 0} end
+
+local f = redis.call('HMGET', key, 'a', 'm')
+local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
+redis.call('ZREM', active, id)
+if delay >= 0 and attempts < max then
+  redis.call('HDEL', key, 'k')
+  if delay == 0 then
+    redis.call('HSET', key, 's', 'w', 'r', err)
+    redis.call('LPUSH', waiting, id)
+  else
+    redis.call('HSET', key, 's', 'd', 'r', err)
+    redis.call('ZADD', delayed, now + delay, id)
+  end
+  wake(marker)
+  return {1, 'retry', now + delay}
+end
+finish_failed(failed, meta, key, id, err, now)
+trim_by_count(failed, jobs, keep, 10)
+return {1, 'failed', now}

@@ -1,0 +1,34 @@
+-- recover: redeliver jobs whose lease expired (the worker died or stalled), at most `batch` per call;
+-- a job that has used all its attempts ends in the failed state instead.
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs
+-- ARGV: 1 batch (1..100000), 2 keep failed (-1 all)
+-- Returns: {redelivered, failed}
+-- Errors: CONVEYOR_BOUND if more than `batch` jobs were processed (asserted, never expected).
+local meta, waiting, active, failed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local batch = bounded(tonumber(ARGV[1]), 100000, 'recover batch')
+local keep = tonumber(ARGV[2])
+local now = now_ms()
+local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
+bounded(#ids, batch, 'recover')
+local redelivered, dead = 0, 0
+for i = 1, #ids do
+  local id = ids[i]
+  local key = jobs .. id
+  redis.call('ZREM', active, id)
+  local f = redis.call('HMGET', key, 'a', 'm')
+  if f[1] then
+    local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
+    if attempts >= max then
+      finish_failed(failed, meta, key, id, 'lease expired after attempt ' .. attempts .. ' of ' .. max, now)
+      dead = dead + 1
+    else
+      redis.call('HDEL', key, 'k')
+      redis.call('HSET', key, 's', 'w')
+      redis.call('RPUSH', waiting, id)
+      redelivered = redelivered + 1
+    end
+  end
+end
+if dead > 0 then trim_by_count(failed, jobs, keep, dead + 10) end
+if redelivered > 0 then wake(marker) end
+return {redelivered, dead}

@@ -1,0 +1,18 @@
+-- trim: retention of completed and failed jobs by count and by age, at most `batch` removals per set.
+-- KEYS: 1 completed, 2 failed, 3 jobs
+-- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
+--       4 failed max age ms (-1 none), 5 batch (1..100000)
+-- Returns: {completed removed, failed removed}
+-- Errors: CONVEYOR_BOUND if more than `batch` removals happened in one set (asserted).
+local completed, failed, jobs = KEYS[1], KEYS[2], KEYS[3]
+local batch = bounded(tonumber(ARGV[5]), 100000, 'trim batch')
+local now = now_ms()
+
+local function trim(set, keep, max_age)
+  local removed = 0
+  if max_age >= 0 then removed = trim_by_age(set, jobs, now - max_age, batch) end
+  if removed < batch then removed = removed + trim_by_count(set, jobs, keep, batch - removed) end
+  return bounded(removed, batch, 'trim')
+end
+
+return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, tonumber(ARGV[3]), tonumber(ARGV[4]))}

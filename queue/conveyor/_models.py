@@ -1,0 +1,105 @@
+"""Value types of the public API: settings, job specs and jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._retry import Backoff
+from ._serialize import JSON, Serializer, decode_payload
+
+STATES = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed"}
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """Everything a queue and its workers are configured with. Times are in seconds.
+
+    keep_completed / keep_failed: how many finished jobs to retain (-1 keeps all, 0 none);
+    completed_max_age / failed_max_age: also drop finished jobs older than this (None: no age limit).
+    strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
+    """
+
+    prefix: str = "cv"
+    lease: float = 30.0
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=Backoff)
+    max_payload_bytes: int = 512 * 1024
+    keep_completed: int = 0
+    keep_failed: int = 10_000
+    completed_max_age: float | None = None
+    failed_max_age: float | None = 7 * 24 * 3600.0
+    maintenance_batch: int = 100
+    maintenance_interval: float = 1.0
+    serializer: Serializer = JSON
+    strict: bool = False
+    pool_size: int = 16
+    pool_timeout: float = 5.0
+    socket_timeout: float = 10.0
+    connect_timeout: float = 5.0
+    protocol: int = 3
+
+    def __post_init__(self) -> None:
+        checks = {
+            "lease must be >= 0.05 s": self.lease >= 0.05,
+            "max_attempts must be >= 1": self.max_attempts >= 1,
+            "max_payload_bytes must be > 0": self.max_payload_bytes > 0,
+            "keep_completed must be >= -1": self.keep_completed >= -1,
+            "keep_failed must be >= -1": self.keep_failed >= -1,
+            "maintenance_batch must be in 1..100000": 1 <= self.maintenance_batch <= 100_000,
+            "maintenance_interval must be > 0": self.maintenance_interval > 0,
+            "pool_size must be >= 1": self.pool_size >= 1,
+            "protocol must be 2 or 3": self.protocol in (2, 3),
+        }
+        failed = [message for message, ok in checks.items() if not ok]
+        if failed:
+            raise ValueError("invalid QueueSettings: " + "; ".join(failed))
+
+    @property
+    def lease_ms(self) -> int:
+        return round(self.lease * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job to enqueue. ``job_id`` makes the enqueue idempotent; ``delay`` is in seconds."""
+
+    task: str
+    payload: Any = None
+    job_id: str | None = None
+    delay: float = 0.0
+    max_attempts: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """A job as stored on the server. ``token`` is set while this client holds its lease."""
+
+    id: str
+    task: str
+    state: str
+    raw_payload: bytes | None = None
+    attempts: int = 0
+    max_attempts: int = 1
+    enqueued_at: float | None = None
+    token: str | None = None
+    error: str | None = None
+    finished_at: float | None = None
+    created: bool = True
+    serializer: Serializer = field(default=JSON, repr=False)
+    _payload: Any = field(default=_UNSET, repr=False)
+
+    @property
+    def payload(self) -> Any:
+        """The decoded payload (decoded once, on first access)."""
+        if self._payload is _UNSET:
+            self._payload = (
+                None
+                if self.raw_payload is None
+                else decode_payload(self.serializer, self.id, self.raw_payload)
+            )
+        return self._payload
+
+    def __repr__(self) -> str:
+        return f"Job(id={self.id!r}, task={self.task!r}, state={self.state!r}, attempts={self.attempts})"

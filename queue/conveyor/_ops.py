@@ -1,0 +1,291 @@
+"""Sans-I/O core shared by Queue and AsyncQueue: builds script calls and parses their replies.
+
+A :class:`Call` is everything needed to run one transition (script, KEYS, ARGV) plus the pure
+function that turns the reply into a result. The sync and async clients only execute calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ._errors import JobNotFoundError, LeaseLostError, SchemaVersionError
+from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
+from ._models import STATES, Job, JobSpec, QueueSettings
+from ._retry import retry_delay_ms
+from ._scripts import Script, Scripts
+from ._serialize import encode_payload
+
+T = TypeVar("T")
+LAYOUT_VERSION = "1"
+MAX_BATCH = 1000
+MAX_ERROR_CHARS = 4096
+CLAIM_FIELDS = 7
+LEASE_STATUS = {
+    0: "the token does not hold the lease (the job was redelivered or already settled)",
+    -1: "the lease expired",
+    -2: "no such job",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One script invocation and how to read its reply."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+    parse: Callable[[Any], T]
+
+
+def text(value: Any) -> str:
+    """Reply element as str (replies are bytes unless the caller's client decodes them)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def raw(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def lease_error(action: str, job: Job, status: int) -> LeaseLostError:
+    return LeaseLostError(f"{action} of job {job.id!r} refused: {LEASE_STATUS.get(status, status)}")
+
+
+class QueueCore:
+    """Pure logic of one queue: validation, argument packing and reply parsing."""
+
+    def __init__(self, name: str, settings: QueueSettings) -> None:
+        self.name = validate_name("queue", name)
+        self.settings = settings
+        self.keys: QueueKeys = queue_keys(settings.prefix, name)
+
+    # -- enqueue ---------------------------------------------------------------------------------
+    def _pack_spec(self, spec: JobSpec) -> list[Any]:
+        validate_name("task", spec.task)
+        job_id = "" if spec.job_id is None else validate_job_id(spec.job_id)
+        max_attempts = self.settings.max_attempts if spec.max_attempts is None else spec.max_attempts
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+        if spec.delay < 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {spec.delay!r}")
+        data = encode_payload(
+            self.settings.serializer, spec.task, spec.payload, self.settings.max_payload_bytes
+        )
+        return [job_id, spec.task, data, max_attempts, round(spec.delay * 1000)]
+
+    def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
+        """Enqueue a batch; every spec is validated before anything is sent (nothing partial)."""
+        specs = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
+        if not specs or len(specs) > MAX_BATCH:
+            raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(specs)}")
+        args: list[Any] = [len(specs)]
+        for spec in specs:
+            args += self._pack_spec(spec)
+        k = self.keys
+        return Call(
+            Scripts.ENQUEUE.value,
+            (k.meta, k.waiting, k.delayed, k.marker, k.jobs),
+            args,
+            lambda reply: self._parse_enqueue(specs, args, reply),
+        )
+
+    def _parse_enqueue(self, specs: list[JobSpec], args: list[Any], reply: Any) -> list[Job]:
+        now = int(reply[0]) / 1000
+        jobs: list[Job] = []
+        extra = 1 + 3 * len(specs)
+        for i, spec in enumerate(specs):
+            job_id, created, state = text(reply[1 + 3 * i]), int(reply[2 + 3 * i]), text(reply[3 + 3 * i])
+            if created:
+                packed = args[1 + 5 * i : 6 + 5 * i]
+                job = Job(job_id, spec.task, STATES[state], packed[2], 0, packed[3], now)
+            else:
+                f = reply[extra : extra + 5]
+                extra += 5
+                job = Job(job_id, text(f[0]), STATES.get(state, state), raw(f[1]), int(f[2] or 0),
+                          int(f[3] or 1), int(f[4] or 0) / 1000, created=False)
+            job.serializer = self.settings.serializer
+            jobs.append(job)
+        return jobs
+
+    # -- claim / ack -------------------------------------------------------------------------------
+    def _parse_claimed(self, reply: Sequence[Any], start: int) -> list[Job]:
+        serializer = self.settings.serializer
+        jobs = []
+        for i in range(start, len(reply), CLAIM_FIELDS):
+            job = Job(text(reply[i]), text(reply[i + 2]), "active", raw(reply[i + 3]),
+                      int(reply[i + 4]), int(reply[i + 5]), int(reply[i + 6]) / 1000,
+                      text(reply[i + 1]))
+            job.serializer = serializer
+            jobs.append(job)
+        return jobs
+
+    def claim(self, count: int, lease: float | None) -> Call[tuple[list[Job], float]]:
+        """Claim up to ``count`` jobs; also returns seconds until the next delayed job is due (-1: none)."""
+        if not 0 <= count <= MAX_BATCH:
+            raise ValueError(f"count must be in 0..{MAX_BATCH}, got {count}")
+        k = self.keys
+        return Call(
+            Scripts.CLAIM.value,
+            (k.meta, k.waiting, k.delayed, k.active, k.marker, k.jobs),
+            (count, self._lease_ms(lease), self.settings.maintenance_batch),
+            lambda r: (self._parse_claimed(r, 2), until_due(r[0], r[1])),
+        )
+
+    def _lease_ms(self, lease: float | None) -> int:
+        lease = self.settings.lease if lease is None else lease
+        if lease < 0.05:
+            raise ValueError(f"lease must be >= 0.05 s, got {lease!r}")
+        return round(lease * 1000)
+
+    def ack(
+        self, jobs: Sequence[Job], claim: int = 0, lease: float | None = None
+    ) -> Call[tuple[list[int], list[Job], float]]:
+        """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due)."""
+        if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
+            raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
+        args: list[Any] = [self._lease_ms(lease), claim, self.settings.maintenance_batch,
+                           self.settings.keep_completed, len(jobs)]
+        for job in jobs:
+            args += (job.id, held_token(job))
+        k = self.keys
+        n = len(jobs)
+
+        def parse(r: Any) -> tuple[list[int], list[Job], float]:
+            return [int(s) for s in r[:n]], self._parse_claimed(r, n + 2), until_due(r[n], r[n + 1])
+
+        keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs)
+        return Call(Scripts.ACK.value, keys, args, parse)
+
+    # -- fail / extend / release -------------------------------------------------------------------
+    def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
+        """Record a failed attempt; the reply says 'retry' or 'failed'."""
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        delay = retry_delay_ms(self.settings.backoff, job.attempts, job.max_attempts, retry)
+        k = self.keys
+
+        def parse(r: Any) -> str:
+            status = int(r[0])
+            if status != 1:
+                raise lease_error("fail", job, status)
+            job.token, job.error = None, message[:MAX_ERROR_CHARS]
+            job.state = "delayed" if text(r[1]) == "retry" else "failed"
+            return "retry" if text(r[1]) == "retry" else "failed"
+
+        return Call(
+            Scripts.FAIL.value,
+            (k.meta, k.waiting, k.delayed, k.active, k.failed, k.marker, k.jobs),
+            (job.id, held_token(job), message[:MAX_ERROR_CHARS], delay, self.settings.keep_failed),
+            parse,
+        )
+
+    def extend(self, jobs: Sequence[Job], lease: float | None) -> Call[list[int]]:
+        args: list[Any] = [self._lease_ms(lease), len(jobs)]
+        for job in jobs:
+            args += (job.id, held_token(job))
+        return Call(Scripts.EXTEND.value, (self.keys.active, self.keys.jobs), args,
+                    lambda r: [int(s) for s in r])
+
+    def release(self, jobs: Sequence[Job], started: Sequence[bool]) -> Call[list[int]]:
+        args: list[Any] = [len(jobs)]
+        for job, was_started in zip(jobs, started, strict=True):
+            args += (job.id, held_token(job), 0 if was_started else 1)
+        k = self.keys
+        return Call(Scripts.RELEASE.value, (k.active, k.waiting, k.marker, k.jobs), args,
+                    lambda r: [int(s) for s in r])
+
+    # -- maintenance ---------------------------------------------------------------------------------
+    def _batch(self, batch: int | None) -> int:
+        batch = self.settings.maintenance_batch if batch is None else batch
+        if not 1 <= batch <= 100_000:
+            raise ValueError(f"batch must be in 1..100000, got {batch}")
+        return batch
+
+    def promote(self, batch: int | None) -> Call[int]:
+        k = self.keys
+        return Call(Scripts.PROMOTE.value, (k.delayed, k.waiting, k.marker, k.jobs),
+                    (self._batch(batch),), lambda r: int(r[0]))
+
+    def recover(self, batch: int | None) -> Call[tuple[int, int]]:
+        k = self.keys
+        return Call(Scripts.RECOVER.value, (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs),
+                    (self._batch(batch), self.settings.keep_failed),
+                    lambda r: (int(r[0]), int(r[1])))
+
+    def trim(self, batch: int | None) -> Call[int]:
+        s = self.settings
+        ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
+        return Call(Scripts.TRIM.value, (self.keys.completed, self.keys.failed, self.keys.jobs),
+                    (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch)),
+                    lambda r: int(r[0]) + int(r[1]))
+
+    def cancel(self, job_id: str) -> Call[bool]:
+        validate_name("job id", job_id)
+        k = self.keys
+        return Call(Scripts.CANCEL.value, (k.waiting, k.delayed, k.jobs), (job_id,),
+                    lambda r: int(r[0]) == 1)
+
+    # -- reads -----------------------------------------------------------------------------------------
+    def parse_counts(self, replies: Sequence[Any]) -> dict[str, int]:
+        names = ("waiting", "delayed", "active", "completed", "failed")
+        counts = dict(zip(names, (int(r) for r in replies[:5]), strict=True))
+        totals = replies[5]
+        counts["total_completed"] = int(totals[0] or 0)
+        counts["total_failed"] = int(totals[1] or 0)
+        return counts
+
+    def parse_job(self, job_id: str, fields: dict[Any, Any]) -> Job | None:
+        if not fields:
+            return None
+        f = {text(key): value for key, value in fields.items()}
+        job = Job(job_id, text(f.get("n", b"")), STATES.get(text(f.get("s", b"")), "unknown"),
+                  raw(f["d"]) if "d" in f else None, int(f.get("a", 0)), int(f.get("m", 1)),
+                  int(f.get("e", 0)) / 1000, text(f["k"]) if "k" in f else None,
+                  text(f["r"]) if "r" in f else None,
+                  int(f["t"]) / 1000 if "t" in f else None, created=False)
+        job.serializer = self.settings.serializer
+        return job
+
+    def check_layout(self, stored: Any) -> None:
+        if stored is not None and text(stored) != LAYOUT_VERSION:
+            raise SchemaVersionError(
+                f"queue {self.name!r} was written with data layout version {text(stored)}; this "
+                f"Conveyor reads version {LAYOUT_VERSION}. Upgrade Conveyor or use another queue name."
+            )
+
+
+def until_due(now_ms: Any, due_ms: Any) -> float:
+    """Seconds from the server's now until the next delayed job is due; -1 when none is delayed."""
+    due = int(due_ms)
+    return -1.0 if due < 0 else max(0.0, (due - int(now_ms)) / 1000)
+
+
+def held_token(job: Job) -> str:
+    if job.token is None:
+        raise LeaseLostError(f"job {job.id!r} is not leased by this client (it has no token)")
+    return job.token
+
+
+def check_statuses(action: str, jobs: Sequence[Job], statuses: Sequence[int]) -> None:
+    """Raise LeaseLostError for the first refused job of a single-job API call."""
+    for job, status in zip(jobs, statuses, strict=True):
+        if status != 1:
+            raise lease_error(action, job, status)
+
+
+def not_found(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job with id {job_id!r}")
+
+
+
+def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) -> None:
+    """After a one-job ack/extend: raise if refused, else update the local job."""
+    check_statuses(action, [job], statuses)
+    if state:
+        job.state, job.token = state, None
+
+
+def enqueue_spec(
+    task: str, payload: Any, job_id: str | None, delay: float, max_attempts: int | None
+) -> list[JobSpec]:
+    return [JobSpec(task, payload, job_id, delay, max_attempts)]

@@ -1,0 +1,36 @@
+"""Pure retry arithmetic: job retry backoff and reconnection backoff."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with full-range jitter: delay = min(cap, base * factor**(n-1)) * U(1-j, 1)."""
+
+    base: float = 1.0
+    factor: float = 2.0
+    cap: float = 300.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.base < 0 or self.cap < 0 or self.factor < 1 or not 0 <= self.jitter <= 1:
+            raise ValueError(f"invalid backoff {self!r}: need base, cap >= 0, factor >= 1, 0 <= jitter <= 1")
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1 = the first retry)."""
+        raw = min(self.cap, self.base * self.factor ** max(0, attempt - 1))
+        spread = (rng or random).uniform(1.0 - self.jitter, 1.0)
+        return raw * spread
+
+
+def retry_delay_ms(policy: Backoff, attempts: int, max_attempts: int, retry: bool) -> int:
+    """Delay for the fail script: -1 means do not retry (final failure)."""
+    if not retry or attempts >= max_attempts:
+        return -1
+    return round(policy.delay(attempts) * 1000)
+
+
+RECONNECT = Backoff(base=0.05, factor=2.0, cap=2.0, jitter=0.5)

@@ -1,0 +1,57 @@
+"""Payload serialization. JSON by default; nothing is ever unpickled unless a caller plugs it in."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from ._errors import PayloadTooLargeError, SerializationError
+
+
+class Serializer(Protocol):
+    """Turns payloads into bytes and back. Implementations must be safe for untrusted input."""
+
+    def dumps(self, payload: Any) -> bytes:
+        """Encode a payload."""
+        ...
+
+    def loads(self, data: bytes) -> Any:
+        """Decode a stored payload."""
+        ...
+
+
+class JSONSerializer:
+    """Compact UTF-8 JSON; rejects NaN and Infinity, which are not JSON."""
+
+    def dumps(self, payload: Any) -> bytes:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+JSON = JSONSerializer()
+
+
+def encode_payload(serializer: Serializer, task: str, payload: Any, limit: int) -> bytes:
+    """Encode ``payload`` for ``task``, enforcing the size limit with errors that name the problem."""
+    try:
+        data = serializer.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"payload of task {task!r} cannot be serialized ({type(payload).__name__}): {exc}"
+        ) from exc
+    if len(data) > limit:
+        raise PayloadTooLargeError(
+            f"payload of task {task!r} is {len(data)} bytes encoded; the limit is {limit} bytes "
+            "(QueueSettings.max_payload_bytes)"
+        )
+    return data
+
+
+def decode_payload(serializer: Serializer, job_id: str, data: bytes) -> Any:
+    """Decode a stored payload; a payload this serializer cannot read raises SerializationError."""
+    try:
+        return serializer.loads(data)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"payload of job {job_id!r} cannot be decoded: {exc}") from exc

@@ -1,0 +1,108 @@
+"""Shared fixtures: real servers, one per kind per session, started only when a test asks.
+
+`server` is parametrized over every kind in the catalog, so a test that takes `server` (or
+`redis_url`) runs once on each server this machine can start; the others are skipped with the
+launcher's reason, which `-ra` prints in the summary. Choose kinds with `--servers a,b` or the
+environment variable CONVEYOR_TEST_SERVERS.
+
+Fixtures are synchronous, so they work unchanged in pytest-asyncio tests (asyncio_mode=auto in
+pyproject) and in anyio-marked tests (`anyio_backend` below pins asyncio).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from bench.servers import KINDS, RunningServer, ServerUnavailable, start_server
+
+KIND_IDS = [k.id for k in KINDS]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--servers",
+        default=os.environ.get("CONVEYOR_TEST_SERVERS", ""),
+        help="comma-separated server kinds to test on (default: all available): "
+        + ",".join(KIND_IDS),
+    )
+
+
+class _ServerPool:
+    """Starts each kind at most once per session, remembers why a kind could not start."""
+
+    def __init__(self, selected: set[str] | None) -> None:
+        self._stack = contextlib.ExitStack()
+        self._servers: dict[str, RunningServer] = {}
+        self._unavailable: dict[str, str] = {}
+        self._selected = selected
+
+    def get(self, kind: str) -> RunningServer:
+        if self._selected is not None and kind not in self._selected:
+            pytest.skip(f"{kind}: not selected (--servers / CONVEYOR_TEST_SERVERS)")
+        if kind in self._unavailable:
+            pytest.skip(self._unavailable[kind])
+        srv = self._servers.get(kind)
+        if srv is None:
+            try:
+                srv = self._stack.enter_context(start_server(kind))
+            except ServerUnavailable as exc:
+                self._unavailable[kind] = exc.reason
+                pytest.skip(exc.reason)
+            self._servers[kind] = srv
+        if not srv.running:  # a test killed it: bring it back on the same port
+            srv.restart()
+        return srv
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@pytest.fixture(scope="session")
+def server_pool(request: pytest.FixtureRequest) -> Iterator[_ServerPool]:
+    """Session-wide owner of the servers; stops them all at the end, even after failures."""
+    raw = str(request.config.getoption("--servers") or "").strip()
+    selected = {s.strip() for s in raw.split(",") if s.strip()} or None
+    pool = _ServerPool(selected)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session", params=[pytest.param(k, id=k) for k in KIND_IDS])
+def server(request: pytest.FixtureRequest, server_pool: _ServerPool) -> RunningServer:
+    """A running server of each kind in turn (default config; Dragonfly in hashtag mode)."""
+    return server_pool.get(str(request.param))
+
+
+@pytest.fixture(scope="session")
+def redis_url(server: RunningServer) -> str:
+    """URL of the `server` fixture's server (db 0, no credentials)."""
+    return server.url
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """anyio-marked tests run on asyncio, like the rest of the suite."""
+    return "asyncio"
+
+
+_counter = itertools.count()
+_RUN = uuid.uuid4().hex[:6]
+
+
+@pytest.fixture
+def queue_name(request: pytest.FixtureRequest) -> str:
+    """A queue name unique to this test (and run), so tests never need to flush the server.
+
+    Built from the test name plus a counter; only [A-Za-z0-9_.:-], so never `{` or `}`.
+    """
+    base = re.sub(r"[^A-Za-z0-9_.:-]+", "-", request.node.name).strip("-")[:60]
+    return f"t-{base}-{_RUN}-{next(_counter)}"
