@@ -25,14 +25,21 @@ class AsyncQueue:
     """A queue on a Redis-compatible server, used from asyncio code."""
 
     def __init__(
-        self, name: str, client: aredis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
+        self,
+        name: str,
+        client: aredis.Redis,
+        *,
+        settings: QueueSettings | None = None,
+        **overrides: Any,
     ) -> None:
         self.core = QueueCore(name, _settings(settings, overrides))
         self.client = client
         self._ready = False
 
     @classmethod
-    def from_url(cls, url: str, name: str, *, settings: QueueSettings | None = None, **overrides: Any) -> AsyncQueue:
+    def from_url(
+        cls, url: str, name: str, *, settings: QueueSettings | None = None, **overrides: Any
+    ) -> AsyncQueue:
         """A queue with its own bounded connection pool (``pool_size`` connections)."""
         resolved = _settings(settings, overrides)
         pool = aredis.BlockingConnectionPool.from_url(url, **pool_options(resolved))
@@ -46,7 +53,7 @@ class AsyncQueue:
     def settings(self) -> QueueSettings:
         return self.core.settings
 
-    # -- execution -----------------------------------------------------------------------------------
+    # -- execution --------------------------------------------------------------------------------
     def _error(self, exc: BaseException) -> Exception:
         pool = self.client.connection_pool
         return translate_error(pool.connection_kwargs, exc, getattr(pool, "max_connections", None))
@@ -82,10 +89,19 @@ class AsyncQueue:
         self._ready = True
 
     # -- public API ----------------------------------------------------------------------------------
-    async def enqueue(self, task: str, payload: Any = None, *, job_id: str | None = None,
-                delay: float = 0.0, max_attempts: int | None = None) -> Job:
+    async def enqueue(
+        self,
+        task: str,
+        payload: Any = None,
+        *,
+        job_id: str | None = None,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+    ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead."""
-        return (await self._run(self.core.enqueue(enqueue_spec(task, payload, job_id, delay, max_attempts))))[0]
+        return (await self._run(self.core.enqueue(enqueue_spec(task, payload, job_id, delay, max_attempts))))[
+            0
+        ]
 
     async def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""

@@ -15,7 +15,14 @@ import redis.asyncio as aredis
 
 from ._async_client import AsyncQueue
 from ._connection import role_options
-from ._dispatch import Dispatcher, WorkerOptions, failure_of, idle_wait, missing_handler, validate_handlers
+from ._dispatch import (
+    Dispatcher,
+    WorkerOptions,
+    failure_of,
+    idle_wait,
+    missing_handler,
+    validate_handlers,
+)
 from ._errors import ConveyorError, LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
@@ -88,7 +95,7 @@ class AsyncWorker:
                 else:
                     loop.remove_signal_handler(sig)
 
-    # -- handler tasks ---------------------------------------------------------------------------------
+    # -- handler tasks ----------------------------------------------------------------------------
     async def _slot(self) -> None:
         d = self._dispatch
         while True:
@@ -106,7 +113,7 @@ class AsyncWorker:
                 d.failures.append(failure_of(job, exc))
             self._wake.set()
 
-    # -- pump ------------------------------------------------------------------------------------------
+    # -- pump -------------------------------------------------------------------------------------
     async def _pump(self, pump: AsyncQueue, waiter: AsyncQueue) -> None:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
@@ -180,7 +187,7 @@ class AsyncWorker:
                 await pump._run(pump.core.release(jobs, started))
             self._dispatch.on_released(jobs)
 
-    # -- maintenance -----------------------------------------------------------------------------------
+    # -- maintenance ------------------------------------------------------------------------------
     async def _maintain(self, maint: AsyncQueue) -> None:
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
 
-from ._errors import ConnectionFailedError, ServerConfigError
+from ._errors import ConnectionFailedError, ConveyorError, PoolExhaustedError, ServerConfigError
 from ._models import QueueSettings
 
 log = logging.getLogger("conveyor")
@@ -92,8 +92,6 @@ def _pairs(reply: Any) -> list[tuple[Any, Any]]:
 
 def translate_error(kwargs: dict[str, Any], exc: BaseException, pool_size: int | None) -> Exception:
     """Map redis-py errors to Conveyor's, naming the address and never the credentials."""
-    from ._errors import ConveyorError, PoolExhaustedError
-
     message = str(exc)
     if "No connection available" in message or "Too many connections" in message:
         return PoolExhaustedError(

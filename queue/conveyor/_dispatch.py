@@ -7,6 +7,7 @@ claim, what to ack, which leases need a heartbeat and when a shutdown is complet
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import traceback
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import SerializationError
+from ._keys import validate_name
 from ._models import Job
 from ._ops import LEASE_STATUS, MAX_BATCH
 
@@ -58,10 +60,6 @@ class Failure:
 
 def validate_handlers(handlers: Mapping[str, Callable[..., Any]], want_async: bool) -> None:
     """Reject handlers of the wrong kind at construction, not at the first job."""
-    import inspect
-
-    from ._keys import validate_name
-
     for task, handler in handlers.items():
         validate_name("task", task)
         if not callable(handler):

@@ -17,7 +17,7 @@ from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
 
-T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
@@ -30,13 +30,13 @@ LEASE_STATUS = {
 
 
 @dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
+class Call(Generic[T_co]):
     """One script invocation and how to read its reply."""
 
     script: Script
     keys: Sequence[str]
     args: Sequence[Any]
-    parse: Callable[[Any], T]
+    parse: Callable[[Any], T_co]
 
 
 def text(value: Any) -> str:
@@ -59,63 +59,89 @@ class QueueCore:
         self.name = validate_name("queue", name)
         self.settings = settings
         self.keys: QueueKeys = queue_keys(settings.prefix, name)
+        self._valid_tasks: set[str] = set()
 
-    # -- enqueue ---------------------------------------------------------------------------------
+    # -- enqueue ----------------------------------------------------------------------------------
     def _pack_spec(self, spec: JobSpec) -> list[Any]:
-        validate_name("task", spec.task)
+        if spec.task not in self._valid_tasks:
+            self._valid_tasks.add(validate_name("task", spec.task))
         job_id = "" if spec.job_id is None else validate_job_id(spec.job_id)
         max_attempts = self.settings.max_attempts if spec.max_attempts is None else spec.max_attempts
-        if not isinstance(max_attempts, int) or max_attempts < 1:
+        if type(max_attempts) is not int or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-        if spec.delay < 0:
+        if not spec.delay >= 0:
             raise ValueError(f"delay must be >= 0 seconds, got {spec.delay!r}")
         data = encode_payload(
             self.settings.serializer, spec.task, spec.payload, self.settings.max_payload_bytes
         )
-        return [job_id, spec.task, data, max_attempts, round(spec.delay * 1000)]
+        return [
+            job_id,
+            spec.task,
+            data,
+            max_attempts,
+            round(spec.delay * 1000) if spec.delay else 0,
+        ]
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
         """Enqueue a batch; every spec is validated before anything is sent (nothing partial)."""
-        specs = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
-        if not specs or len(specs) > MAX_BATCH:
-            raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(specs)}")
-        args: list[Any] = [len(specs)]
-        for spec in specs:
-            args += self._pack_spec(spec)
+        batch = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
+        if not batch or len(batch) > MAX_BATCH:
+            raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(batch)}")
+        args: list[Any] = [len(batch)]
+        pack = self._pack_spec
+        for spec in batch:
+            args += pack(spec)
         k = self.keys
         return Call(
             Scripts.ENQUEUE.value,
             (k.meta, k.waiting, k.delayed, k.marker, k.jobs),
             args,
-            lambda reply: self._parse_enqueue(specs, args, reply),
+            lambda reply: self._parse_enqueue(batch, args, reply),
         )
 
     def _parse_enqueue(self, specs: list[JobSpec], args: list[Any], reply: Any) -> list[Job]:
         now = int(reply[0]) / 1000
         jobs: list[Job] = []
         extra = 1 + 3 * len(specs)
+        states = {b"w": "waiting", b"d": "delayed", "w": "waiting", "d": "delayed"}
         for i, spec in enumerate(specs):
-            job_id, created, state = text(reply[1 + 3 * i]), int(reply[2 + 3 * i]), text(reply[3 + 3 * i])
+            job_id, created, state = reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]
+            job_id = job_id.decode() if type(job_id) is bytes else str(job_id)
             if created:
-                packed = args[1 + 5 * i : 6 + 5 * i]
-                job = Job(job_id, spec.task, STATES[state], packed[2], 0, packed[3], now)
+                job = Job(job_id, spec.task, states[state], args[3 + 5 * i], 0, args[4 + 5 * i], now)
             else:
+                state = text(state)
                 f = reply[extra : extra + 5]
                 extra += 5
-                job = Job(job_id, text(f[0]), STATES.get(state, state), raw(f[1]), int(f[2] or 0),
-                          int(f[3] or 1), int(f[4] or 0) / 1000, created=False)
+                job = Job(
+                    job_id,
+                    text(f[0]),
+                    STATES.get(state, state),
+                    raw(f[1]),
+                    int(f[2] or 0),
+                    int(f[3] or 1),
+                    int(f[4] or 0) / 1000,
+                    created=False,
+                )
             job.serializer = self.settings.serializer
             jobs.append(job)
         return jobs
 
-    # -- claim / ack -------------------------------------------------------------------------------
+    # -- claim / ack ------------------------------------------------------------------------------
     def _parse_claimed(self, reply: Sequence[Any], start: int) -> list[Job]:
         serializer = self.settings.serializer
         jobs = []
         for i in range(start, len(reply), CLAIM_FIELDS):
-            job = Job(text(reply[i]), text(reply[i + 2]), "active", raw(reply[i + 3]),
-                      int(reply[i + 4]), int(reply[i + 5]), int(reply[i + 6]) / 1000,
-                      text(reply[i + 1]))
+            job = Job(
+                text(reply[i]),
+                text(reply[i + 2]),
+                "active",
+                raw(reply[i + 3]),
+                int(reply[i + 4]),
+                int(reply[i + 5]),
+                int(reply[i + 6]) / 1000,
+                text(reply[i + 1]),
+            )
             job.serializer = serializer
             jobs.append(job)
         return jobs
@@ -144,8 +170,13 @@ class QueueCore:
         """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due)."""
         if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
-        args: list[Any] = [self._lease_ms(lease), claim, self.settings.maintenance_batch,
-                           self.settings.keep_completed, len(jobs)]
+        args: list[Any] = [
+            self._lease_ms(lease),
+            claim,
+            self.settings.maintenance_batch,
+            self.settings.keep_completed,
+            len(jobs),
+        ]
         for job in jobs:
             args += (job.id, held_token(job))
         k = self.keys
@@ -157,7 +188,7 @@ class QueueCore:
         keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs)
         return Call(Scripts.ACK.value, keys, args, parse)
 
-    # -- fail / extend / release -------------------------------------------------------------------
+    # -- fail / extend / release ------------------------------------------------------------------
     def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
         """Record a failed attempt; the reply says 'retry' or 'failed'."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
@@ -183,18 +214,26 @@ class QueueCore:
         args: list[Any] = [self._lease_ms(lease), len(jobs)]
         for job in jobs:
             args += (job.id, held_token(job))
-        return Call(Scripts.EXTEND.value, (self.keys.active, self.keys.jobs), args,
-                    lambda r: [int(s) for s in r])
+        return Call(
+            Scripts.EXTEND.value,
+            (self.keys.active, self.keys.jobs),
+            args,
+            lambda r: [int(s) for s in r],
+        )
 
     def release(self, jobs: Sequence[Job], started: Sequence[bool]) -> Call[list[int]]:
         args: list[Any] = [len(jobs)]
         for job, was_started in zip(jobs, started, strict=True):
             args += (job.id, held_token(job), 0 if was_started else 1)
         k = self.keys
-        return Call(Scripts.RELEASE.value, (k.active, k.waiting, k.marker, k.jobs), args,
-                    lambda r: [int(s) for s in r])
+        return Call(
+            Scripts.RELEASE.value,
+            (k.active, k.waiting, k.marker, k.jobs),
+            args,
+            lambda r: [int(s) for s in r],
+        )
 
-    # -- maintenance ---------------------------------------------------------------------------------
+    # -- maintenance ------------------------------------------------------------------------------
     def _batch(self, batch: int | None) -> int:
         batch = self.settings.maintenance_batch if batch is None else batch
         if not 1 <= batch <= 100_000:
@@ -203,29 +242,43 @@ class QueueCore:
 
     def promote(self, batch: int | None) -> Call[int]:
         k = self.keys
-        return Call(Scripts.PROMOTE.value, (k.delayed, k.waiting, k.marker, k.jobs),
-                    (self._batch(batch),), lambda r: int(r[0]))
+        return Call(
+            Scripts.PROMOTE.value,
+            (k.delayed, k.waiting, k.marker, k.jobs),
+            (self._batch(batch),),
+            lambda r: int(r[0]),
+        )
 
     def recover(self, batch: int | None) -> Call[tuple[int, int]]:
         k = self.keys
-        return Call(Scripts.RECOVER.value, (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs),
-                    (self._batch(batch), self.settings.keep_failed),
-                    lambda r: (int(r[0]), int(r[1])))
+        return Call(
+            Scripts.RECOVER.value,
+            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs),
+            (self._batch(batch), self.settings.keep_failed),
+            lambda r: (int(r[0]), int(r[1])),
+        )
 
     def trim(self, batch: int | None) -> Call[int]:
         s = self.settings
         ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
-        return Call(Scripts.TRIM.value, (self.keys.completed, self.keys.failed, self.keys.jobs),
-                    (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch)),
-                    lambda r: int(r[0]) + int(r[1]))
+        return Call(
+            Scripts.TRIM.value,
+            (self.keys.completed, self.keys.failed, self.keys.jobs),
+            (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch)),
+            lambda r: int(r[0]) + int(r[1]),
+        )
 
     def cancel(self, job_id: str) -> Call[bool]:
         validate_name("job id", job_id)
         k = self.keys
-        return Call(Scripts.CANCEL.value, (k.waiting, k.delayed, k.jobs), (job_id,),
-                    lambda r: int(r[0]) == 1)
+        return Call(
+            Scripts.CANCEL.value,
+            (k.waiting, k.delayed, k.jobs),
+            (job_id,),
+            lambda r: int(r[0]) == 1,
+        )
 
-    # -- reads -----------------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------------------------
     def parse_counts(self, replies: Sequence[Any]) -> dict[str, int]:
         names = ("waiting", "delayed", "active", "completed", "failed")
         counts = dict(zip(names, (int(r) for r in replies[:5]), strict=True))
@@ -238,11 +291,19 @@ class QueueCore:
         if not fields:
             return None
         f = {text(key): value for key, value in fields.items()}
-        job = Job(job_id, text(f.get("n", b"")), STATES.get(text(f.get("s", b"")), "unknown"),
-                  raw(f["d"]) if "d" in f else None, int(f.get("a", 0)), int(f.get("m", 1)),
-                  int(f.get("e", 0)) / 1000, text(f["k"]) if "k" in f else None,
-                  text(f["r"]) if "r" in f else None,
-                  int(f["t"]) / 1000 if "t" in f else None, created=False)
+        job = Job(
+            job_id,
+            text(f.get("n", b"")),
+            STATES.get(text(f.get("s", b"")), "unknown"),
+            raw(f["d"]) if "d" in f else None,
+            int(f.get("a", 0)),
+            int(f.get("m", 1)),
+            int(f.get("e", 0)) / 1000,
+            text(f["k"]) if "k" in f else None,
+            text(f["r"]) if "r" in f else None,
+            int(f["t"]) / 1000 if "t" in f else None,
+            created=False,
+        )
         job.serializer = self.settings.serializer
         return job
 
@@ -275,7 +336,6 @@ def check_statuses(action: str, jobs: Sequence[Job], statuses: Sequence[int]) ->
 
 def not_found(job_id: str) -> JobNotFoundError:
     return JobNotFoundError(f"no job with id {job_id!r}")
-
 
 
 def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) -> None:

@@ -23,8 +23,12 @@ class Serializer(Protocol):
 class JSONSerializer:
     """Compact UTF-8 JSON; rejects NaN and Infinity, which are not JSON."""
 
+    def __init__(self) -> None:
+        # One encoder reused: json.dumps with options builds a new encoder on every call.
+        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
     def dumps(self, payload: Any) -> bytes:
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        return self._encode(payload).encode()
 
     def loads(self, data: bytes) -> Any:
         return json.loads(data)

@@ -15,7 +15,14 @@ import redis
 
 from ._client import Queue
 from ._connection import role_options
-from ._dispatch import Dispatcher, WorkerOptions, failure_of, idle_wait, missing_handler, validate_handlers
+from ._dispatch import (
+    Dispatcher,
+    WorkerOptions,
+    failure_of,
+    idle_wait,
+    missing_handler,
+    validate_handlers,
+)
 from ._errors import ConveyorError, LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
@@ -60,8 +67,10 @@ class Worker:
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
-        threads = [threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
-                   for i in range(self.options.concurrency)]
+        threads = [
+            threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
+            for i in range(self.options.concurrency)
+        ]
         threads.append(threading.Thread(target=self._maintain, args=(maint,), daemon=True))
         with self._signals():
             for thread in threads:
@@ -78,17 +87,22 @@ class Worker:
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
-        if not self.options.install_signal_handlers or threading.current_thread() is not threading.main_thread():
+        if (
+            not self.options.install_signal_handlers
+            or threading.current_thread() is not threading.main_thread()
+        ):
             yield
             return
-        previous = {sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {
+            sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
         try:
             yield
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    # -- handler threads -----------------------------------------------------------------------------
+    # -- handler threads --------------------------------------------------------------------------
     def _slot(self) -> None:
         while (job := self._ready.get()) is not None:
             self._dispatch.started.add(job.id)
@@ -106,7 +120,7 @@ class Worker:
                 (self._dispatch.failures.append(failure) if failure else self._dispatch.done.append(job))
             self._wake.set()
 
-    # -- pump ------------------------------------------------------------------------------------------
+    # -- pump -------------------------------------------------------------------------------------
     def _pump(self, pump: Queue, waiter: Queue) -> None:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
@@ -180,7 +194,7 @@ class Worker:
                 pump._run(pump.core.release(jobs, started))
             self._dispatch.on_released(jobs)
 
-    # -- maintenance -----------------------------------------------------------------------------------
+    # -- maintenance ------------------------------------------------------------------------------
     def _maintain(self, maint: Queue) -> None:
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)

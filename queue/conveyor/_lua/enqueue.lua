@@ -22,12 +22,15 @@ local out, existing, ready, later = {now}, {}, {}, {}
 for i = 0, n - 1 do
   local base = 2 + i * 5
   local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
+  local old = {false}
   if id == '' then
+    -- Generated ids are digits only and callers may not use such ids: no existence check needed.
     next_id = next_id + 1
     id = tostring(next_id)
+  else
+    old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e')
   end
   local key = jobs .. id
-  local old = redis.call('HMGET', key, 's', 'n', 'd', 'a', 'm', 'e')
   if old[1] then
     out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = old[1]
     for j = 2, 6 do existing[#existing + 1] = old[j] or '' end
