@@ -169,9 +169,17 @@ class AsyncWorker:
             return
         timeout = idle_wait(self.options.block_timeout, until_due)
         self._idle = asyncio.ensure_future(waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout))
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await self._idle
-        self._idle = None
+        except asyncio.CancelledError:
+            if not self._stop.is_set():
+                raise
+        except RECOVERABLE as exc:
+            # The pump notices a lost server on its next call and backs off; do not spin here.
+            log.debug("idle wait interrupted (%s)", exc)
+            await self._sleep(RECONNECT.delay(1))
+        finally:
+            self._idle = None
 
     async def _release_buffered(self, pump: AsyncQueue) -> None:
         jobs = [self._ready.get_nowait() for _ in range(self._ready.qsize())]

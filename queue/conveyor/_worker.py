@@ -173,7 +173,12 @@ class Worker:
             self._wake.clear()
             return
         timeout = idle_wait(self.options.block_timeout, until_due)
-        waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout)
+        try:
+            waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout)
+        except RECOVERABLE as exc:
+            # The pump notices a lost server on its next call and backs off; do not spin here.
+            log.debug("idle wait interrupted (%s)", exc)
+            self._wake.wait(RECONNECT.delay(1))
 
     def _release_buffered(self, pump: Queue) -> None:
         jobs: list[Job] = []
