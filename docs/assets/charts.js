@@ -1,0 +1,156 @@
+/* Conveyor docs: draw the data-only chart divs and the connection calculator.
+ *
+ * Pages carry <div class="cv-chart" data-cv-chart="{plotly data+layout JSON}"> and
+ * <div class="cv-calc" data-cv-calc="{...}">. This one script draws them on every page view:
+ * it subscribes to Material's document$, which emits on first load and after each instant
+ * navigation. Charts are re-themed when the palette (data-md-color-scheme) changes.
+ * plotly.js is loaded in <head> from the site itself (see docs/overrides/main.html).
+ */
+(function () {
+  "use strict";
+
+  var observed = null;
+
+  function cssVar(name, fallback) {
+    var value = getComputedStyle(document.body).getPropertyValue(name).trim();
+    return value || fallback;
+  }
+
+  function theme() {
+    var fg = cssVar("--md-default-fg-color", "#222");
+    var grid = cssVar("--md-default-fg-color--lightest", "rgba(128,128,128,0.2)");
+    var axis = { color: fg, gridcolor: grid, zerolinecolor: grid, linecolor: grid };
+    return {
+      "paper_bgcolor": "rgba(0,0,0,0)",
+      "plot_bgcolor": "rgba(0,0,0,0)",
+      "font.color": fg,
+      "title.font.color": fg,
+      "legend.font.color": fg,
+      "xaxis.color": axis.color,
+      "xaxis.gridcolor": axis.gridcolor,
+      "xaxis.zerolinecolor": axis.zerolinecolor,
+      "yaxis.color": axis.color,
+      "yaxis.gridcolor": axis.gridcolor,
+      "yaxis.zerolinecolor": axis.zerolinecolor
+    };
+  }
+
+  function applyTheme(layout) {
+    var t = theme();
+    Object.keys(t).forEach(function (path) {
+      var parts = path.split(".");
+      var node = layout;
+      for (var i = 0; i < parts.length - 1; i++) {
+        node[parts[i]] = node[parts[i]] || {};
+        node = node[parts[i]];
+      }
+      node[parts[parts.length - 1]] = t[path];
+    });
+    return layout;
+  }
+
+  function drawChart(div) {
+    if (div.getAttribute("data-cv-drawn") === "1") {
+      return;
+    }
+    var spec = JSON.parse(div.getAttribute("data-cv-chart"));
+    var layout = applyTheme(spec.layout || {});
+    layout.autosize = true;
+    layout.margin = { l: 70, r: 20, t: 50, b: 60 };
+    var config = { responsive: true, displaylogo: false };
+    Plotly.newPlot(div, spec.data, layout, config).then(function () {
+      div.setAttribute("data-cv-drawn", "1");
+    });
+  }
+
+  function retheme() {
+    document.querySelectorAll(".cv-chart[data-cv-drawn='1']").forEach(function (div) {
+      Plotly.relayout(div, theme());
+    });
+  }
+
+  function watchPalette() {
+    if (observed === document.body) {
+      return;
+    }
+    observed = document.body;
+    new MutationObserver(retheme).observe(document.body, {
+      attributes: true,
+      attributeFilter: ["data-md-color-scheme", "data-md-color-primary"]
+    });
+  }
+
+  /* ---------------------------------------------------------------- calculator */
+
+  function number(form, name) {
+    var value = parseFloat(form.querySelector("[name='" + name + "']").value);
+    return isFinite(value) && value >= 0 ? value : 0;
+  }
+
+  function formatBytes(bytes) {
+    var units = ["B", "KiB", "MiB", "GiB"];
+    var i = 0;
+    while (bytes >= 1024 && i < units.length - 1) {
+      bytes /= 1024;
+      i++;
+    }
+    return (i === 0 ? bytes.toFixed(0) : bytes.toFixed(1)) + " " + units[i];
+  }
+
+  function perProcess(roles, concurrency) {
+    return roles.reduce(function (sum, role) {
+      return sum + role.base + role.per_concurrency * concurrency;
+    }, 0);
+  }
+
+  function compute(div, spec) {
+    var form = div.querySelector("form");
+    var workers = number(form, "workers");
+    var concurrency = number(form, "concurrency");
+    var producers = number(form, "producers");
+    var producerPool = number(form, "producer_pool");
+    var perConn = number(form, "bytes_per_connection");
+    var perWorker = spec.roles.length
+      ? Math.ceil(perProcess(spec.roles, concurrency))
+      : number(form, "per_worker_input");
+    var total = workers * perWorker + producers * producerPool;
+    var maxclients = Math.ceil(total * (1 + spec.headroom)) + spec.reserved;
+    var out = {
+      per_worker: String(perWorker),
+      total: String(total),
+      maxclients: String(maxclients),
+      memory: perConn > 0 ? formatBytes(total * perConn) : "enter bytes per connection"
+    };
+    Object.keys(out).forEach(function (key) {
+      div.querySelector("[data-out='" + key + "']").textContent = out[key];
+    });
+  }
+
+  function drawCalculator(div) {
+    if (div.getAttribute("data-cv-drawn") === "1") {
+      return;
+    }
+    var spec = JSON.parse(div.getAttribute("data-cv-calc"));
+    var form = div.querySelector("form");
+    form.addEventListener("input", function () { compute(div, spec); });
+    form.addEventListener("submit", function (event) { event.preventDefault(); });
+    compute(div, spec);
+    div.setAttribute("data-cv-drawn", "1");
+  }
+
+  function drawAll() {
+    if (typeof Plotly === "undefined") {
+      console.error("Conveyor charts: plotly.js is not loaded");
+      return;
+    }
+    document.querySelectorAll(".cv-chart").forEach(drawChart);
+    document.querySelectorAll(".cv-calc").forEach(drawCalculator);
+    watchPalette();
+  }
+
+  if (typeof document$ !== "undefined") {
+    document$.subscribe(drawAll);
+  } else {
+    document.addEventListener("DOMContentLoaded", drawAll);
+  }
+})();

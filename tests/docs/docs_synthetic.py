@@ -1,0 +1,148 @@
+"""Synthetic, schema-valid result documents for the docs tests (never written to results/).
+
+Values come from simple formulas, so tests are deterministic; they exercise every section
+and chart of the site without a benchmark run.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bench.stats import summarize
+
+BASE = 1000.0
+
+
+def metric(median: float, unit: str, spread: float = 0.02, reps: int = 3) -> dict[str, Any]:
+    """A metric record with ``reps`` values spread symmetrically around ``median``."""
+    half = reps // 2
+    values = [median * (1 + spread * (i - half)) for i in range(reps)]
+    return summarize(values, unit)
+
+
+def row(scenario: str, params: dict[str, Any], metrics: dict[str, dict[str, Any]], *,
+        server: str = "valkey-9.1", config: str = "default", protocol: int = 3,
+        parser: str = "hiredis", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One result row."""
+    processes = scenario not in ("reference", "memory")
+    return {
+        "scenario": scenario, "server": server, "config": config, "protocol": protocol,
+        "parser": parser, "params": params, "metrics": metrics,
+        "exactly_once": ({"enqueued": 10, "acked": 10, "duplicates": 0, "lost": 0, "ok": True}
+                         if processes else None),
+        "extra": extra or {},
+    }
+
+
+def lifecycle_rows(server: str, scale: float) -> list[dict[str, Any]]:
+    """Full grid: concurrency 8 gets 90% of 32's throughput at a lower p99."""
+    rows = []
+    for payload, pcost in ((64, 1.0), (16384, 0.5)):
+        for conc, share, p99 in ((1, 0.3, 1.0), (8, 0.9, 2.0), (32, 1.0, 8.0)):
+            rate = BASE * scale * pcost * share
+            rows.append(row("lifecycle", {"payload_bytes": payload, "concurrency": conc,
+                                          "tasks": 100},
+                            {"lifecycles_per_s": metric(rate, "1/s"),
+                             "p50_ms": metric(p99 / 4, "ms"), "p95_ms": metric(p99 / 2, "ms"),
+                             "p99_ms": metric(p99, "ms"), "max_ms": metric(p99 * 2, "ms")},
+                            server=server))
+    return rows
+
+
+def variant_rows() -> list[dict[str, Any]]:
+    """Lifecycle and process rows for protocol, parser and persistence variants."""
+    out = []
+    for config, protocol, parser, factor in (("default", 2, "hiredis", 0.95),
+                                             ("default", 3, "python", 0.6),
+                                             ("aof-everysec", 3, "hiredis", 0.98),
+                                             ("aof-always", 3, "hiredis", 0.2)):
+        kw = {"config": config, "protocol": protocol, "parser": parser}
+        out.append(row("lifecycle", {"payload_bytes": 64, "concurrency": 8, "tasks": 100},
+                       {"lifecycles_per_s": metric(BASE * 0.9 * factor, "1/s"),
+                        "p99_ms": metric(2.0 / factor, "ms")}, **kw))
+        out.append(row("process", {"jobs": 500, "concurrency": 100, "payload_bytes": 64},
+                       {"jobs_per_s": metric(BASE * 2 * factor, "1/s")}, **kw))
+    return out
+
+
+def other_rows() -> list[dict[str, Any]]:
+    """One or a few rows of every other scenario on valkey-9.1."""
+    ref = {f"{c}_{m}_ops_per_s": metric(BASE * k, "1/s")
+           for c, k0 in (("ping", 10), ("evalsha", 8)) for m, k in
+           (("c1", k0), ("cN", k0 * 2), ("pipelined", k0 * 20))}
+    rows = [row("reference", {"ops": 1000, "concurrency": 32, "pipeline": 100}, ref)]
+    rows += [row("enqueue-single", {"jobs": 300, "payload_bytes": 64},
+                 {"jobs_per_s": metric(BASE * 3, "1/s"), "p99_ms": metric(0.5, "ms")}),
+             row("enqueue-bulk", {"jobs": 2000, "batch": 50, "payload_bytes": 64},
+                 {"jobs_per_s": metric(BASE * 30, "1/s"), "p99_ms": metric(3.0, "ms")})]
+    rows += [row("process", {"jobs": 500, "concurrency": c, "payload_bytes": 64},
+                 {"jobs_per_s": metric(BASE * k, "1/s"), "elapsed_s": metric(0.5 / k, "s")})
+             for c, k in ((1, 0.7), (100, 2.0))]
+    rows += [row("latency", {"load": load, "concurrency": 32, **size},
+                 {"p50_ms": metric(0.3 * f, "ms"), "p90_ms": metric(0.5 * f, "ms"),
+                  "p99_ms": metric(1.0 * f, "ms"), "p99_9_ms": metric(2.0 * f, "ms"),
+                  "max_ms": metric(3.0 * f, "ms")})
+             for load, f, size in (("unloaded", 1, {"jobs": 50}),
+                                   (0.5, 2, {"duration_s": 0.5, "capacity_jobs": 300}))]
+    rows += [row("maintenance", {"backlog": 1000, "batch": b},
+                 {"items_per_s": metric(BASE * b ** 0.5, "1/s"),
+                  "sweep_p99_ms": metric(0.01 * b, "ms"), "probe_p99_ms": metric(0.2 + b / 500,
+                                                                                   "ms")})
+             for b in (10, 100, 1000)]
+    rows += [row("memory", {"payload_bytes": p, "counts": [100, 1000]},
+                 {"bytes_per_job": metric(b, "B", spread=0.0, reps=1)}, config=cfg)
+             for p, base_b, tuned_b in ((32, 200, 200), (1024, 1500, 1100))
+             for cfg, b in (("default", base_b), ("listpack-1024", tuned_b))]
+    rows += connections_rows()
+    return rows
+
+
+def connections_rows() -> list[dict[str, Any]]:
+    """Roles, a pool-size sweep and the too-small pool."""
+    roles = {f"connections_{r}": metric(n, "count", spread=0.0, reps=1)
+             for r, n in (("pump", 1), ("waiter", 1), ("maint", 1), ("other", 2), ("total", 5))}
+    rows = [row("connections", {"kind": "roles", "concurrency": 32}, roles)]
+    rows += [row("connections", {"kind": "pool", "pool_size": p, "concurrency": 32, "jobs": 500},
+                 {"jobs_per_s": metric(BASE * min(p, 8), "1/s")}) for p in (2, 8, 32)]
+    rows.append(row("connections", {"kind": "too-small", "pool_size": 1, "concurrency": 32,
+                                    "pool_timeout": 0.05},
+                    {"failed_calls": metric(7, "count", spread=0.0, reps=1)},
+                    extra={"exception_type": "ConnectionError",
+                           "exception_message": "No connection available."}))
+    return rows
+
+
+SERVERS = [
+    {"id": "valkey-9.1", "family": "valkey", "version": "9.1.2", "allocator": "libc",
+     "measured": True, "reason": None, "command": None,
+     "configs": {"default": {"flags": ["--save", ""], "mode": None, "threads": None}}},
+    {"id": "redis-7.0", "family": "redis", "version": "7.0.15", "allocator": "jemalloc-5.3.0",
+     "measured": True, "reason": None, "command": None,
+     "configs": {"default": {"flags": ["--save", ""], "mode": None, "threads": None}}},
+    {"id": "dragonfly", "family": "dragonfly", "version": None, "allocator": None,
+     "measured": False, "reason": "no dragonfly binary (set DRAGONFLY_BIN)",
+     "command": "DRAGONFLY_BIN=/path/to/dragonfly nox -s bench -- --servers dragonfly",
+     "configs": {}},
+]
+
+
+def make_run(run_id: str = "20261129T201500Z-ab12cd", created: str = "2026-11-29T20:15:00Z",
+             quick: bool = False) -> dict[str, Any]:
+    """A complete result document with every scenario."""
+    results = lifecycle_rows("valkey-9.1", 1.0) + lifecycle_rows("redis-7.0", 0.8)
+    results += variant_rows() + other_rows()
+    return {
+        "schema_version": 1, "run_id": run_id, "created_utc": created,
+        "conveyor_version": "0.1.0", "git": {"commit": "0123456789abcdef", "dirty": False},
+        "command": ["python", "-m", "bench", "--quick"] if quick else ["python", "-m", "bench"],
+        "environment": {"python": "3.11.7", "implementation": "CPython", "os": "Linux",
+                        "kernel": "6.1.0", "cpu_model": "Test CPU", "cores": 2,
+                        "memory_bytes": 8 * 1024**3, "machine_label": "synthetic"},
+        "clients": {"redis_py": "8.1.0", "hiredis": "3.5.0", "conveyor": "0.1.0"},
+        "method": {"repetitions": 1 if quick else 3, "warmup": 0 if quick else 1,
+                   "process_per_repetition": True, "quick": quick,
+                   "statistics": "median, MAD, min, max of per-repetition values"},
+        "servers": copy.deepcopy(SERVERS),
+        "results": results,
+    }
