@@ -1,0 +1,155 @@
+"""Command line of the benchmark suite: ``python -m bench`` (``nox -s bench -- ARGS``).
+
+With no arguments: the full default matrix on every server this machine can start, a fresh
+server per configuration, a progress bar, a summary table, and one JSON result file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench import scenarios
+from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
+from bench.runner import Runner
+from bench.servers import CONFIGS
+
+DEFAULT_SERVERS = ("valkey-9.1", "valkey-8.1", "redis-8.2", "redis-7.0", "dragonfly")
+
+EPILOG = """\
+examples:
+  python -m bench                                   full default matrix, every local server
+  python -m bench --quick                           smoke run of every scenario (< 2 min)
+  python -m bench --servers valkey-9.1 --scenarios process,lifecycle
+  python -m bench --server-url mine=redis://host:6379/0   a server you run (never flushed
+                                                    unless empty, or with --force-flush)
+  python -m bench --param lifecycle.tasks=2000 --param memory.counts=[1000,10000]
+  DRAGONFLY_BIN=/path/to/dragonfly python -m bench --servers dragonfly
+"""
+
+
+def _csv(text: str) -> list[str]:
+    """Split a comma-separated option."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _ints(text: str) -> list[int]:
+    """Comma-separated integers."""
+    return [int(p) for p in _csv(text)]
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argparse parser for ``python -m bench``."""
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description="Conveyor benchmark suite.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--servers", type=_csv, default=None,
+                   help=f"server kinds (default: {','.join(DEFAULT_SERVERS)}; with --server-url "
+                        "and no --servers, only the external servers)")
+    p.add_argument("--configs", type=_csv, default=",".join(DEFAULT_CONFIGS),
+                   help="server configurations (default: %(default)s; dragonfly also has "
+                        "global-lock)")
+    p.add_argument("--scenarios", type=_csv, default=",".join(scenarios.ORDER),
+                   help="scenarios (default: all: %(default)s)")
+    p.add_argument("--protocols", type=_ints, default="3,2", help="RESP versions (default 3,2)")
+    p.add_argument("--parsers", type=_csv, default="hiredis,python",
+                   help="reply parsers (default hiredis,python)")
+    p.add_argument("--repetitions", type=int, default=None,
+                   help="measured repetitions (default 5; 1 with --quick)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="discarded warm-up repetitions (default 1; 0 with --quick)")
+    p.add_argument("--quick", action="store_true", help="smoke run: small sizes, 1 repetition")
+    p.add_argument("--output", type=Path, default=None,
+                   help="result file (*.json) or directory (default results/, quick runs "
+                        "under results/quick/)")
+    p.add_argument("--server-url", action="append", default=[], metavar="NAME=URL",
+                   help="measure a server you run elsewhere (repeatable)")
+    p.add_argument("--force-flush", action="store_true",
+                   help="allow flushing an external server's database that holds keys")
+    p.add_argument("--param", action="append", default=[], metavar="SCENARIO.KEY=VALUE",
+                   help="override a scenario size option (value parsed as JSON)")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds allowed per repetition process (default %(default)s)")
+    p.add_argument("--list", action="store_true", help="print the plan and exit")
+    return p
+
+
+def parse_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["lifecycle.tasks=2000"]`` -> ``{"lifecycle": {"tasks": 2000}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        scenario, dot, name = key.partition(".")
+        if not (sep and dot and name):
+            raise SystemExit(f"--param {item!r}: expected SCENARIO.KEY=VALUE")
+        scenarios.module_name(scenario)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(scenario, {})[name] = value
+    return out
+
+
+def parse_urls(items: Sequence[str]) -> dict[str, str]:
+    """``["name=redis://..."]`` -> ``{"name": "redis://..."}``."""
+    urls: dict[str, str] = {}
+    for item in items:
+        name, sep, url = item.partition("=")
+        if not sep or "://" not in url:
+            raise SystemExit(f"--server-url {item.split('=')[0]!r}: expected NAME=URL")
+        urls[name] = url
+    return urls
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    """Validate arguments and build run options."""
+    urls = parse_urls(args.server_url)
+    servers = args.servers if args.servers is not None else ([] if urls else list(DEFAULT_SERVERS))
+    unknown = [s for s in args.scenarios if s not in scenarios.ORDER]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; choose from {', '.join(scenarios.ORDER)}")
+    bad_configs = [c for c in args.configs if c not in (*CONFIGS, DRAGONFLY_GLOBAL)]
+    if bad_configs or not args.configs:
+        raise SystemExit(f"unknown config(s) {bad_configs}; choose from "
+                         f"{', '.join((*CONFIGS, DRAGONFLY_GLOBAL))}")
+    bad_parsers = [p for p in args.parsers if p not in ("hiredis", "python")]
+    if bad_parsers or any(p not in (2, 3) for p in args.protocols):
+        raise SystemExit("--parsers takes hiredis,python and --protocols takes 2,3")
+    if "hiredis" in args.parsers and importlib.util.find_spec("hiredis") is None:
+        raise SystemExit("hiredis is not installed: `pip install hiredis`, or pass --parsers python")
+    return Options(
+        servers=servers, configs=args.configs, scenarios=args.scenarios,
+        protocols=args.protocols, parsers=args.parsers, quick=args.quick,
+        repetitions=args.repetitions or (1 if args.quick else 5),
+        warmup=args.warmup if args.warmup is not None else (0 if args.quick else 1),
+        external=urls, force_flush=args.force_flush, params=parse_params(args.param),
+        timeout=args.timeout, output=args.output,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(raw)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=160)
+    opts = options_from_args(args)
+    plan = build_plan(opts)
+    if args.list:
+        for cell in plan.cells:
+            console.print(f"{cell.label}: {len(cell.cases)} case(s)")
+        return 0
+    started = time.monotonic()
+    runner = Runner(opts, plan, console, command=["python", "-m", "bench", *raw])
+    return runner.run(started)

@@ -1,0 +1,183 @@
+"""Repetition harness: one fresh process per repetition, warm-up discarded, statistics.
+
+A *cell* is one scenario on one variant (server x configuration x protocol x parser)
+with its list of cases (parameter sets). Each repetition of a cell runs every active
+case in a new ``python -m bench.worker`` process. The first ``warmup`` repetitions are
+discarded. A case that fails in any repetition (exactly-once violation, error,
+timeout) produces no figure: it becomes a failure record instead, and the run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.scenarios._common import Target
+from bench.stats import summarize
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TIMEOUT = 900.0
+
+
+class ExactlyOnceError(RuntimeError):
+    """Raised by :func:`check_exactly_once` when a report shows a violation."""
+
+
+@dataclass
+class Cell:
+    """One scenario on one target, with the cases to measure."""
+
+    scenario: str
+    target: Target
+    cases: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        """Human label for progress output."""
+        t = self.target
+        return f"{self.scenario} @ {t.server}/{t.config}/resp{t.protocol}/{t.parser}"
+
+
+@dataclass
+class CellOutcome:
+    """Aggregated results and failures of one cell."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+def child_env() -> dict[str, str]:
+    """Environment for worker processes: repo root and queue/ on PYTHONPATH."""
+    env = dict(os.environ)
+    paths = [str(REPO_ROOT), str(REPO_ROOT / "queue")]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def run_repetition(
+    scenario: str, target: Target, cases: list[dict[str, Any]], timeout: float = DEFAULT_TIMEOUT
+) -> list[dict[str, Any]]:
+    """Run ``cases`` of ``scenario`` once, in a fresh interpreter; return one outcome per case."""
+    with tempfile.TemporaryDirectory(prefix="bench-rep-") as tmp:
+        spec, out = Path(tmp, "spec.json"), Path(tmp, "out.json")
+        spec.write_text(json.dumps({"scenario": scenario, "target": target.to_dict(),
+                                    "cases": cases}))
+        cmd = [sys.executable, "-m", "bench.worker", str(spec), str(out)]
+        try:
+            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=child_env(), capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return [_fail("timeout", f"repetition exceeded {timeout:.0f} s")] * len(cases)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout)[-2000:]
+            msg = f"worker exited with {proc.returncode}: {tail.strip()}"
+            return [_fail("crash", msg)] * len(cases)
+        data = json.loads(out.read_text())
+    wrong_parser = _check_parser(target, data)
+    if wrong_parser:
+        return [_fail("parser", wrong_parser)] * len(cases)
+    return [check_exactly_once(o) for o in data["cases"]]
+
+
+def _fail(kind: str, error: str) -> dict[str, Any]:
+    """A failure outcome."""
+    return {"ok": False, "kind": kind, "error": error}
+
+
+def _check_parser(target: Target, data: dict[str, Any]) -> str | None:
+    """Why the repetition used another parser than requested, or None when it did not."""
+    if data.get("hiredis_active") != (target.parser == "hiredis"):
+        return (f"parser {target.parser!r} requested but redis-py reported "
+                f"HIREDIS_AVAILABLE={data.get('hiredis_active')} (is hiredis installed?)")
+    return None
+
+
+def check_exactly_once(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Turn a successful outcome whose exactly-once report is wrong into a failure."""
+    report = outcome.get("exactly_once") if outcome.get("ok") else None
+    if report is None:
+        return outcome
+    bad = (report["duplicates"] or report["lost"] or not report["ok"]
+           or report["acked"] != report["enqueued"])
+    if bad:
+        detail = ", ".join(f"{k}={v}" for k, v in report.items())
+        return {"ok": False, "kind": "exactly-once", "error": f"exactly-once violated: {detail}",
+                "report": report}
+    return outcome
+
+
+def measure_cell(
+    cell: Cell,
+    repetitions: int,
+    warmup: int,
+    *,
+    between: Callable[[], None] = lambda: None,
+    on_step: Callable[[str], None] = lambda _label: None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> CellOutcome:
+    """Run warm-up and measured repetitions of ``cell`` and aggregate them."""
+    active = list(range(len(cell.cases)))
+    measured: dict[int, list[dict[str, Any]]] = {i: [] for i in active}
+    failures: dict[int, dict[str, Any]] = {}
+    for rep in range(warmup + repetitions):
+        if not active:
+            break
+        kind = "warm-up" if rep < warmup else f"rep {rep - warmup + 1}/{repetitions}"
+        on_step(f"{cell.label} ({kind})")
+        try:
+            between()
+        except Exception as exc:  # the server went away: fail what is left, loudly
+            outcomes = [_fail("flush", f"{type(exc).__name__}: {exc}")] * len(active)
+        else:
+            outcomes = run_repetition(cell.scenario, cell.target,
+                                      [cell.cases[i] for i in active], timeout)
+        for i, outcome in zip(list(active), outcomes, strict=True):
+            if not outcome["ok"]:
+                failures[i] = _failure_record(cell, i, outcome, kind)
+                active.remove(i)
+            elif rep >= warmup:
+                measured[i].append(outcome)
+    return CellOutcome(
+        results=[aggregate(cell, i, measured[i], repetitions, warmup) for i in active],
+        failures=[failures[i] for i in sorted(failures)],
+    )
+
+
+def _failure_record(cell: Cell, i: int, outcome: dict[str, Any], when: str) -> dict[str, Any]:
+    """The failure entry written to the result file (no figures)."""
+    t = cell.target
+    return {
+        "scenario": cell.scenario, "server": t.server, "config": t.config,
+        "protocol": t.protocol, "parser": t.parser, "params": cell.cases[i],
+        "kind": outcome["kind"], "error": f"{when}: {outcome['error']}",
+    }
+
+
+def aggregate(
+    cell: Cell, i: int, outcomes: list[dict[str, Any]], repetitions: int, warmup: int
+) -> dict[str, Any]:
+    """Combine per-repetition outcomes of case ``i`` into one result record."""
+    t = cell.target
+    names = list(outcomes[0]["metrics"])
+    metrics = {}
+    for name in names:
+        unit = outcomes[0]["metrics"][name][1]
+        metrics[name] = summarize([o["metrics"][name][0] for o in outcomes], unit)
+    extra = dict(outcomes[0].get("extra") or {})
+    return {
+        "scenario": cell.scenario, "server": t.server, "config": t.config,
+        "protocol": t.protocol, "parser": t.parser, "params": cell.cases[i],
+        "method": {"repetitions": repetitions, "warmup": warmup},
+        "metrics": metrics,
+        "exactly_once": outcomes[0].get("exactly_once"),
+        "extra": extra,
+    }

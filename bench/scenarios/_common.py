@@ -1,0 +1,257 @@
+"""Shared helpers for scenario modules: the measurement target, clients, exactly-once tracking.
+
+Everything here runs inside the per-repetition child process (``python -m bench.worker``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+INJECT_ENV = "BENCH_INJECT"  # "duplicate" or "lost": test hook for the exactly-once check
+
+_names = itertools.count()
+
+
+class ExactlyOnceViolation(Exception):
+    """Some enqueued job was not acknowledged exactly once."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        super().__init__(
+            "exactly-once violated: "
+            + ", ".join(f"{k}={v}" for k, v in report.items() if k != "ok")
+        )
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how a scenario measures: server, configuration, protocol and parser."""
+
+    server: str
+    family: str
+    version: str | None
+    config: str
+    url: str
+    protocol: int = 3
+    parser: str = "hiredis"
+    external: bool = False
+    mode: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Target:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+    def redis(self, **kwargs: Any) -> Any:
+        """A synchronous redis-py client for this target."""
+        import redis  # noqa: PLC0415 (deliberately lazy)
+
+        return redis.Redis.from_url(self.url, protocol=self.protocol, **kwargs)
+
+    def aredis(self, **kwargs: Any) -> Any:
+        """An asyncio redis-py client for this target."""
+        import redis.asyncio  # noqa: PLC0415 (deliberately lazy)
+
+        return redis.asyncio.Redis.from_url(self.url, protocol=self.protocol, **kwargs)
+
+    def settings(self, **extra: Any) -> dict[str, Any]:
+        """Conveyor QueueSettings keyword arguments for this target."""
+        return {"protocol": self.protocol, **extra}
+
+
+def queue_name(scenario: str) -> str:
+    """A queue name unique to this process and call."""
+    return f"bench-{scenario}-{os.getpid()}-{next(_names)}"
+
+
+def payload_of(size: int) -> dict[str, str]:
+    """A JSON payload whose serialized form is about ``size`` bytes."""
+    return {"d": "x" * max(size - 9, 0)}
+
+
+@dataclass
+class Tracker:
+    """Counts handler calls by job id to verify exactly-once processing."""
+
+    enqueued: set[str] = field(default_factory=set)
+    calls: Counter[str] = field(default_factory=Counter)
+    inject: str = field(default_factory=lambda: os.environ.get(INJECT_ENV, ""))
+
+    def add(self, ids: Iterable[str]) -> None:
+        """Record enqueued job ids."""
+        self.enqueued.update(ids)
+
+    def handled(self, job_id: str) -> None:
+        """Record one acknowledged handler call (honours the injection test hook once)."""
+        if self.inject == "lost":
+            self.inject = ""
+            return
+        self.calls[job_id] += 1
+        if self.inject == "duplicate":
+            self.inject = ""
+            self.calls[job_id] += 1
+
+    def report(self) -> dict[str, Any]:
+        """enqueued/acked/duplicates/lost counts and ok flag."""
+        seen = {k for k, v in self.calls.items() if v > 0}
+        duplicates = sum(v - 1 for v in self.calls.values() if v > 1)
+        unexpected = len(seen - self.enqueued)
+        lost = len(self.enqueued - seen)
+        acked = sum(self.calls.values())
+        ok = duplicates == 0 and lost == 0 and unexpected == 0 and acked == len(self.enqueued)
+        return {
+            "enqueued": len(self.enqueued),
+            "acked": acked,
+            "duplicates": duplicates + unexpected,
+            "lost": lost,
+            "ok": ok,
+        }
+
+    def verify(self) -> dict[str, Any]:
+        """Return the report, or raise :class:`ExactlyOnceViolation`."""
+        report = self.report()
+        if not report["ok"]:
+            raise ExactlyOnceViolation(report)
+        return report
+
+
+class Clock:
+    """A perf_counter stopwatch."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Seconds since construction."""
+        return time.perf_counter() - self.start
+
+
+def metric(value: float, unit: str) -> list[Any]:
+    """One repetition's value for a metric, as sent back to the harness."""
+    return [float(value), unit]
+
+
+def server_info(client: Any, section: str) -> dict[str, Any]:
+    """INFO <section> as a dict (works with RESP2 and RESP3 clients)."""
+    return dict(client.info(section))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One measured combination; ``primary`` is the baseline that runs every case."""
+
+    server: str
+    family: str
+    config: str
+    protocol: int
+    parser: str
+    primary: bool
+    quick: bool = False
+    base_config: bool = True
+
+    @property
+    def label(self) -> str:
+        """Short human label such as ``valkey-9.1/default/resp3/hiredis``."""
+        return f"{self.server}/{self.config}/resp{self.protocol}/{self.parser}"
+
+
+def make_queue(target: Target, scenario: str, **settings: Any) -> Any:
+    """A synchronous ``conveyor.Queue`` with a fresh unique name on ``target``."""
+    from conveyor import Queue  # noqa: PLC0415 (deliberately lazy)
+
+    return Queue.from_url(target.url, queue_name(scenario), **target.settings(**settings))
+
+
+def make_async_queue(target: Target, scenario: str, name: str | None = None,
+                     **settings: Any) -> Any:
+    """An ``conveyor.AsyncQueue`` (create inside the running event loop)."""
+    from conveyor import AsyncQueue  # noqa: PLC0415 (deliberately lazy)
+
+    return AsyncQueue.from_url(target.url, name or queue_name(scenario),
+                               **target.settings(**settings))
+
+
+def specs(count: int, payload_bytes: int, task: str = "noop", **kw: Any) -> list[Any]:
+    """``count`` JobSpecs with payloads of about ``payload_bytes``."""
+    from conveyor import JobSpec  # noqa: PLC0415 (deliberately lazy)
+
+    payload = payload_of(payload_bytes)
+    return [JobSpec(task, payload, **kw) for _ in range(count)]
+
+
+def fill(queue: Any, count: int, payload_bytes: int, batch: int = 1000, **kw: Any) -> list[str]:
+    """Enqueue ``count`` jobs in batches (not timed); return their ids."""
+    ids: list[str] = []
+    while len(ids) < count:
+        jobs = queue.enqueue_many(specs(min(batch, count - len(ids)), payload_bytes, **kw))
+        ids += [job.id for job in jobs]
+    return ids
+
+
+def check_counts(queue: Any, **expected: int) -> dict[str, int]:
+    """Raise ExactlyOnceViolation when the server's counts differ from ``expected``."""
+    counts = queue.counts()
+    wrong = {k: (counts.get(k), v) for k, v in expected.items() if counts.get(k) != v}
+    if wrong:
+        raise ExactlyOnceViolation({"server_counts_got_want": wrong, "ok": False})
+    return counts
+
+
+async def acheck_counts(queue: Any, **expected: int) -> dict[str, int]:
+    """Async twin of :func:`check_counts`."""
+    counts = await queue.counts()
+    wrong = {k: (counts.get(k), v) for k, v in expected.items() if counts.get(k) != v}
+    if wrong:
+        raise ExactlyOnceViolation({"server_counts_got_want": wrong, "ok": False})
+    return counts
+
+
+def flush_sync(client: Any, everything: bool = False, timeout: float = 30.0) -> None:
+    """FLUSHDB (or FLUSHALL) SYNC, then wait until no lazily freed objects remain.
+
+    Plain FLUSHDB frees memory in the background when ``lazyfree-lazy-user-flush`` is on
+    (the default on Valkey 8+), which would skew ``used_memory`` readings that follow.
+    """
+    import redis  # noqa: PLC0415 (deliberately lazy)
+
+    command = "FLUSHALL" if everything else "FLUSHDB"
+    try:
+        client.execute_command(command, "SYNC")
+    except redis.ResponseError:
+        client.execute_command(command)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = client.info("memory").get("lazyfree_pending_objects", 0)
+        if not int(pending):
+            return
+        time.sleep(0.01)
+
+
+def preload_scripts(url: str) -> int:
+    """SCRIPT LOAD every Conveyor script so no NOSCRIPT round trip lands inside a clock.
+
+    Uses the library's internal script table when present; returns how many were loaded.
+    """
+    import redis  # noqa: PLC0415 (deliberately lazy)
+
+    try:
+        from conveyor._scripts import Scripts  # noqa: PLC0415 (deliberately lazy)
+    except ImportError:
+        return 0
+    client = redis.Redis.from_url(url)
+    try:
+        for script in Scripts:
+            client.script_load(script.value.source)
+    finally:
+        client.close()
+    return len(Scripts)

@@ -1,0 +1,171 @@
+"""connections: how many connections Conveyor opens, and what pool size does to producers.
+
+Rows (``kind`` param):
+
+- ``roles``: an ``AsyncWorker`` with ``concurrency`` slots is running (it has processed jobs);
+  ``CLIENT LIST`` (from an observer connection, excluded) is grouped by client name
+  ``conveyor:<queue>:<role>``; unnamed connections (the queue's command pool) count as
+  ``other``. Metrics: ``connections_total``, ``connections_pump``, ``connections_waiter``,
+  ``connections_maint``, ``connections_other``.
+- ``pool``: ``concurrency`` asyncio producers enqueue one job per call through one
+  ``AsyncQueue`` whose pool holds ``pool_size`` connections. Workers use their own
+  role connections, so the pool bounds producers only. Metric: ``jobs_per_s``.
+- ``too-small``: the same producers with ``pool_size=1`` and ``pool_timeout`` short, sending
+  big batches: what the user sees. ``extra.exception_type`` / ``extra.exception_message``
+  hold the first error; metric ``failed_calls``. Jobs of failed calls must not be stored,
+  the others exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+from bench.scenarios._common import (
+    Target,
+    Tracker,
+    Variant,
+    acheck_counts,
+    make_async_queue,
+    metric,
+    payload_of,
+    specs,
+)
+from bench.scenarios.enqueue_single import verify_stored
+
+NAME = "connections"
+NEEDS_CONVEYOR = True
+HEADLINE = ("jobs_per_s", "connections_total", "failed_calls")
+DEFAULTS: dict[str, Any] = {"pool_sizes": [2, 4, 8, 16, 32], "concurrency": 32, "jobs": 3000,
+                            "worker_concurrency": 32, "small_pool_timeout": 0.05}
+QUICK: dict[str, Any] = {"pool_sizes": [2, 32], "concurrency": 32, "jobs": 500,
+                         "worker_concurrency": 32, "small_pool_timeout": 0.05}
+
+
+def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
+    """Baseline only."""
+    if not variant.primary:
+        return []
+    c = options["concurrency"]
+    rows: list[dict[str, Any]] = [{"kind": "roles", "concurrency": options["worker_concurrency"]}]
+    rows += [{"kind": "pool", "pool_size": p, "concurrency": c, "jobs": options["jobs"]}
+             for p in options["pool_sizes"]]
+    rows.append({"kind": "too-small", "pool_size": 1, "concurrency": c,
+                 "pool_timeout": options["small_pool_timeout"]})
+    return rows
+
+
+def _name(entry: dict[str, Any]) -> str:
+    """Client name from a CLIENT LIST entry."""
+    name = entry.get("name", "")
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+async def _roles(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """Connections by role while a worker runs."""
+    from conveyor import AsyncWorker  # noqa: PLC0415 (deliberately lazy)
+
+    queue = make_async_queue(target, NAME)
+    tracker, seen = Tracker(), asyncio.Event()
+
+    async def noop(job: Any) -> None:
+        tracker.handled(job.id)
+        seen.set()
+
+    worker = AsyncWorker(queue, {"noop": noop}, concurrency=params["concurrency"])
+    task = asyncio.create_task(worker.run())
+    tracker.add([j.id for j in await queue.enqueue_many(specs(10, 64))])
+    await asyncio.wait_for(seen.wait(), 10)
+    entries = await _client_list(target, f"conveyor:{queue.name}:maint")
+    worker.stop()
+    await task
+    await acheck_counts(queue, waiting=0, active=0, total_completed=10)
+    await queue.aclose()
+    prefix = f"conveyor:{queue.name}:"
+    roles = Counter(_name(e).removeprefix(prefix) if _name(e).startswith(prefix) else "other"
+                    for e in entries)
+    metrics = {"connections_total": metric(len(entries), "connections")}
+    for role in ("pump", "waiter", "maint", "other"):
+        metrics[f"connections_{role}"] = metric(roles.get(role, 0), "connections")
+    names = sorted({_name(e) for e in entries})
+    return {"metrics": metrics, "exactly_once": tracker.verify(),
+            "extra": {"client_names": names, "roles": dict(roles)}}
+
+
+async def _client_list(target: Target, wait_for: str, timeout: float = 5.0) -> list[dict]:
+    """CLIENT LIST without the observer, once ``wait_for`` is connected (or after timeout)."""
+    observer = target.redis(client_name="bench:observer")
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = [e for e in observer.client_list() if _name(e) != "bench:observer"]
+        if time.monotonic() > deadline or any(_name(e) == wait_for for e in entries):
+            break
+        await asyncio.sleep(0.05)
+    observer.close()
+    return entries
+
+
+async def _producers(queue: Any, params: dict[str, Any], batch: int, payload: int) -> tuple:
+    """``concurrency`` tasks enqueueing; return (ids stored, errors, elapsed)."""
+    per_task = max(params.get("jobs", params["concurrency"] * 4) // params["concurrency"], 1)
+    ids: list[str] = []
+    errors: list[BaseException] = []
+    body = specs(batch, payload)
+
+    async def loop() -> None:
+        for _ in range(per_task):
+            try:
+                jobs = (await queue.enqueue_many(body) if batch > 1
+                        else [await queue.enqueue("noop", payload_of(payload))])
+                ids.extend(j.id for j in jobs)
+            except Exception as exc:
+                errors.append(exc)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(params["concurrency"])))
+    return ids, errors, time.perf_counter() - start
+
+
+async def _pool(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """Producer throughput with a pool of ``pool_size`` (or the too-small case)."""
+    small = params["kind"] == "too-small"
+    settings: dict[str, Any] = {"pool_size": params["pool_size"]}
+    if small:
+        settings["pool_timeout"] = params["pool_timeout"]
+    queue = make_async_queue(target, NAME, **settings)
+    await queue.cancel((await queue.enqueue("noop", payload_of(64))).id)
+    ids, errors, elapsed = await _producers(queue, params, 1000 if small else 1,
+                                            1024 if small else 64)
+    name = queue.name
+    await queue.aclose()
+    report = _verify(target, name, ids)
+    if small:
+        first = errors[0] if errors else None
+        return {"metrics": {"failed_calls": metric(len(errors), "count")},
+                "exactly_once": report,
+                "extra": {"exception_type": type(first).__name__ if first else None,
+                          "exception_module": type(first).__module__ if first else None,
+                          "exception_message": str(first) if first else None}}
+    if errors:
+        raise errors[0]
+    return {"metrics": {"jobs_per_s": metric(len(ids) / elapsed, "1/s")},
+            "exactly_once": report, "extra": {}}
+
+
+def _verify(target: Target, name: str, ids: list[str]) -> dict[str, Any]:
+    """Stored-exactly-once check with a sync queue of the same name."""
+    from conveyor import Queue  # noqa: PLC0415 (deliberately lazy)
+
+    queue = Queue.from_url(target.url, name, **target.settings())
+    try:
+        return verify_stored(queue, ids)
+    finally:
+        queue.close()
+
+
+def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """One repetition of one row."""
+    fn = _roles if params["kind"] == "roles" else _pool
+    return asyncio.run(fn(target, params))

@@ -1,0 +1,53 @@
+"""The run plan: variants, per-scenario subsets, Dragonfly configurations (no servers needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import scenarios
+from bench.plan import Options, _config_plans, scenario_options, variants
+
+
+def options(**kw) -> Options:
+    base = dict(servers=["valkey-9.1"], configs=["default", "listpack-1024", "aof-always"],
+                scenarios=list(scenarios.ORDER), protocols=[3, 2], parsers=["hiredis", "python"],
+                quick=True, repetitions=1, warmup=0)
+    return Options(**(base | kw))
+
+
+def test_every_scenario_module_names_itself() -> None:
+    for name in scenarios.ORDER:
+        module = scenarios.load(name)
+        assert name == module.NAME and module.__doc__
+        assert set(module.QUICK) == set(module.DEFAULTS)
+
+
+def test_variants_vary_one_dimension_from_the_baseline() -> None:
+    labels = [(v.config, v.protocol, v.parser, v.primary)
+              for v in variants("valkey-9.1", "valkey", ["default", "aof-always"], options())]
+    assert labels == [("default", 3, "hiredis", True), ("aof-always", 3, "hiredis", False),
+                      ("default", 2, "hiredis", False), ("default", 3, "python", False)]
+
+
+def test_baseline_runs_full_grids_and_variants_subsets() -> None:
+    opts = options(quick=False)
+    base, aof = variants("valkey-9.1", "valkey", ["default", "aof-always"], opts)[:2]
+    lifecycle = scenarios.load("lifecycle")
+    sizes = scenario_options("lifecycle", opts)
+    assert len(lifecycle.cases(base, sizes)) == 9
+    assert lifecycle.cases(aof, sizes) == [{"payload_bytes": 64, "concurrency": 8, "tasks": 500}]
+    assert scenarios.load("memory").cases(aof, scenario_options("memory", opts)) == []
+
+
+def test_param_override_and_unknown_key() -> None:
+    opts = options(params={"lifecycle": {"tasks": 7}})
+    assert scenario_options("lifecycle", opts)["tasks"] == 7
+    with pytest.raises(SystemExit, match="unknown key"):
+        scenario_options("lifecycle", options(params={"lifecycle": {"nope": 1}}))
+
+
+def test_dragonfly_records_aof_as_not_applicable_and_adds_global_locking() -> None:
+    plans = {p.label: p for p in _config_plans("dragonfly", options())}
+    assert plans["aof-always"].not_applicable
+    assert (plans["default"].mode, plans["global-lock"].mode) == ("hashtag", "global")
+    assert plans["global-lock"].launcher_config == "default"
