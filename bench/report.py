@@ -1745,7 +1745,35 @@ def status_section(ds: Dataset, prefix: str = "") -> str:
     return status(ds)
 
 
+def ceiling_rows(run: RunFile) -> list[list[Any]]:
+    """Per server: processing rate at the reference concurrency next to the EVALSHA ceiling."""
+    body = []
+    for ref in run.scenario_rows("reference"):
+        if (ref.protocol, ref.parser) != (3, "hiredis") or ref.config != "default":
+            continue
+        conc, ceiling = ref.param("concurrency"), ref.value("evalsha_cN_ops_per_s")
+        match = [r for r in run.scenario_rows("process", server=ref.server, config=ref.config)
+                 if r.param("concurrency") == conc and (r.protocol, r.parser) == (3, "hiredis")]
+        rate = match[0].value("jobs_per_s") if match else None
+        if ceiling and rate:
+            body.append([server_label(run, ref.server), conc, fmt(rate), fmt(ceiling),
+                         f"{rate / ceiling:.2f}x"])
+    return body
+
+
+def ceiling_section(ds: Dataset, prefix: str = "") -> str:
+    """Jobs/s as a multiple of what one-call-per-job could reach at all (same run, same server)."""
+    run = ds.latest("process")
+    body = ceiling_rows(run) if run else []
+    if run is None or not body:
+        return no_data("process and reference rows at the same concurrency in one run")
+    headers = ["server", "concurrency", "jobs/s (process)", "EVALSHA calls/s (reference)",
+               "jobs per call-ceiling"]
+    return f"{md_table(headers, body)}\n\n{source_line(run, prefix)}\n"
+
+
 SECTIONS: dict[str, Callable[[Dataset, str], str]] = {
+    "ceiling_section": ceiling_section,
     "results_status": status_section,
     "headline": headline,
     "reference_section": reference_section,

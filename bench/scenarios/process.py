@@ -29,12 +29,12 @@ from bench.scenarios._common import (
 NAME = "process"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-DEFAULTS: dict[str, Any] = {"jobs": 5000, "concurrencies": [1, 100], "payload_bytes": 64}
-QUICK: dict[str, Any] = {"jobs": 500, "concurrencies": [1, 100], "payload_bytes": 64}
+DEFAULTS: dict[str, Any] = {"jobs": 10000, "concurrencies": [1, 32, 100], "payload_bytes": 64}
+QUICK: dict[str, Any] = {"jobs": 1000, "concurrencies": [1, 32, 100], "payload_bytes": 64}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """Both concurrencies on the baseline; concurrency 100 only on other variants."""
+    """Every concurrency on the baseline; the highest only on other variants."""
     concs = options["concurrencies"] if variant.primary else options["concurrencies"][-1:]
     if variant.config == "listpack-1024":
         return []

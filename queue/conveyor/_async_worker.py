@@ -64,7 +64,7 @@ class AsyncWorker:
         base = self.queue.client.connection_pool
         options = role_options(base.connection_kwargs, self.queue.name, role, self.options.block_timeout)
         pool = aredis.ConnectionPool(connection_class=base.connection_class, max_connections=1, **options)
-        return AsyncQueue(self.queue.name, aredis.Redis(connection_pool=pool), settings=self.queue.settings)
+        return AsyncQueue(self.queue.name, aredis.Redis.from_pool(pool), settings=self.queue.settings)
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
@@ -79,7 +79,8 @@ class AsyncWorker:
             self._stop.set()
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # redis-py can swallow a cancellation mid-command; never wait on it without a bound.
+            await asyncio.wait(tasks, timeout=5.0)
             for q in (pump, waiter, maint):
                 await q.aclose()
         return self.stats
@@ -200,8 +201,10 @@ class AsyncWorker:
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
-        while True:
-            await asyncio.sleep(tick)
+        while not self._stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), tick)
+                return
             try:
                 jobs = d.needs_heartbeat()
                 if jobs:

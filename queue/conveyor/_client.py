@@ -43,7 +43,7 @@ class Queue:
         """A queue with its own bounded connection pool (``pool_size`` connections)."""
         resolved = _settings(settings, overrides)
         pool = redis.BlockingConnectionPool.from_url(url, **pool_options(resolved))
-        return cls(name, redis.Redis(connection_pool=pool), settings=resolved)
+        return cls(name, redis.Redis.from_pool(pool), settings=resolved)
 
     @property
     def name(self) -> str:

@@ -20,6 +20,8 @@ def redact_url(url: str) -> str:
     if parts.password is None and parts.username is None:
         return url
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

@@ -132,18 +132,24 @@ class QueueCore:
         serializer = self.settings.serializer
         jobs = []
         for i in range(start, len(reply), CLAIM_FIELDS):
-            job = Job(
-                text(reply[i]),
-                text(reply[i + 2]),
-                "active",
-                raw(reply[i + 3]),
-                int(reply[i + 4]),
-                int(reply[i + 5]),
-                int(reply[i + 6]) / 1000,
-                text(reply[i + 1]),
+            job_id, token, task, payload, attempts, max_attempts, enqueued = reply[i : i + CLAIM_FIELDS]
+            if type(job_id) is bytes:
+                job_id, token, task = job_id.decode(), token.decode(), task.decode()
+            else:
+                job_id, token, task, payload = str(job_id), str(token), str(task), raw(payload)
+            jobs.append(
+                Job(
+                    job_id,
+                    task,
+                    "active",
+                    payload,
+                    attempts,
+                    max_attempts,
+                    enqueued / 1000,
+                    token,
+                    serializer=serializer,
+                )
             )
-            job.serializer = serializer
-            jobs.append(job)
         return jobs
 
     def claim(self, count: int, lease: float | None) -> Call[tuple[list[Job], float]]:

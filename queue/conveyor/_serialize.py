@@ -26,12 +26,14 @@ class JSONSerializer:
     def __init__(self) -> None:
         # One encoder reused: json.dumps with options builds a new encoder on every call.
         self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        self._decode = json.JSONDecoder().decode
 
     def dumps(self, payload: Any) -> bytes:
         return self._encode(payload).encode()
 
     def loads(self, data: bytes) -> Any:
-        return json.loads(data)
+        # Stored payloads are always UTF-8: skip json.loads' encoding detection.
+        return self._decode(data.decode() if isinstance(data, bytes) else data)
 
 
 JSON = JSONSerializer()
@@ -57,5 +59,5 @@ def decode_payload(serializer: Serializer, job_id: str, data: bytes) -> Any:
     """Decode a stored payload; a payload this serializer cannot read raises SerializationError."""
     try:
         return serializer.loads(data)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, UnicodeDecodeError) as exc:
         raise SerializationError(f"payload of job {job_id!r} cannot be decoded: {exc}") from exc

@@ -62,7 +62,7 @@ class Worker:
         base = self.queue.client.connection_pool
         options = role_options(base.connection_kwargs, self.queue.name, role, self.options.block_timeout)
         pool = redis.ConnectionPool(connection_class=base.connection_class, max_connections=1, **options)
-        return Queue(self.queue.name, redis.Redis(connection_pool=pool), settings=self.queue.settings)
+        return Queue(self.queue.name, redis.Redis.from_pool(pool), settings=self.queue.settings)
 
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""

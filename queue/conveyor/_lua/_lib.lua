@@ -5,7 +5,8 @@
 -- effects, so reading TIME inside a script is safe.
 --
 -- Job hash fields: s state (w waiting, d delayed, a active, c completed, f failed), n task name,
--- d payload, m max attempts, e enqueued at (ms), a attempts, k lease token, r last error, t finished (ms).
+-- d payload, m max attempts, e enqueued at (ms), a attempts, k lease token and l lease deadline (ms)
+-- (both only while active), r last error, t finished (ms).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 
 local function now_ms()
@@ -21,13 +22,15 @@ local function bounded(n, limit, what)
 end
 
 -- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease,
--- -1 the lease expired, -2 no such job.
-local function check_lease(active, key, id, token, now)
-  local f = redis.call('HMGET', key, 's', 'k')
-  if not f[1] then return -2 end
-  if f[1] ~= 'a' or f[2] ~= token then return 0 end
-  local deadline = redis.call('ZSCORE', active, id)
-  if not deadline or tonumber(deadline) < now then return -1 end
+-- -1 the lease expired, -2 no such job. The token (k) and lease deadline (l, ms) live in the job
+-- hash while it is active (the active set holds the same deadline), so the check is one HMGET.
+local function check_lease(key, token, now)
+  local f = redis.call('HMGET', key, 'k', 'l')
+  if f[1] ~= token then
+    if redis.call('EXISTS', key) == 0 then return -2 end
+    return 0
+  end
+  if tonumber(f[2]) < now then return -1 end
   return 1
 end
 
@@ -75,7 +78,7 @@ local function trim_by_age(set, jobs, cutoff, limit)
 end
 
 local function finish_failed(failed, meta, key, id, err, now)
-  redis.call('HDEL', key, 'k')
+  redis.call('HDEL', key, 'k', 'l')
   redis.call('HSET', key, 's', 'f', 'r', err, 't', now)
   redis.call('ZADD', failed, now, id)
   redis.call('HINCRBY', meta, 'failed', 1)
@@ -98,7 +101,7 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
     if f[1] then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
-      redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token)
+      redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token, 'l', deadline)
       zargs[#zargs + 1] = deadline
       zargs[#zargs + 1] = id
       local o = #out

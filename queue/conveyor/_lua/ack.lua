@@ -17,14 +17,14 @@ local out, done, finished = {}, {}, {}
 for i = 1, n do
   local id, token = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
   local key = jobs .. id
-  local status = check_lease(active, key, id, token, now)
+  local status = check_lease(key, token, now)
   out[i] = status
   if status == 1 then
     done[#done + 1] = id
     if keep == 0 then
       redis.call('DEL', key)
     else
-      redis.call('HDEL', key, 'k')
+      redis.call('HDEL', key, 'k', 'l')
       redis.call('HSET', key, 's', 'c', 't', now)
       finished[#finished + 1] = now
       finished[#finished + 1] = id

@@ -10,7 +10,10 @@ local now = now_ms()
 local out = {}
 for i = 1, n do
   local id, token = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
-  out[i] = check_lease(active, jobs .. id, id, token, now)
-  if out[i] == 1 then redis.call('ZADD', active, 'XX', now + lease_ms, id) end
+  out[i] = check_lease(jobs .. id, token, now)
+  if out[i] == 1 then
+    redis.call('ZADD', active, 'XX', now + lease_ms, id)
+    redis.call('HSET', jobs .. id, 'l', now + lease_ms)
+  end
 end
 return out

@@ -9,14 +9,14 @@ local meta, waiting, delayed, active, failed, marker, jobs =
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
-local status = check_lease(active, key, id, token, now)
+local status = check_lease(key, token, now)
 if status ~= 1 then return {status, '', 0} end
 
 local f = redis.call('HMGET', key, 'a', 'm')
 local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
 redis.call('ZREM', active, id)
 if delay >= 0 and attempts < max then
-  redis.call('HDEL', key, 'k')
+  redis.call('HDEL', key, 'k', 'l')
   if delay == 0 then
     redis.call('HSET', key, 's', 'w', 'r', err)
     redis.call('LPUSH', waiting, id)

@@ -11,7 +11,8 @@ local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
 bounded(#ids, batch, 'recover')
 local redelivered, dead = 0, 0
-for i = 1, #ids do
+-- Walk backwards: RPUSH puts each id at the claim end, so the longest-expired is claimed first.
+for i = #ids, 1, -1 do
   local id = ids[i]
   local key = jobs .. id
   redis.call('ZREM', active, id)
@@ -22,7 +23,7 @@ for i = 1, #ids do
       finish_failed(failed, meta, key, id, 'lease expired after attempt ' .. attempts .. ' of ' .. max, now)
       dead = dead + 1
     else
-      redis.call('HDEL', key, 'k')
+      redis.call('HDEL', key, 'k', 'l')
       redis.call('HSET', key, 's', 'w')
       redis.call('RPUSH', waiting, id)
       redelivered = redelivered + 1

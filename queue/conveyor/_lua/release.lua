@@ -9,13 +9,14 @@ local n = bounded(tonumber(ARGV[1]), 1000, 'release')
 local now = now_ms()
 local out = {}
 local released = 0
-for i = 1, n do
+-- Walk backwards: RPUSH puts each id at the claim end, so the first given is claimed first.
+for i = n, 1, -1 do
   local id, token, refund = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   local key = jobs .. id
-  out[i] = check_lease(active, key, id, token, now)
+  out[i] = check_lease(key, token, now)
   if out[i] == 1 then
     redis.call('ZREM', active, id)
-    redis.call('HDEL', key, 'k')
+    redis.call('HDEL', key, 'k', 'l')
     redis.call('HSET', key, 's', 'w')
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
     redis.call('RPUSH', waiting, id)

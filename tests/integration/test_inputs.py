@@ -1,0 +1,206 @@
+"""Bad inputs and bad environments: each gets its own clear error and leaves no partial state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import socket
+import time
+
+import pytest
+import redis
+import redis.asyncio as aredis
+from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
+    api_fixture,
+    counts,
+    wait_until,
+)
+from conveyor import (
+    AsyncQueue,
+    ConnectionFailedError,
+    InvalidNameError,
+    JobSpec,
+    PayloadTooLargeError,
+    PoolExhaustedError,
+    Queue,
+    SerializationError,
+    ServerConfigError,
+)
+
+BAD_ENQUEUES = [
+    (("t", "x" * 300), {}, PayloadTooLargeError, r"is 302 bytes encoded; the limit is 256 bytes"),
+    (("t", {1, 2}), {}, SerializationError, r"payload of task 't' cannot be serialized \(set\)"),
+    (("t", {"v": math.nan}), {}, SerializationError, "cannot be serialized"),
+    (("t", b"bytes"), {}, SerializationError, "cannot be serialized"),
+    (("t", object()), {}, SerializationError, "cannot be serialized"),
+    (("", 1), {}, InvalidNameError, "task name must not be empty"),
+    (("a{b", 1), {}, InvalidNameError, r"must not contain '\{' or '\}'"),
+    (("a}b", 1), {}, InvalidNameError, "hash tag"),
+    (("t" * 201, 1), {}, InvalidNameError, "limit is 200"),
+    (("t", 1), {"job_id": "12345"}, InvalidNameError, "only of digits"),
+    (("t", 1), {"job_id": ""}, InvalidNameError, "must not be empty"),
+    (("t", 1), {"job_id": "x{1}"}, InvalidNameError, "hash tag"),
+    (("t", 1), {"delay": -0.5}, ValueError, "delay must be >= 0"),
+    (("t", 1), {"max_attempts": 0}, ValueError, "max_attempts must be an int >= 1"),
+]
+
+
+async def _try_every_bad_input(api, q):
+    for args, kwargs, error, message in BAD_ENQUEUES:
+        with pytest.raises(error, match=message):
+            await q.enqueue(*args, **kwargs)
+    with pytest.raises(PayloadTooLargeError):
+        await q.enqueue_many([JobSpec("t", 1), JobSpec("t", "y" * 1000)])
+    with pytest.raises(InvalidNameError):
+        await q.cancel("")
+    with pytest.raises(ValueError, match="count must be in"):
+        await q.claim(count=1001)
+    with pytest.raises(ValueError, match=r"lease must be >= 0\.05"):
+        await q.claim(lease=0.01)
+    with pytest.raises(ValueError, match="batch must be in"):
+        await q.promote(batch=0)
+    with pytest.raises(ValueError, match="batch must be in"):
+        await q.recover(batch=100_001)
+
+
+async def test_bad_inputs_on_a_fresh_queue_write_nothing(api):
+    q = api.queue(max_payload_bytes=256)
+    dbsize = api.admin.dbsize()
+    await _try_every_bad_input(api, q)
+    assert api.queue_keys() == []
+    assert api.admin.dbsize() == dbsize
+
+
+async def test_bad_inputs_on_a_busy_queue_change_nothing(api):
+    q = api.queue(max_payload_bytes=256)
+    await q.enqueue_many([("t", 1), JobSpec("t", 2, delay=60), ("t", 3)])
+    [leased] = await q.claim()
+    snap, before, dbsize = api.snapshot(), await q.counts(), api.admin.dbsize()
+    await _try_every_bad_input(api, q)
+    assert api.snapshot() == snap
+    assert await q.counts() == before == counts(waiting=1, delayed=1, active=1)
+    assert api.admin.dbsize() == dbsize
+    await q.ack(leased)  # the queue still works
+    ok = await q.enqueue("t", "x" * 200)  # below the limit
+    assert (await q.get_job(ok.id)).payload == "x" * 200
+
+
+@pytest.mark.parametrize("bad", ["", "a{b", "b}", "{x}"])
+async def test_bad_queue_and_prefix_names_are_refused(api, bad):
+    with pytest.raises(InvalidNameError, match="queue name"):
+        api.queue(name=bad)
+    with pytest.raises(InvalidNameError, match="prefix name"):
+        api.queue(prefix=bad)
+    assert api.queue_keys(name=api.name) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_unreachable_server_names_the_address_never_the_password(api):
+    port = _free_port()
+    q = api.queue(url=f"redis://alice:s3cr3t-pw@127.0.0.1:{port}/0", connect_timeout=1.0)
+    for call in (lambda: q.enqueue("t", 1), q.claim, q.counts, lambda: q.get_job("x")):
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionFailedError) as info:
+            await call()
+        assert time.monotonic() - t0 < 5.0
+        text = f"{info.value} {info.value!r}"
+        assert f"127.0.0.1:{port}" in text
+        assert "s3cr3t-pw" not in text
+        assert "alice" not in text
+        assert isinstance(info.value, ConnectionError)  # the builtin, for generic handlers
+
+
+async def test_maxmemory_policy_warns_or_raises_in_strict_mode(api, caplog):
+    original = api.config("maxmemory-policy")
+    assert original == "noeviction"  # the launcher's setting
+    caplog.set_level(logging.WARNING, logger="conveyor")
+
+    quiet = api.queue()
+    await quiet.counts()
+    await quiet.enqueue("t", 1)
+    assert not [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+
+    api.admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        loose = api.queue(name=api.name + "-loose")
+        job = await loose.enqueue("t", 1)
+        await loose.enqueue("t", 2)
+        warnings = [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+        assert len(warnings) == 1, "warn once per queue, at start-up"
+        assert warnings[0].levelno == logging.WARNING
+        assert "allkeys-lru" in warnings[0].getMessage()
+        assert "noeviction" in warnings[0].getMessage()
+        assert (await loose.get_job(job.id)).state == "waiting"
+
+        strict = api.queue(name=api.name + "-strict", strict=True)
+        with pytest.raises(ServerConfigError, match="allkeys-lru"):
+            await strict.enqueue("t", 1)
+        with pytest.raises(ServerConfigError):
+            await strict.claim()
+        assert [k for k in api.queue_keys(name=api.name + "-strict") if b":j:" in k] == []
+    finally:
+        api.admin.config_set("maxmemory-policy", original)
+    assert api.config("maxmemory-policy") == "noeviction"
+
+
+async def test_pool_exhaustion_gives_a_clear_error(api):
+    q = api.queue(pool_size=1, pool_timeout=0.2)
+    await q.enqueue("t", 1)  # start-up checks done; the one connection is back in the pool
+    holder = asyncio.ensure_future(q.raw("blpop", [f"{api.name}-never"], timeout=1))
+    await asyncio.sleep(0.15)
+    t0 = time.monotonic()
+    with pytest.raises(PoolExhaustedError) as info:
+        await q.enqueue("t", 2)
+    elapsed = time.monotonic() - t0
+    assert 0.15 <= elapsed < 0.8
+    message = str(info.value)
+    assert "all 1 connections" in message
+    assert f"127.0.0.1:{api.server.port}" in message
+    assert "pool_size" in message
+    with pytest.raises(PoolExhaustedError):
+        await q.counts()
+    assert await holder is None
+    assert await q.counts() == counts(waiting=1)  # usable again; the refused enqueue wrote nothing
+
+
+async def test_queue_with_its_own_client(api):
+    """Bring-your-own-client construction works like from_url."""
+    if api.is_async:
+        client = aredis.Redis(host=api.server.host, port=api.server.port)
+        q = AsyncQueue(api.name, client, keep_completed=-1)
+        await q.enqueue("t", 1)
+        [job] = await q.claim()
+        await q.ack(job)
+        assert (await q.counts())["completed"] == 1
+        await q.aclose()
+    else:
+        client = redis.Redis(host=api.server.host, port=api.server.port)
+        q = Queue(api.name, client, keep_completed=-1)
+        await asyncio.to_thread(q.enqueue, "t", 1)
+        [job] = await asyncio.to_thread(q.claim)
+        await asyncio.to_thread(q.ack, job)
+        assert (await asyncio.to_thread(q.counts))["completed"] == 1
+        q.close()
+
+
+async def test_close_releases_the_connections(api):
+    """close()/aclose() of a from_url queue closes its pool: no connection stays open."""
+
+    def ids() -> set[int]:
+        return {int(c["id"]) for c in api.admin.client_list()}
+
+    before = ids()
+    q = api.queue()
+    await q.enqueue("t", 1)
+    await q.counts()
+    mine = ids() - before
+    assert mine, "the queue opened a connection"
+    await q.close()
+    await wait_until(lambda: not (ids() & mine), timeout=2,
+                     what=f"connections {sorted(mine)} to close after close()")

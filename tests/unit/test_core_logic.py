@@ -1,0 +1,265 @@
+"""Pure logic, without a server: keys, retry arithmetic, serialization, settings, URL redaction."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+from conveyor import (
+    Backoff,
+    InvalidNameError,
+    Job,
+    JobSpec,
+    JSONSerializer,
+    PayloadTooLargeError,
+    QueueSettings,
+    SerializationError,
+    redact_url,
+)
+from conveyor._keys import queue_keys, validate_job_id, validate_name
+from conveyor._ops import MAX_ERROR_CHARS, QueueCore
+from conveyor._retry import retry_delay_ms
+from conveyor._serialize import JSON, encode_payload
+from redis.crc import key_slot
+
+# -- keys -----------------------------------------------------------------------------------------
+
+
+def _all_keys(keys) -> list[str]:
+    return [getattr(keys, f.name) for f in dataclasses.fields(keys)] + [keys.job("42"), keys.job("a-b")]
+
+
+def test_every_key_shares_one_hash_tag():
+    keys = queue_keys("cv", "emails")
+    names = _all_keys(keys)
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert name.startswith("cv:{emails}:")
+        assert name.count("{") == 1 and name.count("}") == 1
+    assert len({key_slot(n.encode()) for n in names}) == 1
+    assert keys.job("42") == keys.jobs + "42"
+
+
+def test_queues_and_prefixes_do_not_share_keys():
+    a, b, c = queue_keys("cv", "a"), queue_keys("cv", "b"), queue_keys("other", "a")
+    assert not set(_all_keys(a)) & set(_all_keys(b))
+    assert not set(_all_keys(a)) & set(_all_keys(c))
+    assert a.meta.startswith("other:") is False and c.meta.startswith("other:{a}:")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "must not be empty"),
+        ("a{b", "must not contain"),
+        ("a}b", "must not contain"),
+        ("{a}", "hash tag"),
+        ("x" * 201, "limit is 200"),
+        (None, "must be a string"),
+        (42, "must be a string"),
+    ],
+)
+def test_bad_names_are_refused(name, message):
+    with pytest.raises(InvalidNameError, match=message):
+        queue_keys("cv", name)
+    with pytest.raises(InvalidNameError, match=message):
+        queue_keys(name, "q")
+    with pytest.raises(InvalidNameError, match=message):
+        validate_name("task", name)
+
+
+def test_names_may_use_other_punctuation():
+    for ok in ("emails", "a:b", "a-b.c_d", "ü", "x" * 200, "with space"):
+        assert validate_name("queue", ok) == ok
+        queue_keys("cv", ok)
+
+
+@pytest.mark.parametrize("job_id", ["1", "0042", "99999999999999999999", "٣"])
+def test_digit_only_job_ids_are_reserved(job_id):
+    with pytest.raises(InvalidNameError, match="only of digits"):
+        validate_job_id(job_id)
+
+
+def test_other_job_ids_are_accepted():
+    for job_id in ("a1", "1a", "-1", "1.5", "order:42", "x"):
+        assert validate_job_id(job_id) == job_id
+    for bad in ("", "a{", "}"):
+        with pytest.raises(InvalidNameError):
+            validate_job_id(bad)
+
+
+# -- retry arithmetic -------------------------------------------------------------------------------
+
+
+def test_backoff_without_jitter_is_exact():
+    b = Backoff(base=0.5, factor=3.0, cap=10.0, jitter=0.0)
+    assert [b.delay(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.5, 4.5, 10.0, 10.0]
+    assert b.delay(0) == 0.5  # attempt numbers below 1 behave like the first retry
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.25, 0.5, 1.0])
+def test_backoff_stays_within_its_bounds(jitter):
+    b = Backoff(base=0.2, factor=2.0, cap=5.0, jitter=jitter)
+    rng = random.Random(7)
+    for attempt in range(1, 30):
+        raw = min(5.0, 0.2 * 2.0 ** (attempt - 1))
+        for _ in range(50):
+            d = b.delay(attempt, rng)
+            assert raw * (1 - jitter) - 1e-12 <= d <= raw + 1e-12
+    assert b.delay(1000) <= 5.0  # no overflow for huge attempt numbers
+
+
+def test_backoff_jitter_spreads_delays():
+    b = Backoff(base=1.0, jitter=0.5)
+    rng = random.Random(1)
+    samples = [b.delay(1, rng) for _ in range(200)]
+    assert max(samples) - min(samples) > 0.3
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"base": -1}, {"cap": -0.1}, {"factor": 0.5}, {"jitter": -0.1}, {"jitter": 1.5}]
+)
+def test_backoff_rejects_bad_parameters(kwargs):
+    with pytest.raises(ValueError, match="invalid backoff"):
+        Backoff(**kwargs)
+
+
+def test_retry_delay_ms():
+    policy = Backoff(base=0.1, factor=2.0, cap=1.0, jitter=0.5)
+    assert retry_delay_ms(policy, 1, 3, retry=False) == -1
+    assert retry_delay_ms(policy, 3, 3, retry=True) == -1
+    assert retry_delay_ms(policy, 4, 3, retry=True) == -1
+    for attempts, raw_ms in ((1, 100), (2, 200), (3, 400), (5, 1000), (9, 1000)):
+        for _ in range(50):
+            ms = retry_delay_ms(policy, attempts, 100, retry=True)
+            assert isinstance(ms, int)
+            assert raw_ms // 2 - 1 <= ms <= raw_ms
+    assert retry_delay_ms(Backoff(base=0.0), 1, 2, retry=True) == 0  # immediate retry
+
+
+# -- serialization and payload limits -------------------------------------------------------------
+
+
+def test_json_is_compact_utf8_and_round_trips():
+    s = JSONSerializer()
+    data = s.dumps({"to": "zoë", "n": [1, 2.5, None, True]})
+    assert data == '{"to":"zoë","n":[1,2.5,null,true]}'.encode()
+    assert s.loads(data) == {"to": "zoë", "n": [1, 2.5, None, True]}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{1, 2}, frozenset(), math.nan, {"v": math.inf}, [-math.inf], b"raw", object(), {(1, 2): "x"},
+     complex(1, 2)],
+    ids=["set", "frozenset", "nan", "inf", "-inf", "bytes", "object", "tuple-key", "complex"],
+)
+def test_non_json_payloads_are_refused(payload):
+    with pytest.raises(SerializationError, match="payload of task 'send' cannot be serialized"):
+        encode_payload(JSON, "send", payload, 1024)
+
+
+def test_payload_size_limit():
+    assert encode_payload(JSON, "t", "x" * 10, 12) == b'"' + b"x" * 10 + b'"'  # exactly the limit
+    with pytest.raises(PayloadTooLargeError, match="is 12 bytes encoded; the limit is 11 bytes"):
+        encode_payload(JSON, "t", "x" * 10, 11)
+    # the limit counts encoded bytes, not characters
+    with pytest.raises(PayloadTooLargeError, match="is 12 bytes encoded"):
+        encode_payload(JSON, "t", "é" * 5, 11)
+
+
+def test_enqueue_checks_the_configured_limit_before_building_a_call():
+    core = QueueCore("q", QueueSettings(max_payload_bytes=100))
+    core.enqueue([("t", "x" * 98)])  # 100 bytes encoded
+    with pytest.raises(PayloadTooLargeError, match="max_payload_bytes"):
+        core.enqueue([("t", "x" * 98), ("t", "x" * 99)])
+
+
+def test_batches_are_bounded():
+    core = QueueCore("q", QueueSettings())
+    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 1 + 5 * 1000
+    for size in (0, 1001):
+        with pytest.raises(ValueError, match=r"a batch holds 1\.\.1000 jobs"):
+            core.enqueue([JobSpec("t")] * size)
+
+
+def test_error_text_is_truncated():
+    core = QueueCore("q", QueueSettings())
+    job = Job("1", "t", "active", token="5", attempts=1, max_attempts=3)
+    call = core.fail(job, "e" * 10_000, retry=True)
+    assert call.args[2] == "e" * MAX_ERROR_CHARS
+    assert core.fail(job, KeyError("k"), retry=False).args[2] == "KeyError: 'k'"
+    assert core.fail(job, "x", retry=False).args[3] == -1
+
+
+def test_stored_payload_that_cannot_be_decoded():
+    job = Job("7", "t", "active", raw_payload=b"\xff{not json")
+    with pytest.raises(SerializationError, match="payload of job '7' cannot be decoded"):
+        _ = job.payload
+    assert Job("8", "t", "waiting", raw_payload=b'{"a":1}').payload == {"a": 1}
+    assert Job("9", "t", "waiting").payload is None
+
+
+# -- settings ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lease": 0.01}, "lease must be >= 0.05 s"),
+        ({"max_attempts": 0}, "max_attempts must be >= 1"),
+        ({"max_payload_bytes": 0}, "max_payload_bytes must be > 0"),
+        ({"keep_completed": -2}, "keep_completed must be >= -1"),
+        ({"keep_failed": -5}, "keep_failed must be >= -1"),
+        ({"maintenance_batch": 0}, r"maintenance_batch must be in 1..100000"),
+        ({"maintenance_batch": 100_001}, r"maintenance_batch must be in 1..100000"),
+        ({"maintenance_interval": 0}, "maintenance_interval must be > 0"),
+        ({"pool_size": 0}, "pool_size must be >= 1"),
+        ({"protocol": 1}, "protocol must be 2 or 3"),
+    ],
+)
+def test_settings_validation_messages(kwargs, message):
+    with pytest.raises(ValueError, match=f"^invalid QueueSettings: {message}$"):
+        QueueSettings(**kwargs)
+
+
+def test_settings_report_every_problem_at_once():
+    with pytest.raises(ValueError) as info:
+        QueueSettings(lease=0, pool_size=0, protocol=4)
+    message = str(info.value)
+    for part in ("lease must be", "pool_size must be", "protocol must be 2 or 3"):
+        assert part in message
+    assert message.count(";") == 2
+
+
+def test_settings_defaults_and_immutability():
+    s = QueueSettings()
+    assert (s.prefix, s.lease, s.max_attempts, s.max_payload_bytes, s.keep_completed, s.protocol) == (
+        "cv", 30.0, 3, 512 * 1024, 0, 3)
+    assert s.lease_ms == 30_000
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.lease = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        QueueSettings(no_such_setting=1)  # type: ignore[call-arg]
+
+
+# -- URL redaction ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://user:secret@127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:secret@localhost:6380/2", "redis://localhost:6380/2"),
+        ("rediss://default:s3cr%40t@host.example/1?ssl_cert_reqs=none",
+         "rediss://host.example/1?ssl_cert_reqs=none"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://user@host:1/0", "redis://host:1/0"),
+        ("redis://u:p@[::1]:6379/0", "redis://[::1]:6379/0"),
+    ],
+)
+def test_redact_url(url, expected):
+    redacted = redact_url(url)
+    assert redacted == expected
+    assert "secret" not in redacted and "s3cr" not in redacted

@@ -1,0 +1,93 @@
+"""Lua sources, without a server: headers, declared KEYS against what Python passes, bounds."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+from conveyor import Job, QueueSettings
+from conveyor._ops import QueueCore
+from conveyor._scripts import Scripts
+
+LUA_DIR = resources.files("conveyor").joinpath("_lua")
+LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
+TRANSITIONS = [name for name in LUA_FILES if name != "_lib.lua"]
+
+
+def _header(name: str) -> list[str]:
+    lines = LUA_DIR.joinpath(name).read_text(encoding="utf-8").splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip())
+    return header
+
+
+def test_there_is_one_file_per_transition():
+    assert {f"{s.value.name}.lua" for s in Scripts} == set(TRANSITIONS)
+    assert "_lib.lua" in LUA_FILES
+
+
+@pytest.mark.parametrize("name", LUA_FILES)
+def test_every_lua_file_starts_with_a_header(name):
+    header = _header(name)
+    assert len(header) >= 3, f"{name} has no header comment"
+    assert header[0].startswith(name.removesuffix(".lua").lstrip("_")) or header[0].startswith(name)
+
+
+@pytest.mark.parametrize("name", TRANSITIONS)
+def test_transition_headers_name_keys_argv_returns_errors(name):
+    text = "\n".join(_header(name))
+    for section in ("KEYS:", "ARGV:", "Returns:", "Errors:"):
+        assert re.search(rf"^{section}", text, re.MULTILINE), f"{name}: header lacks {section}"
+
+
+def _calls() -> dict[str, object]:
+    core = QueueCore("q", QueueSettings())
+    job = Job("1", "t", "active", token="9", attempts=1, max_attempts=3)
+    return {
+        "enqueue": core.enqueue([("t", 1)]),
+        "claim": core.claim(1, None),
+        "ack": core.ack([job], 1),
+        "fail": core.fail(job, "e", True),
+        "extend": core.extend([job], None),
+        "release": core.release([job], [False]),
+        "promote": core.promote(None),
+        "recover": core.recover(None),
+        "trim": core.trim(None),
+        "cancel": core.cancel("x"),
+    }
+
+
+@pytest.mark.parametrize("name", TRANSITIONS)
+def test_declared_keys_match_what_python_passes(name):
+    """The header's numbered KEYS list names the QueueKeys fields Python passes, in order."""
+    line = next(h for h in _header(name) if h.startswith("KEYS:"))
+    declared = re.findall(r"(\d+) (\w+)", line)
+    assert [int(n) for n, _ in declared] == list(range(1, len(declared) + 1))
+    call = _calls()[name.removesuffix(".lua")]
+    core = QueueCore("q", QueueSettings())
+    assert [getattr(core.keys, key) for _, key in declared] == list(call.keys)  # type: ignore[attr-defined]
+    assert call.script.name == name.removesuffix(".lua")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", TRANSITIONS)
+def test_scripts_use_only_declared_key_slots(name):
+    """No KEYS[n] beyond the declared ones, and no key built from a literal string."""
+    source = LUA_DIR.joinpath(name).read_text(encoding="utf-8")
+    declared = len(re.findall(r"(\d+) (\w+)", next(h for h in _header(name) if h.startswith("KEYS:"))))
+    used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", source)}
+    assert used == set(range(1, declared + 1))
+    assert not re.search(r"redis\.call\('\w+',\s*'", source), "a key given as a literal string"
+
+
+def test_script_source_is_lib_plus_transition_and_sha_is_stable():
+    lib = LUA_DIR.joinpath("_lib.lua").read_text(encoding="utf-8")
+    for script in Scripts:
+        s = script.value
+        assert s.source.startswith(lib)
+        assert s.source.endswith(LUA_DIR.joinpath(f"{s.name}.lua").read_text(encoding="utf-8"))
+        assert re.fullmatch(r"[0-9a-f]{40}", s.sha)
+    assert len({s.value.sha for s in Scripts}) == len(Scripts)
