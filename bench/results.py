@@ -196,3 +196,25 @@ def _check_no_credentials(doc: dict[str, Any], source: str) -> None:
     for match in _URL_RE.finditer(text):
         if strip_url(match.group(0)) != match.group(0):
             raise InvalidResults(f"{source}: contains a URL with credentials: refusing it")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.results PATH...``: validate result files (or directories of them)."""
+    import sys  # noqa: PLC0415
+
+    paths = (argv if argv is not None else sys.argv[1:]) or [str(RESULTS_DIR)]
+    try:
+        for path in paths:
+            docs = load_results(path)
+            if not docs:
+                print(f"{path}: no result files")
+                return 1
+            print(f"{path}: {len(docs)} result file(s) valid (schema_version {SCHEMA_VERSION})")
+    except ResultsError as exc:
+        print(f"invalid: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -78,7 +78,7 @@ def other_rows() -> list[dict[str, Any]]:
                  {"jobs_per_s": metric(BASE * 30, "1/s"), "p99_ms": metric(3.0, "ms")})]
     rows += [row("process", {"jobs": 500, "concurrency": c, "payload_bytes": 64},
                  {"jobs_per_s": metric(BASE * k, "1/s"), "elapsed_s": metric(0.5 / k, "s")})
-             for c, k in ((1, 0.7), (100, 2.0))]
+             for c, k in ((1, 0.7), (32, 1.9), (100, 2.0))]
     rows += [row("latency", {"load": load, "concurrency": 32, **size},
                  {"p50_ms": metric(0.3 * f, "ms"), "p90_ms": metric(0.5 * f, "ms"),
                   "p99_ms": metric(1.0 * f, "ms"), "p99_9_ms": metric(2.0 * f, "ms"),

@@ -343,3 +343,14 @@ def test_role_fit_over_concurrency() -> None:
     assert fits["pump"] == report.RoleFit("pump", 1.0, 0.0)
     assert fits["other"].per_concurrency == pytest.approx(0.125)
     assert "other 0 + 0.125 x concurrency" in report.formula_text(list(fits.values()))
+
+
+def test_ceiling_ratio_divides_process_by_the_evalsha_ceiling_of_the_same_run() -> None:
+    run = dataset(make_run()).latest("process")
+    assert run is not None
+    rows = report.ceiling_rows(run)
+    assert len(rows) == 1
+    _server, conc, rate, ceiling, ratio = rows[0]
+    assert conc == 32
+    expected = float(rate.replace(",", "")) / float(ceiling.replace(",", ""))
+    assert ratio == f"{expected:.2f}x"
