@@ -27,9 +27,9 @@ def _install(session: nox.Session, *groups: str, project: bool = True) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite on every server this machine can start."""
+    """Run the test suite on every server this machine can start (site tests: `browser`)."""
     _install(session, "test")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "-m", "not browser", *session.posargs)
 
 
 @nox.session(python=PYTHON)
