@@ -1169,7 +1169,7 @@ LISTPACK_CONFIG = "listpack-1024"
 MEMORY_METRICS = ("bytes_per_job",)
 PERSISTENCE = (("default", "off"), ("aof-everysec", "appendfsync everysec"),
                ("aof-always", "appendfsync always"))
-PERSISTENCE_SCENARIOS = ("lifecycle", "process", "enqueue-single", "enqueue-bulk")
+PERSISTENCE_SCENARIOS = ("enqueue-single", "enqueue-bulk", "process", "lifecycle")
 
 
 def config_rows(run: RunFile, scenario: str, config: str) -> list[Row]:
@@ -1234,9 +1234,9 @@ def memory_section(ds: Dataset, prefix: str = "") -> str:
             f"{chart_block(chart, run, prefix)}\n{memory_advice(base, tuned, metric)}\n")
 
 
-def persistence_rows(run: RunFile) -> tuple[str, list[tuple[str, Row]]] | None:
+def persistence_rows(run: RunFile, only: str | None = None) -> tuple[str, list[tuple[str, Row]]] | None:
     """Scenario and (label, row) pairs comparable across the persistence configs."""
-    for scenario in PERSISTENCE_SCENARIOS:
+    for scenario in PERSISTENCE_SCENARIOS if only is None else (only,):
         base = baseline(run, scenario)
         for aof in (c for c, _ in PERSISTENCE[1:] if config_rows(run, scenario, c)):
             probe = config_rows(run, scenario, aof)[0]
@@ -1253,12 +1253,17 @@ def persistence_rows(run: RunFile) -> tuple[str, list[tuple[str, Row]]] | None:
 
 
 def persistence_section(ds: Dataset, prefix: str = "") -> str:
-    """Throughput with persistence off, AOF everysec and AOF always."""
+    """Throughput with persistence off, AOF everysec and AOF always, one block per scenario."""
     run = next((r for r in reversed(ds.files) if persistence_rows(r)), None)
-    found = persistence_rows(run) if run else None
-    if run is None or found is None:
+    if run is None:
         return no_data("a persistence comparison (configurations `aof-everysec`, `aof-always`)")
-    scenario, pairs = found
+    found = (persistence_rows(run, scenario) for scenario in PERSISTENCE_SCENARIOS)
+    return "\n".join(persistence_block(ds, run, f[0], f[1], prefix) for f in found if f)
+
+
+def persistence_block(ds: Dataset, run: RunFile, scenario: str, pairs: list[tuple[str, Row]],
+                      prefix: str) -> str:
+    """Table, chart and measured advice for one scenario across the persistence configs."""
     rate = pick_metric([r for _, r in pairs], RATE_METRICS)
     if rate is None:
         return generic_section(ds, scenario, prefix)
@@ -1266,13 +1271,14 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     body = [[label, fmt_stat(r.stat(rate)),
              f"{(r.value(rate) or 0) / off.median:.2f}x" if off and off.median else MISSING]
             for label, r in pairs]
-    chart = Chart("persistence", f"{scenario} throughput by persistence", "persistence",
+    chart = Chart(f"persistence-{scenario}", f"{scenario} throughput by persistence", "persistence",
                   metric_header(rate, [p[1] for p in pairs]),
                   (Series(scenario, tuple(lb for lb, _ in pairs),
                           tuple(r.value(rate) or 0.0 for _, r in pairs),
                           tuple((r.stat(rate) or _ZERO).mad for _, r in pairs)),), kind="bar")
     params = ", ".join(f"{param_label(k)} {v}" for k, v in sorted(pairs[0][1].params.items()))
-    return (f"Scenario `{scenario}` ({params}) on {server_label(run, pairs[0][1].server)}.\n\n"
+    return (f"### `{scenario}`\n\nScenario `{scenario}` ({params}) on "
+            f"{server_label(run, pairs[0][1].server)}.\n\n"
             f"{md_table(['persistence', metric_header(rate, [pairs[0][1]]), 'vs off'], body)}"
             f"\n\n{chart_block(chart, run, prefix)}\n{persistence_advice(pairs, rate)}\n")
 
