@@ -3,61 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import redis
 from redis import exceptions as redis_errors
 
-from ._connection import check_policy, pool_options, translate_error
+from ._base import QueueBase, resolve_settings
+from ._connection import check_policy, pool_options
 from ._models import Job, JobSpec, QueueSettings
-from ._ops import LAYOUT_VERSION, Call, QueueCore, enqueue_spec, settle_single
+from ._ops import Call, enqueue_spec, settle_single
 from ._scripts import is_noscript
 
 T = TypeVar("T")
 
 
-def _settings(settings: QueueSettings | None, overrides: dict[str, Any]) -> QueueSettings:
-    return replace(settings or QueueSettings(), **overrides)
-
-
-class Queue:
+class Queue(QueueBase[redis.Redis]):
     """A queue on a Redis-compatible server, used from synchronous code."""
-
-    def __init__(
-        self,
-        name: str,
-        client: redis.Redis,
-        *,
-        settings: QueueSettings | None = None,
-        **overrides: Any,
-    ) -> None:
-        self.core = QueueCore(name, _settings(settings, overrides))
-        self.client = client
-        self._ready = False
 
     @classmethod
     def from_url(
         cls, url: str, name: str, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> Queue:
         """A queue with its own bounded connection pool (``pool_size`` connections)."""
-        resolved = _settings(settings, overrides)
+        resolved = resolve_settings(settings, overrides)
         pool = redis.BlockingConnectionPool.from_url(url, **pool_options(resolved))
         return cls(name, redis.Redis.from_pool(pool), settings=resolved)
 
-    @property
-    def name(self) -> str:
-        return self.core.name
-
-    @property
-    def settings(self) -> QueueSettings:
-        return self.core.settings
-
     # -- execution --------------------------------------------------------------------------------
-    def _error(self, exc: BaseException) -> Exception:
-        pool = self.client.connection_pool
-        return translate_error(pool.connection_kwargs, exc, getattr(pool, "max_connections", None))
-
     def _evalsha(self, call: Call[Any]) -> Any:
         keys, script = call.keys, call.script
         try:
@@ -78,9 +50,7 @@ class Queue:
 
     def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
-        pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
-        pipe.hget(self.core.keys.meta, "v")
-        pipe.config_get("maxmemory-policy")
+        self._queue_startup(pipe)
         replies = pipe.execute(raise_on_error=False)
         if isinstance(replies[1], Exception):
             raise replies[1]
@@ -99,7 +69,8 @@ class Queue:
         max_attempts: int | None = None,
     ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead."""
-        return self._run(self.core.enqueue(enqueue_spec(task, payload, job_id, delay, max_attempts)))[0]
+        specs = enqueue_spec(task, payload, job_id, delay, max_attempts)
+        return (self._run(self.core.enqueue(specs)))[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
@@ -147,12 +118,8 @@ class Queue:
 
     def counts(self) -> dict[str, int]:
         """Jobs per state, plus total_completed and total_failed since the queue was created."""
-        k = self.core.keys
         pipe = self.client.pipeline(transaction=False)
-        pipe.llen(k.waiting)
-        for key in (k.delayed, k.active, k.completed, k.failed):
-            pipe.zcard(key)
-        pipe.hmget(k.meta, ["completed", "failed"])
+        self._queue_counts(pipe)
         try:
             return self.core.parse_counts(pipe.execute())
         except redis_errors.RedisError as exc:
