@@ -1,32 +1,41 @@
-"""enqueue-bulk: ``Queue.enqueue_many`` with batches of ``batch`` jobs (one script call each).
+"""enqueue-bulk: ``enqueue_many`` with batches of ``batch`` jobs (one script call each).
+
+With ``producers`` 1, one synchronous ``Queue`` sends the batches one after another; with more,
+that many asyncio tasks share one ``AsyncQueue`` (its pool holds one connection per producer),
+as concurrent web requests would.
 
 Metrics: ``jobs_per_s``, ``batches_per_s``; per-batch latency ``p50_ms``, ``p99_ms``, ``max_ms``.
-Params: ``jobs``, ``batch``, ``payload_bytes``. Exactly-once as in enqueue-single (stored once).
+Params: ``jobs``, ``batch``, ``payload_bytes``, ``producers``. Exactly-once as in enqueue-single
+(every id stored once).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, make_queue, metric, specs
+from bench.scenarios._common import Target, Variant, make_async_queue, make_queue, metric, specs
 from bench.scenarios.enqueue_single import verify_stored
 from bench.stats import latency_summary
 
 NAME = "enqueue-bulk"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-DEFAULTS: dict[str, Any] = {"jobs": 20000, "batch": 50, "payload_bytes": 64}
-QUICK: dict[str, Any] = {"jobs": 2000, "batch": 50, "payload_bytes": 64}
+DEFAULTS: dict[str, Any] = {"jobs": 20000, "batch": 50, "payload_bytes": 64, "producers": [1, 4]}
+QUICK: dict[str, Any] = {"jobs": 2000, "batch": 50, "payload_bytes": 64, "producers": [1, 4]}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every variant."""
-    return [dict(options)]
+    """Every producer count on the baseline; one producer on the other variants."""
+    counts = options["producers"] if variant.primary else options["producers"][:1]
+    return [{**options, "producers": n} for n in counts]
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
-    """Enqueue ``jobs`` jobs in batches."""
+    """Enqueue ``jobs`` jobs in batches, from one producer or several concurrent ones."""
+    if params.get("producers", 1) > 1:
+        return asyncio.run(run_concurrent(target, params))
     queue = make_queue(target, NAME)
     batch = specs(params["batch"], params["payload_bytes"])
     for job in queue.enqueue_many(batch[:1]):  # connect, check server, load script
@@ -41,6 +50,41 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     elapsed = time.perf_counter() - start
     report = verify_stored(queue, ids)
     queue.close()
+    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"),
+               "batches_per_s": metric(len(lat) / elapsed, "1/s")}
+    metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
+    return {"metrics": metrics, "exactly_once": report, "extra": {}}
+
+
+async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """``producers`` asyncio tasks, each sending batches until ``jobs`` jobs are stored."""
+    producers = params["producers"]
+    queue = make_async_queue(target, NAME, pool_size=producers)
+    batch = specs(params["batch"], params["payload_bytes"])
+    for job in await queue.enqueue_many(batch[:1]):  # connect, check server, load script
+        await queue.cancel(job.id)
+    ids: list[str] = []
+    lat: list[float] = []
+    share = -(-params["jobs"] // producers)
+
+    async def produce(quota: int) -> None:
+        sent = 0
+        while sent < quota:
+            t0 = time.perf_counter()
+            jobs = await queue.enqueue_many(batch[: quota - sent])
+            lat.append(time.perf_counter() - t0)
+            ids.extend(job.id for job in jobs)
+            sent += len(jobs)
+
+    quotas = [min(share, params["jobs"] - i * share) for i in range(producers)]
+    start = time.perf_counter()
+    await asyncio.gather(*(produce(q) for q in quotas if q > 0))
+    elapsed = time.perf_counter() - start
+    sync = make_queue(target, NAME)
+    sync.core = queue.core  # same queue name: read back what the async producers stored
+    report = verify_stored(sync, ids)
+    sync.close()
+    await queue.aclose()
     metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"),
                "batches_per_s": metric(len(lat) / elapsed, "1/s")}
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
