@@ -48,6 +48,7 @@ class Worker:
         self._ready: stdlib_queue.SimpleQueue[Job | None] = stdlib_queue.SimpleQueue()
         self._wake, self._stop = threading.Event(), threading.Event()
         self._lock = threading.Lock()
+        self._waiter_id: int | None = None
 
     @property
     def stats(self) -> dict[str, int]:
@@ -57,6 +58,13 @@ class Worker:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
         self._stop.set()
         self._wake.set()
+        if self._waiter_id is not None:
+            # The pump may be blocked in BZPOPMIN for up to block_timeout: end the block now.
+            threading.Thread(target=self._unblock_waiter, args=(self._waiter_id,), daemon=True).start()
+
+    def _unblock_waiter(self, client_id: int) -> None:
+        with contextlib.suppress(*RECOVERABLE):
+            self.queue.client.client_unblock(client_id)
 
     def _role(self, role: str) -> Queue:
         base = self.queue.client.connection_pool
@@ -67,6 +75,8 @@ class Worker:
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
+        with contextlib.suppress(*RECOVERABLE):
+            self._waiter_id = int(waiter.client.client_id())
         threads = [
             threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
             for i in range(self.options.concurrency)

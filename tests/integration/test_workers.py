@@ -322,3 +322,17 @@ async def test_stop_is_prompt_while_maintenance_runs(api):
         except AssertionError as exc:
             raise AssertionError(f"cycle {cycle}: {exc}") from None
         assert time.monotonic() - t0 < 3
+
+
+async def test_stop_ends_an_idle_wait_at_once(api):
+    """An idle worker blocked in BZPOPMIN (block_timeout 5 s) returns from run() well before
+    the block would end: the sync Worker unblocks its waiter (CLIENT UNBLOCK), the async one
+    cancels the wait. No wake-up marker is dropped here, unlike WorkerHandle.stop()."""
+    q = api.queue()
+    w = api.worker(q, {"t": api.handler()}, concurrency=1, block_timeout=5.0)
+    await wait_until(lambda: any(cmd == "bzpopmin" for _, cmd in _names(api, q)),
+                     timeout=5, what="the worker to block in BZPOPMIN")
+    t0 = time.monotonic()
+    w.worker.stop()
+    await w.join(4)
+    assert time.monotonic() - t0 < 1.0
