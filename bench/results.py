@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import jsonschema
+from conveyor import redact_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "results"
@@ -155,19 +155,6 @@ _SECRET_FLAGS = {"--requirepass", "--masterauth", "--requirepass=", "--pass", "-
 _URL_RE = re.compile(r"\b(?:redis|rediss|valkey|valkeys|unix|dragonfly)://[^\s\"']+")
 
 
-def strip_url(url: str) -> str:
-    """Remove user name and password from a URL (keeps scheme, host, port, path)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    query = re.sub(r"(?i)(password|username)=[^&]*", r"\1=***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def strip_credentials(obj: Any) -> Any:
     """Return a copy of ``obj`` where every URL-looking string has its credentials removed."""
     if isinstance(obj, dict):
@@ -179,7 +166,7 @@ def strip_credentials(obj: Any) -> Any:
                 out[i] = "***"
         return out
     if isinstance(obj, str):
-        return _URL_RE.sub(lambda m: strip_url(m.group(0)), obj)
+        return _URL_RE.sub(lambda m: redact_url(m.group(0)), obj)
     return obj
 
 
@@ -194,7 +181,7 @@ def _check_no_credentials(doc: dict[str, Any], source: str) -> None:
     """Refuse a document that still carries a URL with credentials."""
     text = json.dumps(doc)
     for match in _URL_RE.finditer(text):
-        if strip_url(match.group(0)) != match.group(0):
+        if redact_url(match.group(0)) != match.group(0):
             raise InvalidResults(f"{source}: contains a URL with credentials: refusing it")
 
 

@@ -34,9 +34,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
+from conveyor import redact_url
 from mirakuru import Executor
 from mirakuru.exceptions import AlreadyRunning, ProcessExitedWithError, TimeoutExpired
 from redis.backoff import NoBackoff
@@ -593,22 +593,6 @@ def _start_with_retries(
 
 
 # --------------------------------------------------------------------------- external servers
-
-_SECRET_QUERY_KEYS = {"password", "username", "user", "pass", "auth", "token"}
-
-
-def redact_url(url: str) -> str:
-    """The URL with user, password and credential query parameters removed, for printing."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = urlencode(
-        [(k, v if k.lower() not in _SECRET_QUERY_KEYS else "***")
-         for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-    )  # fmt: skip
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
 
 @dataclass(frozen=True, eq=False)
 class ExternalServer:

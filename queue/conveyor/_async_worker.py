@@ -4,32 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import redis
 import redis.asyncio as aredis
 
 from ._async_client import AsyncQueue
 from ._connection import role_options
 from ._dispatch import (
+    RECOVERABLE,
     Dispatcher,
     WorkerOptions,
     failure_of,
     idle_wait,
+    log,
     missing_handler,
     validate_handlers,
 )
-from ._errors import ConveyorError, LeaseLostError
+from ._errors import LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
 
-log = logging.getLogger("conveyor.worker")
 AsyncHandler = Callable[[Job], Awaitable[Any]]
-RECOVERABLE = (redis.RedisError, ConveyorError, OSError)
 
 
 class AsyncWorker:

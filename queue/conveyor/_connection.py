@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,17 +15,21 @@ from ._models import QueueSettings
 log = logging.getLogger("conveyor")
 
 
+_SECRET_QUERY = re.compile(r"(?i)(^|&)(password|username|user|pass|auth|token)=[^&]*")
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password (and without the user name), safe to print or store."""
+    """The URL without user name, password or credential query parameters, safe to print or store."""
     parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
+    query = _SECRET_QUERY.sub(r"\1\2=***", parts.query)
+    if parts.password is None and parts.username is None and query == parts.query:
         return url
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
 
 def describe(connection_kwargs: dict[str, Any]) -> str:

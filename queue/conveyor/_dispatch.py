@@ -15,12 +15,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import SerializationError
+import redis
+
+from ._errors import ConveyorError, SerializationError
 from ._keys import validate_name
 from ._models import Job
 from ._ops import LEASE_STATUS, MAX_BATCH
 
 log = logging.getLogger("conveyor.worker")
+# Errors a worker outlives: it backs off and retries (lost server, restart, failover).
+RECOVERABLE = (redis.RedisError, ConveyorError, OSError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,10 +26,6 @@ class LeaseLostError(ConveyorError):
     """
 
 
-class JobNotFoundError(ConveyorError):
-    """No job with this id exists (it was never enqueued, or was removed by retention)."""
-
-
 class SchemaVersionError(ConveyorError):
     """The queue's data was written by an incompatible layout version."""
 

@@ -56,10 +56,6 @@ class QueueSettings:
         if failed:
             raise ValueError("invalid QueueSettings: " + "; ".join(failed))
 
-    @property
-    def lease_ms(self) -> int:
-        return round(self.lease * 1000)
-
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:

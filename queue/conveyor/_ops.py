@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._errors import JobNotFoundError, LeaseLostError, SchemaVersionError
+from ._errors import LeaseLostError, SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
 from ._models import STATES, Job, JobSpec, QueueSettings
 from ._retry import retry_delay_ms
@@ -103,14 +103,11 @@ class QueueCore:
         now = int(reply[0]) / 1000
         jobs: list[Job] = []
         extra = 1 + 3 * len(specs)
-        states = {b"w": "waiting", b"d": "delayed", "w": "waiting", "d": "delayed"}
         for i, spec in enumerate(specs):
-            job_id, created, state = reply[1 + 3 * i], reply[2 + 3 * i], reply[3 + 3 * i]
-            job_id = job_id.decode() if type(job_id) is bytes else str(job_id)
+            job_id, created, state = text(reply[1 + 3 * i]), reply[2 + 3 * i], text(reply[3 + 3 * i])
             if created:
-                job = Job(job_id, spec.task, states[state], args[3 + 5 * i], 0, args[4 + 5 * i], now)
+                job = Job(job_id, spec.task, STATES[state], args[3 + 5 * i], 0, args[4 + 5 * i], now)
             else:
-                state = text(state)
                 f = reply[extra : extra + 5]
                 extra += 5
                 job = Job(
@@ -338,10 +335,6 @@ def check_statuses(action: str, jobs: Sequence[Job], statuses: Sequence[int]) ->
     for job, status in zip(jobs, statuses, strict=True):
         if status != 1:
             raise lease_error(action, job, status)
-
-
-def not_found(job_id: str) -> JobNotFoundError:
-    return JobNotFoundError(f"no job with id {job_id!r}")
 
 
 def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) -> None:

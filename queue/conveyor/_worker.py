@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import queue as stdlib_queue
 import signal
 import threading
@@ -16,20 +15,20 @@ import redis
 from ._client import Queue
 from ._connection import role_options
 from ._dispatch import (
+    RECOVERABLE,
     Dispatcher,
     WorkerOptions,
     failure_of,
     idle_wait,
+    log,
     missing_handler,
     validate_handlers,
 )
-from ._errors import ConveyorError, LeaseLostError
+from ._errors import LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
 
-log = logging.getLogger("conveyor.worker")
 Handler = Callable[[Job], Any]
-RECOVERABLE = (redis.RedisError, ConveyorError, OSError)
 
 
 class Worker:

@@ -237,7 +237,6 @@ def test_settings_defaults_and_immutability():
     s = QueueSettings()
     assert (s.prefix, s.lease, s.max_attempts, s.max_payload_bytes, s.keep_completed, s.protocol) == (
         "cv", 30.0, 3, 512 * 1024, 0, 3)
-    assert s.lease_ms == 30_000
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.lease = 1.0  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -257,6 +256,8 @@ def test_settings_defaults_and_immutability():
         ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
         ("redis://user@host:1/0", "redis://host:1/0"),
         ("redis://u:p@[::1]:6379/0", "redis://[::1]:6379/0"),
+        ("redis://h:1/0?protocol=3&password=secret", "redis://h:1/0?protocol=3&password=***"),
+        ("redis://h:1/0?username=alice&password=secret", "redis://h:1/0?username=***&password=***"),
     ],
 )
 def test_redact_url(url, expected):
