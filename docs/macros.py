@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 from mkdocs.exceptions import PluginError  # noqa: E402
 
 from bench import report  # noqa: E402
-from bench.results import ResultsError  # noqa: E402
+from bench.results import ResultsError  # noqa: E402  (ReportError is one)
 
 
 def _results_root(env: Any) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from docs_synthetic import make_run, metric, row
 
-from bench import report
+from bench.report import _legacy as report
 from bench.results import ResultsError
 
 RUN_ID = "20261129T201500Z-ab12cd"

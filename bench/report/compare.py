@@ -1,0 +1,73 @@
+"""Like-for-like comparisons: selection of cases, ratios with whiskers, noise and verdicts.
+
+A difference is stated only beyond ``THRESHOLD`` with the repetitions' ranges apart;
+otherwise it is noise. A ratio's whiskers run from the worst to the best pairing of the
+two cases' repetitions (min/max against max/min).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.report.load import Dataset
+
+THRESHOLD = 0.10
+BASELINE = {"config": "default", "protocol": 3, "parser": "hiredis"}
+DEFAULT_CONFIGS = ("default", "external")
+
+
+def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
+    """Rows of ``frame`` whose columns equal the given values (lists: any of them)."""
+    mask = pd.Series(True, index=frame.index)
+    for key, value in where.items():
+        if key not in frame.columns:
+            return frame.iloc[0:0]
+        mask &= frame[key].isin(value) if isinstance(value, list | tuple) else frame[key] == value
+    return frame[mask]
+
+
+def metric(ds: Dataset, run_id: str, scenario: str, name: str, **where: Any) -> pd.DataFrame:
+    """Summary rows of one metric of ``scenario`` in one run, baseline variant by default."""
+    chosen = {**BASELINE, "config": list(DEFAULT_CONFIGS), **where}
+    rows = select(ds.summary, run_id=run_id, scenario=scenario, metric=name, **chosen)
+    return rows.dropna(axis=1, how="all")
+
+
+def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
+    """``a / b`` for two summary rows: ratio of medians, whiskers and whether it is noise."""
+    value = a["median"] / b["median"]
+    lo, hi = a["min"] / b["max"], a["max"] / b["min"]
+    apart = a["min"] > b["max"] or a["max"] < b["min"]
+    return {"ratio": value, "lo": lo, "hi": hi,
+            "noise": not (apart and abs(value - 1) > THRESHOLD)}
+
+
+def ratios(frame: pd.DataFrame, on: list[str], against: pd.DataFrame) -> pd.DataFrame:
+    """Each row of ``frame`` divided by the row of ``against`` equal on ``on``."""
+    merged = frame.merge(against, on=on, suffixes=("", "_ref"))
+    out = [ratio(row, pd.Series({k: row[f"{k}_ref"] for k in ("median", "min", "max")}))
+           for _, row in merged.iterrows()]
+    return pd.concat([merged.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+
+
+def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    """The columns of ``columns`` whose value differs between rows."""
+    return [c for c in columns if c in frame.columns and frame[c].nunique(dropna=False) > 1]
+
+
+def param_columns(ds: Dataset, scenario: str) -> list[str]:
+    """Parameter columns of ``scenario`` (from its cases' params)."""
+    keys: dict[str, None] = {}
+    for params in ds.cases.loc[ds.cases.scenario == scenario, "params"]:
+        keys.update(dict.fromkeys(k for k, v in params.items() if not isinstance(v, list)))
+    return list(keys)
+
+
+def same_method_runs(ds: Dataset, run_id: str) -> list[str]:
+    """Runs made with the method and on the machine of ``run_id`` (itself included)."""
+    ref = ds.runs.loc[run_id]
+    same = ds.runs[(ds.runs.method == ref.method) & (ds.runs.machine == ref.machine)
+                   & (ds.runs.cpu == ref.cpu) & (ds.runs.cores == ref.cores) & ~ds.runs.quick]
+    return same.index.tolist()

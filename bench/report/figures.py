@@ -1,0 +1,69 @@
+"""Plotly figures as data-only ``<div>`` elements that ``docs/assets/charts.js`` draws.
+
+Figures are built with plotly's graph_objects and serialised with plotly's own JSON. Every
+trace name must be unique within a figure (it names what varies) and bars are grouped, never
+stacked: :func:`chart` refuses a figure that breaks either rule.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from bench.report.load import ReportError
+
+
+def chart(fig: go.Figure, chart_id: str) -> str:
+    """The figure as ``<div class="cv-chart" data-cv-chart="...">``."""
+    names = [t.name for t in fig.data]
+    if len(set(names)) != len(names) or any(not n for n in names):
+        raise ReportError(f"chart {chart_id}: trace labels must be unique and set, got {names}")
+    if fig.layout.barmode not in (None, "group"):
+        raise ReportError(f"chart {chart_id}: bars must be grouped, not {fig.layout.barmode}")
+    fig.update_layout(template="none", barmode="group", legend={"orientation": "h", "y": -0.25},
+                      separators=".,")
+    payload = html.escape(fig.to_json(), quote=True)
+    return f'<div class="cv-chart" id="chart-{chart_id}" data-cv-chart="{payload}"></div>'
+
+
+def whiskers(frame: pd.DataFrame, y: str, lo: str, hi: str) -> dict[str, object]:
+    """Asymmetric error bars from columns ``lo``..``hi`` around ``y``."""
+    return {"type": "data", "symmetric": False, "array": (frame[hi] - frame[y]).tolist(),
+            "arrayminus": (frame[y] - frame[lo]).tolist(), "visible": True}
+
+
+def mad_bars(frame: pd.DataFrame) -> dict[str, object]:
+    """Symmetric error bars of one MAD."""
+    return {"type": "data", "array": frame["mad"].tolist(), "visible": True}
+
+
+def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
+           category_x: bool = False) -> go.Figure:
+    """An empty figure with titles and axes set."""
+    fig = go.Figure()
+    fig.update_layout(title={"text": title}, xaxis={"title": {"text": x_title}},
+                      yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
+    if log_y:
+        fig.update_yaxes(type="log", rangemode="normal")
+    if category_x:
+        fig.update_xaxes(type="category")
+    return fig
+
+
+def lines(frame: pd.DataFrame, x: str, y: str, series: Sequence[str], *, title: str,
+          x_title: str, y_title: str, label: Callable[[Any], str]) -> go.Figure:
+    """One line per combination of ``series`` columns; ``label(key)`` names it."""
+    fig = figure(title, x_title, y_title)
+    values = frame[x].dropna()
+    if len(values) and values.min() > 0 and values.max() / values.min() >= 8:
+        fig.update_xaxes(type="log", tickvals=sorted(values.unique()))
+    groups = frame.groupby(list(series), sort=True, dropna=False) if series else [((), frame)]
+    for key, group in groups:
+        part = group.sort_values(x)
+        fig.add_trace(go.Scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers",
+                                 name=label(key), error_y=mad_bars(part)))
+    return fig

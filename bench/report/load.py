@@ -1,0 +1,162 @@
+"""Load every result file into tidy pandas frames.
+
+``Dataset.frame`` holds one row per run, server, configuration, protocol, parser, scenario,
+parameters, metric and repetition (column ``value``); ``Dataset.summary`` one row per measured
+case and metric (median, MAD, min, max, n, computed here from the raw repetitions);
+``Dataset.cases`` one row per case with its exactly-once accounting and extras;
+``Dataset.runs`` one row per file. Files are validated by :mod:`bench.results` first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.results import ResultsError, load_file
+
+SKIPPED_DIRS = frozenset({"schema", "quick"})
+CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
+# Method fields that differ between runs of one method (timings of the run itself).
+VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed"})
+RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores",
+               "quick", "repetitions", "method", "doc"]
+
+
+class ReportError(ResultsError):
+    """The results cannot be rendered; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Every result file below ``root``: runs, cases, tidy repetitions and their summary."""
+
+    root: Path
+    runs: pd.DataFrame
+    cases: pd.DataFrame
+    frame: pd.DataFrame
+    summary: pd.DataFrame
+
+    @property
+    def empty(self) -> bool:
+        """True when no result file exists yet."""
+        return self.runs.empty
+
+    def run(self, run_id: str) -> pd.Series:
+        """The ``runs`` row of ``run_id``."""
+        return self.runs.loc[run_id]
+
+    def latest(self, scenario: str, **where: Any) -> str | None:
+        """Newest run id holding ``scenario`` (optionally on ``server=`` etc.)."""
+        rows = self.summary[self.summary.scenario == scenario]
+        for key, value in where.items():
+            rows = rows[rows[key] == value]
+        if rows.empty:
+            return None
+        return str(self.runs[self.runs.run_id.isin(rows.run_id)].run_id.iloc[-1])
+
+
+def result_paths(root: Path) -> list[Path]:
+    """Result JSON files below ``root`` (sorted), skipping ``schema/`` and ``quick/``."""
+    if not root.is_dir():
+        return []
+    return [p for p in sorted(root.rglob("*.json"))
+            if not SKIPPED_DIRS.intersection(p.relative_to(root).parts[:-1])]
+
+
+def method_key(doc: dict[str, Any]) -> str:
+    """The fields of ``method`` that must match for two runs to be compared."""
+    kept = {k: v for k, v in doc["method"].items() if k not in VOLATILE_METHOD}
+    return json.dumps(kept, sort_keys=True)
+
+
+def _run_record(doc: dict[str, Any], rel: str) -> dict[str, Any]:
+    env, git = doc["environment"], doc["git"]
+    return {
+        "run_id": doc["run_id"], "rel": rel, "url": f"results/{rel}",
+        "created": doc["created_utc"], "commit": git.get("commit") or "",
+        "dirty": bool(git.get("dirty")), "machine": env["machine_label"],
+        "cpu": env["cpu_model"], "cores": int(env["cores"]),
+        "quick": bool(doc["method"]["quick"]), "repetitions": doc["method"]["repetitions"],
+        "method": method_key(doc), "doc": doc,
+    }
+
+
+def _case_record(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    once = row.get("exactly_once") or {}
+    extra = row.get("extra") or {}
+    return {
+        "run_id": doc["run_id"], "scenario": row["scenario"], "server": row["server"],
+        "config": row["config"], "protocol": int(row.get("protocol", 3)),
+        "parser": str(row.get("parser", "hiredis")),
+        "case": json.dumps(row["params"], sort_keys=True), "params": row["params"],
+        **{k: once.get(k) for k in ("enqueued", "acked", "lost", "duplicates")},
+        "encoding": extra.get("encoding"), "extra": extra,
+    }
+
+
+def _tidy(case: dict[str, Any], row: dict[str, Any]) -> list[dict[str, Any]]:
+    key = {k: case[k] for k in CASE}
+    params = {k: (json.dumps(v) if isinstance(v, list | dict) else v)
+              for k, v in row["params"].items() if k not in key}
+    return [{**key, **params, "metric": name, "unit": m["unit"], "rep": i, "value": float(v)}
+            for name, m in row["metrics"].items() for i, v in enumerate(m["values"])]
+
+
+def read(path: Path, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One validated file as (run record, case records, tidy records); errors name the file."""
+    doc = load_file(path)
+    try:
+        run = _run_record(doc, path.relative_to(root).as_posix())
+        cases, tidy = [], []
+        for row in doc["results"]:
+            case = _case_record(doc, row)
+            cases.append(case)
+            tidy += _tidy(case, row)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportError(f"{path}: cannot read field {exc!s}") from exc
+    return run, cases, tidy
+
+
+def summarise(frame: pd.DataFrame) -> pd.DataFrame:
+    """Median, MAD (unscaled), min, max and count of ``value`` per case and metric."""
+    keys = [c for c in frame.columns if c not in ("rep", "value")]
+    grouped = frame.groupby(keys, dropna=False, sort=False)["value"]
+    out = grouped.agg(median="median", min="min", max="max", n="count")
+    out["mad"] = grouped.apply(lambda v: (v - v.median()).abs().median())
+    return out.reset_index()
+
+
+def load(root: Path) -> Dataset:
+    """Load every result file below ``root``; a missing or empty directory gives an empty set."""
+    runs, cases, tidy, seen = [], [], [], {}
+    for path in result_paths(root):
+        run, file_cases, file_tidy = read(path, root)
+        if run["run_id"] in seen:
+            raise ReportError(f"{path}: field run_id {run['run_id']!r} duplicates {seen[run['run_id']]}")
+        seen[run["run_id"]] = path
+        runs.append(run)
+        cases += file_cases
+        tidy += file_tidy
+    run_frame = pd.DataFrame(runs, columns=RUN_COLUMNS).sort_values(["created", "run_id"])
+    run_frame.index = pd.Index(run_frame.run_id, name=None)
+    frame = pd.DataFrame(tidy, columns=None if tidy else [*CASE, "metric", "unit", "rep", "value"])
+    frame = frame.convert_dtypes(convert_string=False, convert_boolean=False)
+    case_frame = pd.DataFrame(cases, columns=None if cases else [*CASE, "params"])
+    return Dataset(root, run_frame, case_frame, frame, summarise(frame) if tidy else
+                   frame.drop(columns=["rep", "value"]).assign(median=[], mad=[], min=[], max=[], n=[]))
+
+
+def same_method(ds: Dataset, run_ids: list[str], what: str) -> None:
+    """Refuse to put runs of different methods in one comparison (names file and field)."""
+    runs = ds.runs.loc[sorted(set(run_ids))]
+    methods = [json.loads(m) for m in runs.method]
+    fields = [f"method.{k}" for k in sorted(set().union(*methods))
+              if len({json.dumps(m.get(k)) for m in methods}) > 1]
+    fields += [f"environment.{f}" for f in ("machine", "cpu", "cores") if runs[f].nunique() > 1]
+    if fields:
+        raise ReportError(f"{what}: result files {', '.join(runs.rel)} differ in field "
+                          f"{', '.join(fields)}; they cannot be compared in one table")

@@ -1,0 +1,146 @@
+"""Numbers, units and Markdown: how figures are written on the site.
+
+A spread is written at the precision of its median (``6,854 ± 50 jobs/s``), or as a share
+of it when it would round to zero (``163 ± 0.04% B/job``). Units are written as people write
+them: jobs/s, ms, B/job.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+MISSING = "\N{EM DASH}"
+BENCH_COMMAND = "nox -s bench"
+REPO = Path(__file__).resolve().parents[2]
+UNITS = {"lifecycles_per_s": "lifecycles/s", "items_per_s": "jobs/s", "jobs_per_s": "jobs/s",
+         "batches_per_s": "batches/s", "ops_per_s": "calls/s", "offered_per_s": "jobs/s",
+         "bytes_per_job": "B/job", "bytes_per_connection": "B/connection"}
+SI_UNITS = {"1/s": "/s", "ms": "ms", "s": "s", "B": "B", "count": "", "connections": ""}
+
+
+def decimals(value: float) -> int:
+    """Decimal places giving about three significant digits (none from 100 up)."""
+    magnitude = abs(value)
+    if magnitude >= 100 or magnitude == 0:
+        return 0
+    return min(6, 2 - math.floor(math.log10(magnitude)))
+
+
+def fmt(value: float | None, places: int | None = None) -> str:
+    """A number with thousands separators and about three significant digits."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return f"{value:,.{decimals(value) if places is None else places}f}"
+
+
+def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1) -> str:
+    """``median ± MAD``, the MAD at the median's precision (as a % when that rounds to 0)."""
+    if median is None or (isinstance(median, float) and math.isnan(median)):
+        return MISSING
+    places = decimals(median)
+    if n < 2 or not mad:
+        return fmt(median, places)
+    spread = f"{mad:,.{places}f}"
+    if float(spread.replace(",", "")) == 0 and median:
+        spread = f"{mad / abs(median) * 100:.1g}%"
+    return f"{fmt(median, places)} ± {spread}"
+
+
+def unit_of(metric: str, unit: str = "") -> str:
+    """The unit people write for ``metric`` (``jobs/s``, ``ms``, ``B/job``)."""
+    for suffix, text in UNITS.items():
+        if metric.endswith(suffix):
+            return text
+    return SI_UNITS.get(unit, unit)
+
+
+def metric_label(metric: str, unit: str = "") -> str:
+    """Column header: ``p99.9 (ms)``, ``throughput (jobs/s)``."""
+    label = re.sub(r"^p(\d+)_(\d+)", r"p\1.\2", metric)
+    for suffix in ("_per_s", "_ms", "_bytes", "_s", "bytes_per_"):
+        label = label.removesuffix(suffix)
+    label = {"jobs": "throughput", "lifecycles": "throughput", "items": "throughput",
+             "job": "memory"}.get(label, label).replace("_", " ")
+    shown = unit_of(metric, unit)
+    return f"{label} ({shown})" if shown else label
+
+
+def pct(share: float) -> str:
+    """0.873 -> '87%'."""
+    return f"{share * 100:.0f}%"
+
+
+def times(ratio: float) -> str:
+    """1.234 -> '1.23x'."""
+    return f"{ratio:.2f}x"
+
+
+def cell(value: Any) -> str:
+    """A table cell: pipes escaped, no newline."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(frame: pd.DataFrame) -> str:
+    """A Markdown pipe table of ``frame`` (its columns are the headers)."""
+    shown = frame.copy()
+    shown.columns = [cell(c) for c in shown.columns]
+    return shown.map(cell).to_markdown(index=False, disable_numparse=True)
+
+
+def admonition(kind: str, title: str, body: str, marker: str = "!!!") -> str:
+    """A Material admonition (``marker="???"``: collapsible) with ``body`` indented."""
+    indented = "\n".join(("    " + line) if line else "" for line in body.splitlines())
+    return f'{marker} {kind} "{title}"\n\n{indented}\n'
+
+
+def no_data(what: str) -> str:
+    """The note shown where nothing has been measured yet."""
+    return admonition("info", "No results yet",
+                      f"No result file under `results/` contains {what} yet. Make one with "
+                      f"`{BENCH_COMMAND}` (see [Methodology & reproduce](methodology.md)), "
+                      "then rebuild the site.")
+
+
+@cache
+def commits_since(commit: str) -> int | None:
+    """Commits touching the library or the benchmark since ``commit`` (None: unknown here)."""
+    try:
+        out = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD", "--", "queue",
+                              "bench/scenarios", "bench/harness.py", "bench/runner.py"],
+                             cwd=REPO, capture_output=True, text=True, check=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return int(out.stdout.strip() or 0)
+
+
+def commit_note(commit: str) -> str:
+    """``at commit abc1234`` plus a note when the measured code has changed since."""
+    if not commit:
+        return "at an unknown commit"
+    moved = commits_since(commit)
+    note = {None: " (not in this checkout's history)", 0: ""}.get(
+        moved, f" (the library or benchmark changed in {moved} commits since)")
+    return f"at commit `{commit[:7]}`{note}"
+
+
+def source_line(run: pd.Series, prefix: str = "", extra: str = "") -> str:
+    """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``."""
+    quick = " · **quick run** (one repetition, indicative only)" if run.quick else ""
+    return (f"<small>Source: run `{run.run_id}` ({run.created}, {run.machine}, {run.cpu}, "
+            f"{run.cores} cores), {commit_note(run.commit)}{quick}{extra} · "
+            f"[raw JSON]({prefix}{run.url})</small>")
+
+
+def params_text(params: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """``payload 64 B, concurrency 8`` in plain words."""
+    words = {"payload_bytes": "payload {} B", "producers": "{} producers",
+             "concurrency": "concurrency {}", "batch": "batch {}", "pool_size": "pool {}"}
+    return ", ".join(words.get(k, k.replace("_", " ") + " {}").format(v)
+                     for k, v in params.items() if k not in skip and not isinstance(v, list))
