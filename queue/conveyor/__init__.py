@@ -1,5 +1,6 @@
 """Conveyor: a fast, correct task queue for Redis, Valkey and Dragonfly, sync and asyncio."""
 
+from ._app import Conveyor
 from ._async_client import AsyncQueue
 from ._async_worker import AsyncWorker
 from ._client import Queue
@@ -14,10 +15,12 @@ from ._errors import (
     SchemaVersionError,
     SerializationError,
     ServerConfigError,
+    UnknownTaskError,
 )
 from ._models import Job, JobSpec, QueueSettings
 from ._retry import Backoff
 from ._serialize import JSONSerializer, Serializer
+from ._tasks import Task
 from ._worker import Worker
 
 __version__ = "0.1.0"
@@ -27,6 +30,7 @@ __all__ = [
     "AsyncWorker",
     "Backoff",
     "ConnectionFailedError",
+    "Conveyor",
     "ConveyorError",
     "InvalidNameError",
     "JSONSerializer",
@@ -41,6 +45,8 @@ __all__ = [
     "SerializationError",
     "Serializer",
     "ServerConfigError",
+    "Task",
+    "UnknownTaskError",
     "Worker",
     "__version__",
     "redact_url",

@@ -11,6 +11,10 @@ class InvalidNameError(ConveyorError, ValueError):
     """A queue, task, prefix or job id cannot be used in a key."""
 
 
+class UnknownTaskError(ConveyorError, LookupError):
+    """No task of that name is registered in the app."""
+
+
 class SerializationError(ConveyorError, ValueError):
     """A payload could not be encoded, or a stored payload could not be decoded."""
 

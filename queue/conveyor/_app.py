@@ -1,0 +1,176 @@
+"""Conveyor: the application object holding the task registry, hooks, schedules and queue clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, overload
+
+from ._async_client import AsyncQueue
+from ._base import resolve_settings
+from ._client import Queue
+from ._errors import UnknownTaskError
+from ._hooks import AsyncHandler, Hook, Hooks, SyncHandler, async_handler, sync_handler
+from ._models import Job, QueueSettings
+from ._tasks import Task, TaskOptions
+
+P = ParamSpec("P")
+R = TypeVar("R")
+H = TypeVar("H", bound=Hook)
+
+
+class Conveyor:
+    """Tasks, hooks and schedules of an application, and its clients for the server at ``url``.
+
+    ``settings`` (or keyword overrides of :class:`QueueSettings`) apply to every queue of the app.
+    Queue clients are created on first use, one per queue name (sync and asyncio separately).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        default_queue: str = "default",
+        settings: QueueSettings | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.url = url
+        self.default_queue = default_queue
+        self.settings = resolve_settings(settings, overrides)
+        self.tasks: dict[str, Task[..., Any]] = {}
+        self.hooks = Hooks()
+        self.schedules: dict[str, Any] = {}
+        self._queues: dict[str, Queue] = {}
+        self._async_queues: dict[str, AsyncQueue] = {}
+        TaskOptions(queue=default_queue)  # validates the name now, not at the first task
+
+    def __repr__(self) -> str:
+        return f"Conveyor(tasks={sorted(self.tasks)}, queues={self.queue_names()})"
+
+    # -- registry ---------------------------------------------------------------------------------
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        delay: float = 0.0,
+        time_limit: float | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        delay: float = 0.0,
+        time_limit: float | None = None,
+    ) -> Any:
+        """Register a sync or async function as a task (bare ``@app.task`` or with defaults).
+
+        The task's name defaults to the function's ``__name__``; names are unique per app.
+        """
+        options = TaskOptions(queue or self.default_queue, max_attempts, delay, time_limit)
+
+        def register(function: Callable[..., Any]) -> Task[..., Any]:
+            task = Task(self, name or function.__name__, function, options)
+            if task.name in self.tasks:
+                raise ValueError(f"task {task.name!r} is already registered ({self.tasks[task.name].fn!r})")
+            self.tasks[task.name] = task
+            return task
+
+        return register if fn is None else register(fn)
+
+    def get_task(self, name: str) -> Task[..., Any]:
+        """The registered task called ``name``; :class:`UnknownTaskError` names it otherwise."""
+        try:
+            return self.tasks[name]
+        except KeyError:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise UnknownTaskError(f"unknown task {name!r} (registered: {known})") from None
+
+    def enqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue a registered task by name (untyped; prefer ``task.enqueue``)."""
+        return self.get_task(name).enqueue(*args, **kwargs)
+
+    async def aenqueue(self, name: str, /, *args: Any, **kwargs: Any) -> Job:
+        """Enqueue a registered task by name from asyncio (untyped; prefer ``task.aenqueue``)."""
+        return await self.get_task(name).aenqueue(*args, **kwargs)
+
+    def queue_names(self) -> list[str]:
+        """Queues that registered tasks go to, sorted."""
+        return sorted({task.queue for task in self.tasks.values()})
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def before(self, hook: H) -> H:
+        """Register ``hook(job)``, run before every task call."""
+        return self.hooks.add(self.hooks.before, hook)
+
+    def after(self, hook: H) -> H:
+        """Register ``hook(job, result)``, run after every successful task call."""
+        return self.hooks.add(self.hooks.after, hook)
+
+    def on_retry(self, hook: H) -> H:
+        """Register ``hook(job, exc)``, run when a failed attempt will be retried."""
+        return self.hooks.add(self.hooks.on_retry, hook)
+
+    def on_failure(self, hook: H) -> H:
+        """Register ``hook(job, exc)``, run when a job fails for good."""
+        return self.hooks.add(self.hooks.on_failure, hook)
+
+    # -- what workers run -------------------------------------------------------------------------
+    def _tasks_of(self, queue: str) -> list[Task[..., Any]]:
+        return [task for task in self.tasks.values() if task.queue == queue]
+
+    def needs_asyncio(self, queues: list[str]) -> bool:
+        """Whether workers for ``queues`` must run on asyncio (an async task or any async hook)."""
+        return self.hooks.any_async() or any(t.is_async for q in queues for t in self._tasks_of(q))
+
+    def handlers(self, queue: str) -> dict[str, SyncHandler]:
+        """Handlers for a thread :class:`Worker` on ``queue`` (every task there must be sync)."""
+        if self.hooks.any_async():
+            raise TypeError("an async hook is registered: run the worker on asyncio (AsyncWorker)")
+        handlers: dict[str, SyncHandler] = {}
+        for task in self._tasks_of(queue):
+            if task.is_async:
+                raise TypeError(f"task {task.name!r} is async: run queue {queue!r} on an AsyncWorker")
+            handlers[task.name] = sync_handler(task, self.hooks)
+        return handlers
+
+    def async_handlers(self, queue: str) -> dict[str, AsyncHandler]:
+        """Handlers for an :class:`AsyncWorker` on ``queue``; sync tasks run in threads."""
+        return {task.name: async_handler(task, self.hooks) for task in self._tasks_of(queue)}
+
+    # -- clients ----------------------------------------------------------------------------------
+    def queue(self, name: str) -> Queue:
+        """The app's synchronous client for queue ``name`` (created on first use)."""
+        client = self._queues.get(name)
+        if client is None:
+            client = self._queues[name] = Queue.from_url(self.url, name, settings=self.settings)
+        return client
+
+    def async_queue(self, name: str) -> AsyncQueue:
+        """The app's asyncio client for queue ``name`` (created on first use, bound to one loop)."""
+        client = self._async_queues.get(name)
+        if client is None:
+            client = self._async_queues[name] = AsyncQueue.from_url(self.url, name, settings=self.settings)
+        return client
+
+    def close(self) -> None:
+        """Close the synchronous clients (asyncio clients: :meth:`aclose`)."""
+        for client in self._queues.values():
+            client.close()
+        self._queues.clear()
+
+    async def aclose(self) -> None:
+        """Close the asyncio clients."""
+        for client in self._async_queues.values():
+            await client.aclose()
+        self._async_queues.clear()

@@ -1,0 +1,145 @@
+"""Hooks around every handler call, and the handlers a worker runs for registered tasks.
+
+Order (like nested middleware): ``before`` hooks run in registration order, then the task; ``after``,
+``on_retry`` and ``on_failure`` hooks run in reverse registration order. ``on_retry`` runs when the
+failed attempt will be retried, ``on_failure`` when the job fails for good. A ``before`` hook that
+raises fails the attempt like the task would; an exception in any other hook is logged and ignored
+(the job's outcome is already decided). Without hooks the handler is the bare call: no hook cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ._errors import SerializationError
+from ._models import Job
+from ._tasks import Task, unpack_arguments
+
+log = logging.getLogger("conveyor.hooks")
+Hook = Callable[..., Any]
+H = TypeVar("H", bound=Hook)
+SyncHandler = Callable[[Job], Any]
+AsyncHandler = Callable[[Job], Awaitable[Any]]
+
+
+def will_retry(job: Job, exc: BaseException) -> bool:
+    """Whether the worker will schedule another attempt after this exception."""
+    return job.attempts < job.max_attempts and not isinstance(exc, SerializationError)
+
+
+@dataclass
+class Hooks:
+    """Hooks registered on an app, by kind."""
+
+    before: list[Hook] = field(default_factory=list)
+    after: list[Hook] = field(default_factory=list)
+    on_retry: list[Hook] = field(default_factory=list)
+    on_failure: list[Hook] = field(default_factory=list)
+
+    @staticmethod
+    def add(kind: list[Hook], hook: H) -> H:
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, got {hook!r}")
+        kind.append(hook)
+        return hook
+
+    def __bool__(self) -> bool:
+        return bool(self.before or self.after or self.on_retry or self.on_failure)
+
+    def any_async(self) -> bool:
+        every = self.before + self.after + self.on_retry + self.on_failure
+        return any(inspect.iscoroutinefunction(h) for h in every)
+
+    def after_failure(self, job: Job, exc: BaseException) -> list[Hook]:
+        return list(reversed(self.on_retry if will_retry(job, exc) else self.on_failure))
+
+
+def _report(hook: Hook, exc: Exception) -> None:
+    log.exception("hook %s raised %s; ignored", getattr(hook, "__qualname__", hook), type(exc).__name__)
+
+
+def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
+    """A thread worker's handler for ``task`` (sync task, sync hooks only)."""
+    fn = task.fn
+
+    def bare(job: Job) -> Any:
+        args, kwargs = unpack_arguments(job)
+        return fn(*args, **kwargs)
+
+    if not hooks:
+        return bare
+
+    def hooked(job: Job) -> Any:
+        for hook in hooks.before:
+            hook(job)
+        try:
+            result = bare(job)
+        except Exception as exc:
+            for hook in hooks.after_failure(job, exc):
+                try:
+                    hook(job, exc)
+                except Exception as hook_exc:
+                    _report(hook, hook_exc)
+            raise
+        for hook in reversed(hooks.after):
+            try:
+                hook(job, result)
+            except Exception as hook_exc:
+                _report(hook, hook_exc)
+        return result
+
+    return hooked
+
+
+async def _call(hook: Hook, *args: Any) -> Any:
+    result = hook(*args)
+    return await result if inspect.isawaitable(result) else result
+
+
+def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
+    """An asyncio worker's handler for ``task``; a sync task runs in a thread (asyncio.to_thread)."""
+    fn, name, limit = task.fn, task.name, task.options.time_limit
+
+    async def bare(job: Job) -> Any:
+        args, kwargs = unpack_arguments(job)
+        if not task.is_async:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        if limit is None:
+            return await fn(*args, **kwargs)
+        timer = asyncio.timeout(limit)
+        try:
+            async with timer:
+                return await fn(*args, **kwargs)
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            raise TimeoutError(f"task {name!r} exceeded its time limit of {limit} s") from None
+
+    if not hooks:
+        return bare
+
+    async def hooked(job: Job) -> Any:
+        for hook in hooks.before:
+            await _call(hook, job)
+        try:
+            result = await bare(job)
+        except Exception as exc:
+            for hook in hooks.after_failure(job, exc):
+                try:
+                    await _call(hook, job, exc)
+                except Exception as hook_exc:
+                    _report(hook, hook_exc)
+            raise
+        for hook in reversed(hooks.after):
+            try:
+                await _call(hook, job, result)
+            except Exception as hook_exc:
+                _report(hook, hook_exc)
+        return result
+
+    return hooked

@@ -1,0 +1,137 @@
+"""Run an app's workers for several queues in one process, with a graceful stop on SIGTERM/SIGINT.
+
+Several queues are served by one worker per queue inside the process, each with its own pump (one
+round trip acks and claims), waiter and ``concurrency`` handler slots. Fairness rule: queues never
+share slots, so a backlog on one queue cannot delay another; the order of the queue list does not
+set a priority. Every task and hook sync: thread workers. Any async task or hook: asyncio workers on
+one event loop, with sync tasks run in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ._app import Conveyor
+from ._async_worker import AsyncWorker
+from ._worker import Worker
+
+log = logging.getLogger("conveyor.runner")
+Stats = dict[str, dict[str, int]]
+
+
+def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
+    """The queues to serve, in order, without repeats; each must have registered tasks."""
+    if not queues:
+        raise ValueError("no queue to serve: name at least one")
+    known = set(app.queue_names())
+    unknown = [q for q in queues if q not in known]
+    if unknown:
+        served = ", ".join(sorted(known)) or "none"
+        raise ValueError(f"queue {unknown[0]!r} has no registered task (queues with tasks: {served})")
+    return list(dict.fromkeys(queues))
+
+
+class Runner:
+    """Workers for ``queues`` of ``app``; :meth:`run` blocks until :meth:`stop` or a signal."""
+
+    def __init__(self, app: Conveyor, queues: list[str], **worker_options: Any) -> None:
+        self.app, self.queues = app, check_queues(app, queues)
+        self.worker_options = {**worker_options, "install_signal_handlers": False}
+        self.use_asyncio = app.needs_asyncio(self.queues)
+        self._stoppers: list[Callable[[], None]] = []
+        self._stopping = threading.Event()
+        self.signals = 0
+
+    def stop(self) -> None:
+        """Graceful stop: workers stop claiming, finish or release their jobs, then run() returns."""
+        self._stopping.set()
+        for stop in list(self._stoppers):
+            stop()
+
+    def _on_signal(self, signum: int, *_: Any) -> None:
+        self.signals += 1
+        log.info("received %s: stopping gracefully", signal.Signals(signum).name)
+        self.stop()
+
+    @contextlib.contextmanager
+    def _signal_handlers(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def run(self) -> Stats:
+        """Serve the queues until stopped; returns each queue's worker stats."""
+        with self._signal_handlers():
+            if self.use_asyncio:
+                return asyncio.run(self._run_async())
+            return self._run_threads()
+
+    def _run_threads(self) -> Stats:
+        workers = {
+            q: Worker(self.app.queue(q), self.app.handlers(q), **self.worker_options) for q in self.queues
+        }
+        stats: Stats = {}
+        errors: list[BaseException] = []
+
+        def serve(queue: str, worker: Worker) -> None:
+            try:
+                stats[queue] = worker.run()
+            except BaseException as exc:
+                errors.append(exc)
+                self.stop()
+
+        self._stoppers += [w.stop for w in workers.values()]
+        if self._stopping.is_set():
+            self.stop()
+        threads = [
+            threading.Thread(target=serve, args=item, name=f"conveyor-worker-{item[0]}", daemon=True)
+            for item in workers.items()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.5)
+        if errors:
+            raise errors[0]
+        return stats
+
+    async def _run_async(self) -> Stats:
+        workers = {
+            q: AsyncWorker(self.app.async_queue(q), self.app.async_handlers(q), **self.worker_options)
+            for q in self.queues
+        }
+        loop = asyncio.get_running_loop()
+
+        def stop_all() -> None:
+            for worker in workers.values():
+                worker.stop()
+
+        def stop_from_any_thread() -> None:
+            loop.call_soon_threadsafe(stop_all)
+
+        self._stoppers.append(stop_from_any_thread)
+        if self._stopping.is_set():
+            self.stop()
+        runs = [asyncio.create_task(w.run()) for w in workers.values()]
+        try:
+            results = await asyncio.gather(*runs)
+        except BaseException:
+            stop_all()
+            await asyncio.wait(runs, timeout=30)
+            raise
+        finally:
+            await self.app.aclose()
+        return dict(zip(workers, results, strict=True))

@@ -1,0 +1,135 @@
+"""Typed tasks: a registered function plus its defaults, enqueued with the function's own signature.
+
+A task's payload is ``{"args": [...], "kwargs": {...}}`` (either part omitted when empty), encoded by
+the queue's serializer (JSON by default). Arguments are checked against the function's signature
+before anything is sent, so a wrong call fails in the caller, not later in a worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from ._errors import SerializationError
+from ._keys import validate_job_id, validate_name
+from ._models import Job, JobSpec
+
+if TYPE_CHECKING:
+    from ._app import Conveyor
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """Per-task defaults; every enqueue may override ``job_id``, ``delay`` and ``max_attempts``.
+
+    ``time_limit`` (seconds) cancels an async task's attempt that runs longer and records it as a
+    failed attempt; a thread cannot be interrupted, so sync tasks reject it.
+    """
+
+    queue: str
+    max_attempts: int | None = None
+    delay: float = 0.0
+    time_limit: float | None = None
+    job_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_name("queue", self.queue)
+        if self.max_attempts is not None and (type(self.max_attempts) is not int or self.max_attempts < 1):
+            raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
+        if not self.delay >= 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {self.delay!r}")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError(f"time_limit must be > 0 seconds, got {self.time_limit!r}")
+        if self.job_id is not None:
+            validate_job_id(self.job_id)
+
+
+def pack_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    payload: dict[str, Any] = {}
+    if args:
+        payload["args"] = list(args)
+    if kwargs:
+        payload["kwargs"] = kwargs
+    return payload
+
+
+def unpack_arguments(job: Job) -> tuple[list[Any], dict[str, Any]]:
+    """The call arguments stored in a job; a payload of another shape fails the job for good."""
+    payload = job.payload
+    if payload is None:
+        return [], {}
+    if isinstance(payload, dict) and set(payload) <= {"args", "kwargs"}:
+        args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise SerializationError(
+        f"job {job.id!r} of task {job.task!r} has a payload that is not task arguments "
+        "({'args': [...], 'kwargs': {...}})"
+    )
+
+
+class Task(Generic[P, R]):
+    """A function registered with :meth:`Conveyor.task`.
+
+    Calling the task runs the function here and now; :meth:`enqueue` (or :meth:`aenqueue` from
+    asyncio) sends it to a worker with the same arguments, checked by mypy through ``ParamSpec``.
+    """
+
+    def __init__(self, app: Conveyor, name: str, fn: Callable[P, R], options: TaskOptions) -> None:
+        self.app, self.name, self.fn, self.options = app, validate_name("task", name), fn, options
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._signature = inspect.signature(fn)
+        if options.time_limit is not None and not self.is_async:
+            raise TypeError(
+                f"task {name!r}: time_limit needs an async def function (a thread cannot be interrupted)"
+            )
+
+    @property
+    def queue(self) -> str:
+        return self.options.queue
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Task({self.name!r}, queue={self.queue!r})"
+
+    def with_options(
+        self,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        queue: str | None = None,
+    ) -> Task[P, R]:
+        """This task with other defaults for the next enqueue (the registry is not changed)."""
+        changes: dict[str, Any] = {
+            "job_id": job_id,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "queue": queue,
+        }
+        options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
+        return Task(self.app, self.name, self.fn, options)
+
+    def spec(self, *args: P.args, **kwargs: P.kwargs) -> JobSpec:
+        """The job this call would enqueue, for ``Queue.enqueue_many`` on the task's queue."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"task {self.name!r}: {exc}") from None
+        o = self.options
+        return JobSpec(self.name, pack_arguments(args, kwargs), o.job_id, o.delay, o.max_attempts)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Send one job to the task's queue (synchronous client)."""
+        return self.app.queue(self.queue).enqueue_many([self.spec(*args, **kwargs)])[0]
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Send one job to the task's queue (asyncio client)."""
+        return (await self.app.async_queue(self.queue).enqueue_many([self.spec(*args, **kwargs)]))[0]

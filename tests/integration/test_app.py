@@ -1,0 +1,185 @@
+"""The application object: typed tasks, defaults, hooks and several queues served in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from conveyor import Backoff, Conveyor, Job, Task, UnknownTaskError
+from conveyor._runner import Runner
+
+
+def _app(redis_url: str, queue_name: str, **settings) -> Conveyor:
+    return Conveyor(redis_url, default_queue=queue_name, maintenance_interval=0.1,
+                    backoff=Backoff(base=0.02, cap=0.05), keep_failed=-1, keep_completed=-1, **settings)
+
+
+def _run(app: Conveyor, queues: list[str], **options) -> dict[str, dict[str, int]]:
+    return Runner(app, queues, **{"burst": True, "concurrency": 4, **options}).run()
+
+
+def test_sync_tasks_run_with_their_arguments_and_defaults(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+    got: list[tuple[str, str]] = []
+
+    @app.task
+    def greet(name: str, punctuation: str = "!") -> str:
+        got.append((name, punctuation))
+        return name + punctuation
+
+    @app.task(queue=queue_name + "-low", max_attempts=5, name="later")
+    def slow_greet(name: str) -> None:
+        got.append(("low", name))
+
+    assert isinstance(greet, Task) and greet("direct") == "direct!"  # a call runs in place
+    job = greet.enqueue("ada", punctuation="?")
+    assert job.task == "greet" and job.max_attempts == 3 and job.state == "waiting"
+    assert slow_greet.enqueue("bob").max_attempts == 5
+    delayed = slow_greet.with_options(delay=30, job_id="later-1").enqueue("eve")
+    assert delayed.state == "delayed" and delayed.id == "later-1"
+    assert app.queue_names() == sorted([queue_name, queue_name + "-low"])
+
+    stats = _run(app, [queue_name, queue_name + "-low"])
+    assert sorted(got) == sorted([("direct", "!"), ("ada", "?"), ("low", "bob")])
+    assert stats[queue_name]["processed"] == 1 and stats[queue_name + "-low"]["processed"] == 1
+    app.close()
+
+
+def test_bad_calls_are_refused_before_anything_is_sent(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(TypeError, match=r"task 'add'.*missing a required argument: 'b'"):
+        add.enqueue(1)  # type: ignore[call-arg]
+    with pytest.raises(UnknownTaskError, match="unknown task 'nope' \\(registered: add\\)"):
+        app.enqueue("nope", 1)
+    with pytest.raises(ValueError, match="task 'add' is already registered"):
+        app.task(name="add")(lambda: None)
+    with pytest.raises(ValueError, match="max_attempts must be an int >= 1, got 0"):
+        app.task(max_attempts=0)
+    with pytest.raises(TypeError, match="time_limit needs an async def function"):
+        app.task(time_limit=1)(lambda: None)
+    with pytest.raises(ValueError, match="queue 'other' has no registered task"):
+        Runner(app, [queue_name, "other"])
+    assert app.queue(queue_name).counts()["waiting"] == 0
+    app.close()
+
+
+def test_a_payload_that_is_not_task_arguments_fails_for_good(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def noop() -> None:
+        pass
+
+    raw = app.queue(queue_name).enqueue("noop", [1, 2])  # bypasses the task's argument packing
+    assert _run(app, [queue_name])[queue_name]["failed"] == 1
+    job = app.queue(queue_name).get_job(raw.id)
+    assert job is not None and job.state == "failed" and job.attempts == 1
+    assert "is not task arguments" in (job.error or "")
+    app.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_hooks_run_in_order_around_every_call(redis_url, queue_name, mode):
+    app = _app(redis_url, queue_name, max_attempts=2)
+    events: list[str] = []
+    lock = threading.Lock()
+
+    def record(event: str) -> None:
+        with lock:
+            events.append(event)
+
+    def make(kind: str, tag: str):
+        if mode == "async":
+            async def ahook(job: Job, *rest) -> None:
+                record(f"{kind}{tag}:{job.payload['args'][0]}:{job.attempts}")
+            return ahook
+
+        def hook(job: Job, *rest) -> None:
+            record(f"{kind}{tag}:{job.payload['args'][0]}:{job.attempts}")
+        return hook
+
+    for tag in ("1", "2"):
+        for kind in ("before", "after", "on_retry", "on_failure"):
+            getattr(app, kind)(make(kind, tag))
+
+    @app.task
+    def work(word: str) -> str:
+        record(f"task:{word}")
+        if word == "boom":
+            raise RuntimeError("boom")
+        return word
+
+    @app.after
+    def broken_after(job: Job, result: object) -> None:
+        raise RuntimeError("an after hook that fails is logged, not fatal")
+
+    work.enqueue("ok")
+    stats = _run(app, [queue_name], concurrency=1)
+    work.enqueue("boom")
+    while app.queue(queue_name).counts()["failed"] == 0:
+        stats = _run(app, [queue_name], concurrency=1)
+    assert stats[queue_name]["processed"] + stats[queue_name]["failed"] >= 1
+    assert events == [
+        "before1:ok:1", "before2:ok:1", "task:ok", "after2:ok:1", "after1:ok:1",
+        "before1:boom:1", "before2:boom:1", "task:boom", "on_retry2:boom:1", "on_retry1:boom:1",
+        "before1:boom:2", "before2:boom:2", "task:boom", "on_failure2:boom:2", "on_failure1:boom:2",
+    ]
+
+
+def test_a_failing_before_hook_fails_the_attempt(redis_url, queue_name):
+    app = _app(redis_url, queue_name, max_attempts=1)
+    ran: list[str] = []
+
+    @app.before
+    def veto(job: Job) -> None:
+        raise PermissionError("vetoed by a hook")
+
+    @app.task
+    def work() -> None:
+        ran.append("task")
+
+    job = work.enqueue()
+    assert _run(app, [queue_name])[queue_name]["failed"] == 1
+    stored = app.queue(queue_name).get_job(job.id)
+    assert ran == [] and stored is not None and "vetoed by a hook" in (stored.error or "")
+
+
+def test_async_and_sync_tasks_share_an_asyncio_worker(redis_url, queue_name):
+    app = _app(redis_url, queue_name, max_attempts=1)
+    got: list[str] = []
+
+    @app.task
+    async def fetch(url: str) -> None:
+        await asyncio.sleep(0)
+        got.append("async:" + url)
+
+    @app.task
+    def parse(text: str) -> None:
+        got.append(f"thread:{text}:{threading.current_thread() is not threading.main_thread()}")
+
+    @app.task(time_limit=0.2)
+    async def hang() -> None:
+        await asyncio.sleep(30)
+
+    async def enqueue() -> list[Job]:
+        jobs = [await fetch.aenqueue("a"), await parse.aenqueue("b"), await hang.aenqueue()]
+        await app.aclose()
+        return jobs
+
+    jobs = asyncio.run(enqueue())
+    runner = Runner(app, [queue_name], burst=True, concurrency=4)
+    assert runner.use_asyncio
+    stats = runner.run()
+    assert sorted(got) == ["async:a", "thread:b:True"]
+    assert stats[queue_name] == {"processed": 2, "failed": 1, "held": 0}
+    timed_out = app.queue(queue_name).get_job(jobs[2].id)
+    assert timed_out is not None and "exceeded its time limit of 0.2 s" in (timed_out.error or "")
+    with pytest.raises(TypeError, match="task 'fetch' is async"):
+        app.handlers(queue_name)
+    app.close()
