@@ -23,6 +23,7 @@ from ._worker import Worker
 
 log = logging.getLogger("conveyor.runner")
 Stats = dict[str, dict[str, int]]
+FORCED_EXIT_CODE = 3
 
 
 def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
@@ -56,7 +57,12 @@ class Runner:
 
     def _on_signal(self, signum: int, *_: Any) -> None:
         self.signals += 1
-        log.info("received %s: stopping gracefully", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self.signals > 1:
+            # Jobs still leased are redelivered when their lease expires: nothing is lost.
+            log.warning("received %s again: exiting without waiting for running jobs", name)
+            raise SystemExit(FORCED_EXIT_CODE)
+        log.info("received %s: stopping gracefully (again to exit at once)", name)
         self.stop()
 
     @contextlib.contextmanager

@@ -1,0 +1,84 @@
+"""Entry point of the ``conveyor`` command: error handling, exit codes and app loading.
+
+Exit codes: 0 done (a worker that stopped on SIGTERM/SIGINT or drained in ``--burst`` included),
+1 a runtime failure (for example the server could not be reached), 2 bad input (a usage error, an
+app path that does not import, an unknown queue or task, an invalid option), 3 a second signal
+forced the worker to exit without waiting for its jobs (their leases expire and they are redelivered).
+Errors are one line on stderr; ``--debug`` (or CONVEYOR_DEBUG=1) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+from ._app import Conveyor
+from ._errors import ConveyorError
+from ._runner import FORCED_EXIT_CODE
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_FORCED = 0, 1, 2, FORCED_EXIT_CODE
+
+
+class BadInput(ConveyorError, ValueError):
+    """Input the command cannot act on; reported in one line with exit code 2."""
+
+
+def load_app(path: str) -> Conveyor:
+    """The :class:`Conveyor` named by ``module.path:attribute`` (the current directory is importable)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise BadInput(f"app path {path!r} must look like 'package.module:app'")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise BadInput(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    app: Any = module
+    for part in attribute.split("."):
+        if not hasattr(app, part):
+            raise BadInput(f"module {module_name!r} has no attribute {attribute!r}")
+        app = getattr(app, part)
+    if not isinstance(app, Conveyor):
+        raise BadInput(f"{path!r} is a {type(app).__name__}, not a conveyor.Conveyor app")
+    return app
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or os.environ.get("CONVEYOR_DEBUG", "") not in ("", "0")
+    try:
+        import click  # noqa: PLC0415 - the cli extra is optional: say so instead of a traceback
+
+        from ._cli_commands import cli  # noqa: PLC0415
+    except ImportError as exc:
+        print(f"conveyor: error: the command line needs the 'cli' extra ({exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        result = cli.main(args, prog_name="conveyor", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        return EXIT_FAILURE
+    except click.UsageError as exc:
+        hint = f" (see 'conveyor {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.parent else ""
+        print(f"conveyor: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (BadInput, ConveyorError, ValueError, TypeError) as exc:
+        if debug:
+            raise
+        print(f"conveyor: error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT if isinstance(exc, BadInput | ValueError | TypeError) else EXIT_FAILURE
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"conveyor: error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_FAILURE
+    return result if isinstance(result, int) else EXIT_OK

@@ -1,0 +1,180 @@
+"""The ``conveyor`` commands (click). Error handling and exit codes live in ``_cli.main``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ._cli import EXIT_OK, BadInput, load_app
+from ._client import Queue
+from ._models import Job
+from ._runner import Runner
+
+F = TypeVar("F", bound=Callable[..., Any])
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STATES = ("active", "completed", "delayed", "failed", "waiting")  # each names a key of QueueKeys
+log = logging.getLogger("conveyor.cli")
+
+
+def common(command: F) -> F:
+    """Options every command takes: the app path, --debug and --log-level."""
+    command = click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")(
+        command
+    )
+    command = click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+        default="info",
+        show_default=True,
+        help="Logging threshold (logs go to stderr).",
+    )(command)
+    return click.argument("app_path", metavar="APP")(command)
+
+
+def _queues(app_queues: list[str], option: str | None) -> list[str]:
+    if not option:
+        return app_queues
+    names = [name.strip() for name in option.split(",")]
+    if "" in names:
+        raise BadInput(f"queue list {option!r} has an empty name")
+    return names
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli() -> None:
+    """Conveyor: run workers and inspect queues of an app given as 'package.module:app'."""
+
+
+@cli.command()
+@common
+@click.option("-q", "--queues", "queues_option", metavar="A,B", help="Queues to serve (default: all).")
+@click.option("-c", "--concurrency", type=click.IntRange(1, 1000), default=8, show_default=True,
+              help="Handler slots per queue.")  # fmt: skip
+@click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds to finish running jobs after SIGTERM/SIGINT; the rest are released.")  # fmt: skip
+@click.option("--block-timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Longest idle wait on the server, in seconds.")  # fmt: skip
+def worker(
+    *,
+    app_path: str,
+    queues_option: str | None,
+    concurrency: int,
+    burst: bool,
+    shutdown_timeout: float,
+    block_timeout: float,
+    debug: bool,
+    log_level: str,
+) -> int:
+    """Process jobs of APP's queues until SIGTERM or SIGINT.
+
+    Each queue gets its own worker with CONCURRENCY handler slots, so a backlog on one queue never
+    delays another (the order of -q sets no priority). On SIGTERM or SIGINT the worker stops
+    claiming, lets running jobs finish for up to --shutdown-timeout seconds, releases the others
+    and exits 0; a second signal exits at once with code 3.
+    """
+    _setup_logging(log_level)
+    app = load_app(app_path)
+    queues = _queues(app.queue_names(), queues_option)
+    runner = Runner(app, queues, concurrency=concurrency, burst=burst,
+                    shutdown_timeout=shutdown_timeout, block_timeout=block_timeout)  # fmt: skip
+    mode = "asyncio" if runner.use_asyncio else "threads"
+    log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),
+             ", ".join(runner.queues), concurrency, mode)  # fmt: skip
+    stats = runner.run()
+    for queue, numbers in stats.items():
+        log.info("queue %s: %d processed, %d failed", queue, numbers["processed"], numbers["failed"])
+    log.info("worker %d stopped", os.getpid())
+    return EXIT_OK
+
+
+@cli.command()
+@common
+@click.option("-q", "--queues", "queues_option", metavar="A,B", help="Queues to show (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool, log_level: str) -> int:
+    """Jobs per state in each queue of APP."""
+    _setup_logging(log_level)
+    app = load_app(app_path)
+    rows = [{"queue": q, **app.queue(q).counts()} for q in _queues(app.queue_names(), queues_option)]
+    app.close()
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return EXIT_OK
+    columns = [
+        "queue",
+        "waiting",
+        "delayed",
+        "active",
+        "completed",
+        "failed",
+        "total_completed",
+        "total_failed",
+    ]
+    _table(columns, [[row.get(c, "") for c in columns] for row in rows])
+    return EXIT_OK
+
+
+@cli.command()
+@common
+@click.option("-q", "--queue", "queue_name", required=True, help="The queue to list.")
+@click.option("-s", "--state", type=click.Choice(STATES), default="failed", show_default=True)
+@click.option("-n", "--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+def jobs(
+    *, app_path: str, queue_name: str, state: str, limit: int, as_json: bool, debug: bool, log_level: str
+) -> int:
+    """Jobs of one queue in one state (oldest first; failed and completed: newest first)."""
+    _setup_logging(log_level)
+    app = load_app(app_path)
+    found = _jobs_in_state(app.queue(queue_name), state, limit)
+    app.close()
+    rows = [_job_row(job) for job in found]
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return EXIT_OK
+    columns = ["id", "task", "state", "attempts", "error"]
+    _table(columns, [[row[c] for c in columns] for row in rows])
+    return EXIT_OK
+
+
+def _jobs_in_state(queue: Queue, state: str, limit: int) -> list[Job]:
+    keys, client = queue.core.keys, queue.client
+    key = getattr(keys, state)
+    ids: list[Any]
+    if state == "waiting":
+        ids = list(reversed(client.lrange(key, -limit, -1)))  # the claim end is the right
+    elif state in ("failed", "completed"):
+        ids = client.zrevrange(key, 0, limit - 1)
+    else:
+        ids = client.zrange(key, 0, limit - 1)
+    pipe = client.pipeline(transaction=False)
+    names = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+    for job_id in names:
+        pipe.hgetall(keys.job(job_id))
+    return [job for job_id, fields in zip(names, pipe.execute(), strict=True)
+            if (job := queue.core.parse_job(job_id, fields)) is not None]  # fmt: skip
+
+
+def _job_row(job: Job) -> dict[str, Any]:
+    error = (job.error or "").strip().splitlines()
+    return {"id": job.id, "task": job.task, "state": job.state, "attempts": job.attempts,
+            "error": error[0] if error else ""}  # fmt: skip
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> None:
+    cells = [columns] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    for row in cells:
+        click.echo("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())

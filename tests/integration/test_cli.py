@@ -1,0 +1,166 @@
+"""The `conveyor` command: a worker on several queues stopped by SIGTERM, operator commands, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conveyor import Queue
+from conveyor._models import JobSpec
+
+SCRIPT = Path(sys.executable).parent / "conveyor"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
+
+APP_SOURCE = '''
+import os, time
+from pathlib import Path
+from conveyor import Conveyor
+
+Q = os.environ["TEST_QUEUE"]
+OUT = Path(os.environ["TEST_OUT"])
+app = Conveyor(os.environ["TEST_URL"], default_queue=Q + "-default", keep_failed=-1)
+
+def record(line):
+    with OUT.open("a") as f:
+        f.write(line + "\\n")
+
+@app.task(queue=Q + "-high")
+def urgent(n: int) -> None:
+    record(f"high {n}")
+
+@app.task(max_attempts=1)
+def broken() -> None:
+    raise RuntimeError("broken on purpose")
+
+@app.task
+def slow(seconds: float) -> None:
+    time.sleep(seconds)
+    record("slow done")
+'''
+SYNC_TASK = '''
+@app.task
+def normal(n: int) -> None:
+    record(f"default {n}")
+'''
+ASYNC_TASK = '''
+@app.task
+async def normal(n: int) -> None:
+    record(f"default {n}")
+'''
+
+
+@pytest.fixture
+def app_dir(tmp_path, request):
+    mode = getattr(request, "param", "sync")
+    module = f"cliapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_SOURCE + (ASYNC_TASK if mode == "async" else SYNC_TASK))
+    (tmp_path / "raising.py").write_text("raise RuntimeError('this module fails to import')\n")
+    return tmp_path, module
+
+
+def _env(url: str, queue: str, out: Path) -> dict[str, str]:
+    return {**os.environ, "TEST_URL": url, "TEST_QUEUE": queue, "TEST_OUT": str(out)}
+
+
+def _run(args, cwd, env, timeout=60):
+    return subprocess.run(COMMAND + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
+def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name, app_dir):
+    cwd, module = app_dir
+    out = cwd / "out.txt"
+    env = _env(redis_url, queue_name, out)
+    high = Queue.from_url(redis_url, queue_name + "-high")
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    proc = subprocess.Popen(
+        [*COMMAND, "worker", f"{module}:app", "-q", f"{queue_name}-high,{queue_name}-default", "-c", "4"],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        high.enqueue_many([JobSpec("urgent", {"args": [i]}) for i in range(5)])
+        default.enqueue_many([JobSpec("normal", {"args": [i]}) for i in range(5)])
+        default.enqueue("broken", None)
+        _wait(lambda: high.counts()["total_completed"] == 5 and default.counts()["total_completed"] == 5
+              and default.counts()["failed"] == 1, 60, "both queues processed")
+        slow = default.enqueue("slow", {"args": [1.5]})
+        _wait(lambda: default.counts()["active"] == 1, 30, "the slow job to start")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert "received SIGTERM: stopping gracefully" in stderr and "Traceback" not in stderr
+    stored = default.get_job(slow.id)
+    assert stored is None or stored.state == "completed"  # finished, not abandoned (keep_completed=0)
+    assert default.counts()["total_completed"] == 6 and default.counts()["active"] == 0
+    lines = sorted(out.read_text().splitlines())
+    expected = [f"high {i}" for i in range(5)] + [f"default {i}" for i in range(5)] + ["slow done"]
+    assert lines == sorted(expected)
+
+    info = _run(["info", f"{module}:app", "--json"], cwd, env)
+    assert info.returncode == 0, info.stderr
+    rows = {row["queue"]: row for row in map(json.loads, info.stdout.splitlines())}
+    assert rows[queue_name + "-high"]["total_completed"] == 5 and rows[queue_name + "-default"]["failed"] == 1
+    listed = _run(["jobs", f"{module}:app", "-q", default.name, "-s", "failed", "--json"], cwd, env)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = map(json.loads, listed.stdout.splitlines())
+    assert row["task"] == "broken" and row["error"] == "RuntimeError: broken on purpose"
+    table = _run(["info", f"{module}:app"], cwd, env)
+    assert table.stdout.splitlines()[0].split()[:3] == ["queue", "waiting", "delayed"]
+    high.close()
+    default.close()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["worker", "missing_module_xyz:app"], "cannot import module 'missing_module_xyz': ModuleNotFoundError"),
+    (["worker", "raising:app"], "cannot import module 'raising': RuntimeError: this module fails to import"),
+    (["worker", "{module}:nope"], "module '{module}' has no attribute 'nope'"),
+    (["worker", "{module}"], "app path '{module}' must look like 'package.module:app'"),
+    (["worker", "{module}:app", "-q", "ghost"], "queue 'ghost' has no registered task"),
+    (["worker", "{module}:app", "-c", "0"], "Invalid value for '-c' / '--concurrency': 0 is not in"),
+    (["worker", "{module}:app", "--bogus"], "No such option '--bogus'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(app_dir, args, message):
+    cwd, module = app_dir
+    env = _env("redis://127.0.0.1:1/0", "q", cwd / "out.txt")
+    result = _run([a.format(module=module) for a in args], cwd, env)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("conveyor: error: ")
+    assert message.format(module=module) in result.stderr
+
+
+def test_debug_shows_the_traceback_and_help_exits_0(app_dir):
+    cwd, _ = app_dir
+    result = _run(["worker", "missing_module_xyz:app", "--debug"], cwd, os.environ.copy())
+    assert result.returncode != 0 and "Traceback" in result.stderr
+    helped = _run(["worker", "--help"], cwd, os.environ.copy())
+    assert helped.returncode == 0 and "--concurrency" in helped.stdout and "SIGTERM" in helped.stdout
+
+
+def test_unreachable_server_is_exit_code_1(app_dir):
+    cwd, module = app_dir
+    result = _run(["info", f"{module}:app"], cwd, _env("redis://127.0.0.1:1/0", "q", cwd / "o"))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "127.0.0.1:1" in result.stderr
+    assert result.stderr.startswith("conveyor: error: ")
