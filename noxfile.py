@@ -49,6 +49,13 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def compare(session: nox.Session) -> None:
+    """Compare two revisions (or result files): `nox -s compare -- BASE HEAD [--help]`."""
+    _install(session, "compare")
+    session.run("python", "-m", "bench.compare", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site strictly from results/."""
     _install(session, "docs")
