@@ -147,15 +147,15 @@ def to_markdown(report: Report) -> str:
     conveyor = [r for r in report.rows if not r.reference]
     for variant, group in _by_variant(conveyor).items():
         lines += [f"### Conveyor on {variant}", ""]
-        lines += _table([r for r in group if r.headline]) + [""]
+        lines += [*_table([r for r in group if r.headline]), ""]
         rest = [r for r in group if not r.headline]
         if rest:
-            lines += ["<details><summary>Other metrics</summary>", ""] + _table(rest)
+            lines += ["<details><summary>Other metrics</summary>", "", *_table(rest)]
             lines += ["", "</details>", ""]
     reference = [r for r in report.rows if r.reference]
     if reference:
         lines += ["### Machine check: reference ceilings (PING, EVALSHA; no Conveyor code)", "",
                   "Both sides run the same client and server here, so a verdict in this table means "
                   "the machine changed during the session, not the code.", ""]
-        lines += _table(reference) + [""]
+        lines += [*_table(reference), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -102,7 +102,7 @@ def compare(
     b_med, h_med = statistics.median(base), statistics.median(head)
     diff = 100.0 * (h_med - b_med) / abs(b_med) if b_med else (0.0 if h_med == b_med else None)
     p = mann_whitney_p(base, head)
-    change = _change(better, h_med - b_med, diff, p, min_effect, alpha)
+    change = _change(better, h_med - b_med, diff, significant=p < alpha, min_effect=min_effect)
     if change in ("improved", "regressed"):
         verdict = _wording(unit, change == "improved")
     else:
@@ -115,7 +115,7 @@ def compare(
 
 
 def _change(
-    better: str | None, delta: float, diff: float | None, p: float, min_effect: float, alpha: float
+    better: str | None, delta: float, diff: float | None, *, significant: bool, min_effect: float
 ) -> str:
     """improved / regressed only when the effect is large enough AND significant.
 
@@ -125,6 +125,6 @@ def _change(
     if better is None:
         return "not judged"
     large = diff is None or abs(diff) >= 100.0 * min_effect
-    if delta == 0 or not large or p >= alpha:
+    if delta == 0 or not large or not significant:
         return "noise"
     return "improved" if (delta > 0) == (better == "higher") else "regressed"
