@@ -41,6 +41,7 @@ def broken() -> None:
 
 @app.task
 def slow(seconds: float) -> None:
+    record("slow started")
     time.sleep(seconds)
     record("slow done")
 '''
@@ -100,7 +101,7 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
         _wait(lambda: high.counts()["total_completed"] == 5 and default.counts()["total_completed"] == 5
               and default.counts()["failed"] == 1, 60, "both queues processed")
         slow = default.enqueue("slow", {"args": [1.5]})
-        _wait(lambda: default.counts()["active"] == 1, 30, "the slow job to start")
+        _wait(lambda: "slow started" in out.read_text(), 30, "the slow job to start")
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -113,7 +114,8 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
     assert stored is None or stored.state == "completed"  # finished, not abandoned (keep_completed=0)
     assert default.counts()["total_completed"] == 6 and default.counts()["active"] == 0
     lines = sorted(out.read_text().splitlines())
-    expected = [f"high {i}" for i in range(5)] + [f"default {i}" for i in range(5)] + ["slow done"]
+    expected = [f"high {i}" for i in range(5)] + [f"default {i}" for i in range(5)]
+    expected += ["slow started", "slow done"]
     assert lines == sorted(expected)
 
     info = _run(["info", f"{module}:app", "--json"], cwd, env)
