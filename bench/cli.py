@@ -20,8 +20,9 @@ from rich.console import Console
 from bench import scenarios
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
-from bench.servers import CONFIGS
+from bench.servers import CONFIGS, KINDS
 
+KIND_IDS = tuple(kind.id for kind in KINDS)
 DEFAULT_SERVERS = ("valkey-9.1", "valkey-8.1", "redis-8.2", "redis-7.0", "dragonfly")
 
 EPILOG = """\
@@ -31,7 +32,7 @@ examples:
   python -m bench --servers valkey-9.1 --scenarios process,lifecycle
   python -m bench --server-url mine=redis://host:6379/0   a server you run (never flushed
                                                     unless empty, or with --force-flush)
-  python -m bench --param lifecycle.tasks=2000 --param memory.counts=[1000,10000]
+  python -m bench --param lifecycle.min_seconds=5 --param memory.counts=[1000,10000]
   DRAGONFLY_BIN=/path/to/dragonfly python -m bench --servers dragonfly
 """
 
@@ -84,14 +85,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``["lifecycle.tasks=2000"]`` -> ``{"lifecycle": {"tasks": 2000}}``."""
+    """``["lifecycle.min_seconds=5"]`` -> ``{"lifecycle": {"min_seconds": 5}}``."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         scenario, dot, name = key.partition(".")
         if not (sep and dot and name):
             raise SystemExit(f"--param {item!r}: expected SCENARIO.KEY=VALUE")
-        scenarios.module_name(scenario)
+        if scenario not in scenarios.ORDER:
+            raise SystemExit(f"--param {item!r}: unknown scenario {scenario!r}; choose from "
+                             f"{', '.join(scenarios.ORDER)}")
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
@@ -115,6 +118,10 @@ def options_from_args(args: argparse.Namespace) -> Options:
     """Validate arguments and build run options."""
     urls = parse_urls(args.server_url)
     servers = args.servers if args.servers is not None else ([] if urls else list(DEFAULT_SERVERS))
+    bad_servers = [s for s in servers if s not in KIND_IDS]
+    if bad_servers:
+        raise SystemExit(f"unknown server(s) {bad_servers}; choose from {', '.join(KIND_IDS)} "
+                         "(or measure your own with --server-url NAME=URL)")
     unknown = [s for s in args.scenarios if s not in scenarios.ORDER]
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; choose from {', '.join(scenarios.ORDER)}")

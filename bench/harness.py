@@ -1,10 +1,11 @@
 """Repetition harness: one fresh process per repetition, warm-up discarded, statistics.
 
 A *cell* is one scenario on one variant (server x configuration x protocol x parser)
-with its list of cases (parameter sets). Each repetition of a cell runs every active
-case in a new ``python -m bench.worker`` process. The first ``warmup`` repetitions are
-discarded. A case that fails in any repetition (exactly-once violation, error,
-timeout) produces no figure: it becomes a failure record instead, and the run fails.
+with its list of cases (parameter sets). Each repetition of each case runs in a new
+``python -m bench.worker`` process after a flush of the server. The first ``warmup``
+repetitions are discarded. A case that fails in any repetition (exactly-once violation,
+error, timeout, a metric that cannot be aggregated) produces no figure: it becomes a
+failure record instead, the other cases go on, and the run fails at the end.
 """
 
 from __future__ import annotations
@@ -64,13 +65,14 @@ def child_env() -> dict[str, str]:
 
 
 def run_repetition(
-    scenario: str, target: Target, cases: list[dict[str, Any]], timeout: float = DEFAULT_TIMEOUT
+    scenario: str, target: Target, cases: list[dict[str, Any]], timeout: float = DEFAULT_TIMEOUT,
+    repetition: int = 0,
 ) -> list[dict[str, Any]]:
     """Run ``cases`` of ``scenario`` once, in a fresh interpreter; return one outcome per case."""
     with tempfile.TemporaryDirectory(prefix="bench-rep-") as tmp:
         spec, out = Path(tmp, "spec.json"), Path(tmp, "out.json")
         spec.write_text(json.dumps({"scenario": scenario, "target": target.to_dict(),
-                                    "cases": cases}))
+                                    "cases": cases, "repetition": repetition}))
         cmd = [sys.executable, "-m", "bench.worker", str(spec), str(out)]
         try:
             proc = subprocess.run(cmd, cwd=REPO_ROOT, env=child_env(), capture_output=True,
@@ -124,7 +126,12 @@ def measure_cell(
     on_step: Callable[[str], None] = lambda _label: None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> CellOutcome:
-    """Run warm-up and measured repetitions of ``cell`` and aggregate them."""
+    """Run warm-up and measured repetitions of ``cell`` and aggregate them.
+
+    Every case of every repetition runs in its own process after its own flush
+    (``between``), so no case inherits another's keys, connections or warm caches.
+    Repetitions go round-robin: repetition r of every case before repetition r + 1.
+    """
     active = list(range(len(cell.cases)))
     measured: dict[int, list[dict[str, Any]]] = {i: [] for i in active}
     failures: dict[int, dict[str, Any]] = {}
@@ -133,23 +140,44 @@ def measure_cell(
             break
         kind = "warm-up" if rep < warmup else f"rep {rep - warmup + 1}/{repetitions}"
         on_step(f"{cell.label} ({kind})")
-        try:
-            between()
-        except Exception as exc:  # the server went away: fail what is left, loudly
-            outcomes = [_fail("flush", f"{type(exc).__name__}: {exc}")] * len(active)
-        else:
-            outcomes = run_repetition(cell.scenario, cell.target,
-                                      [cell.cases[i] for i in active], timeout)
-        for i, outcome in zip(list(active), outcomes, strict=True):
+        for i in list(active):
+            outcome = _run_case(cell, i, rep, between, timeout)
             if not outcome["ok"]:
                 failures[i] = _failure_record(cell, i, outcome, kind)
                 active.remove(i)
             elif rep >= warmup:
                 measured[i].append(outcome)
-    return CellOutcome(
-        results=[aggregate(cell, i, measured[i], repetitions, warmup) for i in active],
-        failures=[failures[i] for i in sorted(failures)],
-    )
+    results = []
+    for i in active:
+        try:
+            results.append(aggregate(cell, i, measured[i], repetitions, warmup))
+        except Exception as exc:  # one bad metric must not lose the other cases (or the run)
+            failures[i] = _failure_record(cell, i, _fail("aggregate", _describe(exc)), "aggregate")
+    return CellOutcome(results=results, failures=[failures[i] for i in sorted(failures)])
+
+
+def _run_case(
+    cell: Cell, i: int, rep: int, between: Callable[[], None], timeout: float
+) -> dict[str, Any]:
+    """Flush, then run case ``i`` once in a fresh process."""
+    try:
+        between()
+    except Exception as exc:  # the server went away: fail the case, loudly
+        return _fail("flush", _describe(exc))
+    [outcome] = run_repetition(cell.scenario, cell.target, [cell.cases[i]], timeout, rep)
+    return outcome
+
+
+def cell_failure(cell: Cell, kind: str, exc: BaseException) -> dict[str, Any]:
+    """A failure entry for a whole cell (every case of it)."""
+    t = cell.target
+    return {"scenario": cell.scenario, "server": t.server, "config": t.config,
+            "protocol": t.protocol, "parser": t.parser, "kind": kind, "error": _describe(exc)}
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _failure_record(cell: Cell, i: int, outcome: dict[str, Any], when: str) -> dict[str, Any]:
@@ -165,19 +193,22 @@ def _failure_record(cell: Cell, i: int, outcome: dict[str, Any], when: str) -> d
 def aggregate(
     cell: Cell, i: int, outcomes: list[dict[str, Any]], repetitions: int, warmup: int
 ) -> dict[str, Any]:
-    """Combine per-repetition outcomes of case ``i`` into one result record."""
+    """Combine per-repetition outcomes of case ``i`` into one result record.
+
+    A metric some repetitions did not report (a server that omits a statistic now and
+    then) is summarised over the repetitions that did; its ``count`` says how many.
+    """
     t = cell.target
-    names = list(outcomes[0]["metrics"])
+    names = list(dict.fromkeys(name for o in outcomes for name in o["metrics"]))
     metrics = {}
     for name in names:
-        unit = outcomes[0]["metrics"][name][1]
-        metrics[name] = summarize([o["metrics"][name][0] for o in outcomes], unit)
-    extra = dict(outcomes[0].get("extra") or {})
+        reported = [o["metrics"][name] for o in outcomes if name in o["metrics"]]
+        metrics[name] = summarize([value for value, _unit in reported], reported[0][1])
     return {
         "scenario": cell.scenario, "server": t.server, "config": t.config,
         "protocol": t.protocol, "parser": t.parser, "params": cell.cases[i],
         "method": {"repetitions": repetitions, "warmup": warmup},
         "metrics": metrics,
         "exactly_once": outcomes[0].get("exactly_once"),
-        "extra": extra,
+        "extra": dict(outcomes[0].get("extra") or {}),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -21,11 +22,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from bench import environment, scenarios
-from bench.harness import Cell, measure_cell
+from bench import environment, headlines, scenarios
+from bench.harness import Cell, CellOutcome, cell_failure, measure_cell
 from bench.plan import CellSpec, ConfigPlan, Options, Plan, ServerPlan, fill_external
-from bench.results import RESULTS_DIR, SCHEMA_VERSION, write_results
-from bench.scenarios._common import Target, flush_sync
+from bench.results import RESULTS_DIR, SCHEMA_VERSION, ResultsError, write_results
+from bench.scenarios._common import INJECT_ENV, Target, flush_sync
 from bench.servers import (
     ServerStartError,
     ServerUnavailable,
@@ -37,6 +38,8 @@ from bench.servers import (
 from bench.stats import STATISTICS_TEXT, relative_mad
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+CASE_ORDER = ("round-robin: repetition r of every case of a cell before repetition r + 1, cases "
+              "in the listed order; each case in its own process after its own server flush")
 
 
 class Runner:
@@ -51,23 +54,38 @@ class Runner:
         self._task: Any = None
         self._externals: dict[str, Any] = {}
         self.timing: dict[str, float] = {}
+        self._doc: dict[str, Any] = {}
+        self._path: Path = Path()
+        self._current: dict[str, Any] | None = None  # the server being measured
+        self._cells_done = 0
 
     # ------------------------------------------------------------------ top level
     def run(self, started: float) -> int:
-        """Check external servers, measure everything, write the file, print the summary."""
+        """Check external servers, measure everything, write the file, print the summary.
+
+        The file is rewritten after every cell (``method.complete`` false until the end), so a
+        run that dies keeps everything measured before.
+        """
         if not self._prepare_external():
             return EXIT_REFUSED
-        doc = self._skeleton()
+        self._doc = self._skeleton()
+        self._path = self._output()
         total = sum(c.warmup + c.repetitions for c in self.plan.cells)
         with self._progress_bar(total) as progress:
             self._progress = progress
             for sp in self.plan.servers:
                 self.servers.append(self._run_server(sp))
-        doc.update(servers=self.servers, results=self.results, failures=self.failures)
-        doc["method"]["cell_seconds"] = self.timing
-        path = write_results(doc, self._output())
+        path = self._write(complete=True)
         self._summary(path, time.monotonic() - started)
         return EXIT_FAILED if self.failures else EXIT_OK
+
+    def _write(self, complete: bool) -> Path:
+        """(Re)write the result file with everything measured so far."""
+        servers = [*self.servers, *([self._current] if self._current else [])]
+        self._doc.update(servers=servers, results=self.results, failures=self.failures)
+        self._doc["method"].update(cell_seconds=self.timing, complete=complete)
+        self._path = write_results(self._doc, self._path)
+        return self._path
 
     def _output(self) -> Path:
         """Where to write: --output, else results/ (quick runs under results/quick/)."""
@@ -87,9 +105,12 @@ class Runner:
             "command": self.command,
             "environment": environment.environment(),
             "clients": clients,
+            "library_defaults": headlines.library_defaults(),
             "method": {
                 "repetitions": self.opts.repetitions, "warmup": self.opts.warmup,
                 "process_per_repetition": True, "quick": self.opts.quick,
+                "process_per_case": True, "flush_per_case": True, "case_order": CASE_ORDER,
+                "complete": False, "headlines": headlines.declarations(self.opts.scenarios),
                 "statistics": STATISTICS_TEXT,
                 "protocols": self.opts.protocols, "parsers": self.opts.parsers,
                 "params": self.opts.params,
@@ -148,8 +169,10 @@ class Runner:
         if sp.reason is not None:
             self.console.print(f"[yellow]{sp.id}: not measured: {sp.reason}[/]")
             return record
+        self._current = record
         for cfg in sp.configs:
             record["configs"][cfg.label] = self._run_config(sp, cfg, record)
+        self._current = None
         if not record["measured"] and record["reason"] is None:
             record["reason"] = "no configuration could be started"
         return record
@@ -166,10 +189,12 @@ class Runner:
                 rec = srv.record()
                 record.update(version=rec["version"], allocator=rec["allocator"], measured=True,
                               family=rec["family"])
+                entry = {"flags": rec["flags"], "mode": rec["mode"], "threads": rec["threads"],
+                         "applicable": True, "reason": None}
+                record["configs"][cfg.label] = entry  # visible in files written meanwhile
                 for spec in cfg.cells:
                     self._run_cell(spec, srv, sp)
-                return {"flags": rec["flags"], "mode": rec["mode"], "threads": rec["threads"],
-                        "applicable": True, "reason": None}
+                return entry
         except (ServerUnavailable, ServerStartError) as exc:
             reason = getattr(exc, "reason", str(exc))
             self._skip_cells(cfg.cells)
@@ -224,17 +249,29 @@ class Runner:
                 self._progress.update(self._task, description=label)
                 self._log_line(label)
 
-        outcome = measure_cell(Cell(spec.scenario, target, spec.cases), spec.repetitions,
-                               spec.warmup, between=self._flusher(srv), on_step=on_step,
-                               timeout=self.opts.timeout)
+        cell = Cell(spec.scenario, target, spec.cases)
+        try:
+            outcome = measure_cell(cell, spec.repetitions, spec.warmup,
+                                   between=self._flusher(srv), on_step=on_step,
+                                   timeout=self.opts.timeout)
+        except Exception as exc:  # a harness bug in one cell must not lose the whole run
+            outcome = CellOutcome(failures=[cell_failure(cell, "harness", exc)])
         if self._progress is not None:
             self._progress.advance(self._task, planned - done + 1 if done else planned)
         self.timing[spec.label] = round(time.monotonic() - began, 2)
+        for row in outcome.results:
+            headlines.mark(row, spec.variant.primary)
         self.results += outcome.results
         for failure in outcome.failures:
-            self.console.print(f"[red bold]FAILED[/] {spec.label} {failure['params']}: "
+            self.console.print(f"[red bold]FAILED[/] {spec.label} {failure.get('params', '')}: "
                                f"{failure['kind']}: {failure['error']}")
         self.failures += outcome.failures
+        try:
+            self._write(complete=False)
+        except ResultsError as exc:  # kept as *.json.invalid; the final write reports it
+            self.console.print(f"[red]could not write the partial result file: {exc}[/]")
+        self._cells_done += 1
+        _maybe_die(self._cells_done)
 
     def _log_line(self, label: str) -> None:
         """Without a terminal (CI logs) the live bar is hidden: print one line per step."""
@@ -281,6 +318,13 @@ class Runner:
                 f"Noise (MAD/median): median {100 * statistics.median(x for x, _ in noise):.1f}%, "
                 f"max {100 * worst[0]:.1f}% ({worst[1]})"
             )
+
+
+def _maybe_die(cells_done: int) -> None:
+    """Test hook (``BENCH_INJECT=die-after-cells:N``): the run dies abruptly after N cells."""
+    kind, _, count = os.environ.get(INJECT_ENV, "").partition(":")
+    if kind == "die-after-cells" and cells_done >= int(count):
+        os._exit(70)
 
 
 def _headline(result: dict[str, Any]) -> str:

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 STATISTICS_TEXT = (
-    "median, MAD (unscaled median absolute deviation), min and max of per-repetition values; "
-    "one fresh process per repetition, warm-up repetitions discarded"
+    "median, MAD (unscaled median absolute deviation), min and max of per-repetition values "
+    "(count: repetitions that reported the metric); one fresh process and one server flush per "
+    "case and repetition, warm-up repetitions discarded"
 )
 
 
@@ -33,6 +34,7 @@ def summarize(values: Sequence[float], unit: str) -> dict[str, Any]:
         raise ValueError(f"cannot summarize {values!r}: empty or not finite")
     return {
         "unit": unit,
+        "count": len(vals),
         "values": vals,
         "median": float(statistics.median(vals)),
         "mad": mad(vals),

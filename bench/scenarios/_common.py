@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INJECT_ENV = "BENCH_INJECT"  # "duplicate" or "lost": test hook for the exactly-once check
+INJECT_ENV = "BENCH_INJECT"  # test hooks: "duplicate", "lost", "drop-metric:NAME", "die-after-cells:N"
 
 _names = itertools.count()
 
@@ -255,3 +255,19 @@ def preload_scripts(url: str) -> int:
     finally:
         client.close()
     return len(Scripts)
+
+
+def sized_jobs(rate: float, min_seconds: float, floor: int, cap: int) -> int:
+    """Jobs needed to keep a drain at ``rate`` jobs/s busy for ``min_seconds`` (+10%)."""
+    return max(floor, min(cap, int(rate * min_seconds * 1.1) + 1))
+
+
+def run_for(min_seconds: float, step: Any) -> tuple[int, float]:
+    """Call ``step()`` (returns items done) until ``min_seconds`` passed; (items, seconds)."""
+    done = 0
+    start = time.perf_counter()
+    while True:
+        done += step()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return done, elapsed

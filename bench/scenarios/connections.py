@@ -5,11 +5,16 @@ Rows (``kind`` param):
 - ``roles``: an ``AsyncWorker`` with ``concurrency`` slots is running (it has processed jobs);
   ``CLIENT LIST`` (from an observer connection, excluded) is grouped by client name
   ``conveyor:<queue>:<role>``; unnamed connections (the queue's command pool) count as
-  ``other``. Metrics: ``connections_total``, ``connections_pump``, ``connections_waiter``,
-  ``connections_maint``, ``connections_other``.
+  ``other``. One row per worker concurrency in ``worker_concurrencies``. Metrics:
+  ``connections_total``, ``connections_pump``, ``connections_waiter``, ``connections_maint``,
+  ``connections_other``.
+- ``memory``: ``connections`` idle client connections (redis-py, the target's protocol, one
+  PING each) are opened; ``bytes_per_connection`` is the growth of the server's
+  ``used_memory`` divided by their number (``connected_clients`` checks they were all there).
 - ``pool``: ``concurrency`` asyncio producers enqueue one job per call through one
-  ``AsyncQueue`` whose pool holds ``pool_size`` connections. Workers use their own
-  role connections, so the pool bounds producers only. Metric: ``jobs_per_s``.
+  ``AsyncQueue`` whose pool holds ``pool_size`` connections, for ``min_seconds``. Workers use
+  their own role connections, so the pool bounds producers only. Metrics: ``jobs_per_s``,
+  ``jobs``.
 - ``too-small``: the same producers with ``pool_size=1`` and ``pool_timeout`` short, sending
   big batches: what the user sees. ``extra.exception_type`` / ``extra.exception_message``
   hold the first error; metric ``failed_calls``. Jobs of failed calls must not be stored,
@@ -38,10 +43,15 @@ from bench.scenarios.enqueue_single import verify_stored
 NAME = "connections"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s", "connections_total", "failed_calls")
-DEFAULTS: dict[str, Any] = {"pool_sizes": [2, 4, 8, 16, 32], "concurrency": 32, "jobs": 3000,
-                            "worker_concurrency": 32, "small_pool_timeout": 0.05}
-QUICK: dict[str, Any] = {"pool_sizes": [2, 32], "concurrency": 32, "jobs": 500,
-                         "worker_concurrency": 32, "small_pool_timeout": 0.05}
+HEADLINE_CASE = {"metric": "connections_total", "params": {"kind": "roles", "concurrency": 32},
+                 "conditions": "connections held by one AsyncWorker with concurrency 32 and its "
+                               "queue"}
+DEFAULTS: dict[str, Any] = {"pool_sizes": [2, 8, 16, 32], "concurrency": 32, "min_seconds": 2.0,
+                            "worker_concurrencies": [1, 8, 32, 100], "small_pool_timeout": 0.05,
+                            "idle_connections": 200}
+QUICK: dict[str, Any] = {"pool_sizes": [2, 32], "concurrency": 32, "min_seconds": 0.3,
+                         "worker_concurrencies": [1, 32], "small_pool_timeout": 0.05,
+                         "idle_connections": 50}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,9 +59,11 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     if not variant.primary:
         return []
     c = options["concurrency"]
-    rows: list[dict[str, Any]] = [{"kind": "roles", "concurrency": options["worker_concurrency"]}]
-    rows += [{"kind": "pool", "pool_size": p, "concurrency": c, "jobs": options["jobs"]}
-             for p in options["pool_sizes"]]
+    rows: list[dict[str, Any]] = [{"kind": "roles", "concurrency": w}
+                                  for w in options["worker_concurrencies"]]
+    rows.append({"kind": "memory", "connections": options["idle_connections"]})
+    rows += [{"kind": "pool", "pool_size": p, "concurrency": c,
+              "min_seconds": options["min_seconds"]} for p in options["pool_sizes"]]
     rows.append({"kind": "too-small", "pool_size": 1, "concurrency": c,
                  "pool_timeout": options["small_pool_timeout"]})
     return rows
@@ -108,14 +120,18 @@ async def _client_list(target: Target, wait_for: str, timeout: float = 5.0) -> l
 
 
 async def _producers(queue: Any, params: dict[str, Any], batch: int, payload: int) -> tuple:
-    """``concurrency`` tasks enqueueing; return (ids stored, errors, elapsed)."""
-    per_task = max(params.get("jobs", params["concurrency"] * 4) // params["concurrency"], 1)
+    """``concurrency`` tasks enqueueing (four calls each, or until ``min_seconds``);
+    return (ids stored, errors, elapsed)."""
     ids: list[str] = []
     errors: list[BaseException] = []
     body = specs(batch, payload)
+    start = time.perf_counter()
+    deadline = start + params.get("min_seconds", 0.0)
 
     async def loop() -> None:
-        for _ in range(per_task):
+        calls = 0
+        while calls < 4 or time.perf_counter() < deadline:
+            calls += 1
             try:
                 jobs = (await queue.enqueue_many(body) if batch > 1
                         else [await queue.enqueue("noop", payload_of(payload))])
@@ -123,7 +139,6 @@ async def _producers(queue: Any, params: dict[str, Any], batch: int, payload: in
             except Exception as exc:
                 errors.append(exc)
 
-    start = time.perf_counter()
     await asyncio.gather(*(loop() for _ in range(params["concurrency"])))
     return ids, errors, time.perf_counter() - start
 
@@ -150,8 +165,37 @@ async def _pool(target: Target, params: dict[str, Any]) -> dict[str, Any]:
                           "exception_message": str(first) if first else None}}
     if errors:
         raise errors[0]
-    return {"metrics": {"jobs_per_s": metric(len(ids) / elapsed, "1/s")},
+    return {"metrics": {"jobs_per_s": metric(len(ids) / elapsed, "1/s"),
+                        "jobs": metric(len(ids), "count")},
             "exactly_once": report, "extra": {}}
+
+
+def _memory(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """Server memory per idle client connection."""
+    admin = target.redis(client_name="bench:observer")
+    before = _memory_and_clients(admin)
+    clients = [target.redis() for _ in range(params["connections"])]
+    try:
+        for client in clients:
+            client.ping()
+        after = _memory_and_clients(admin)
+    finally:
+        for client in clients:
+            client.close()
+        admin.close()
+    opened = after[1] - before[1]
+    if opened != params["connections"]:
+        raise AssertionError(f"{opened} connections seen by the server, "
+                             f"{params['connections']} opened")
+    return {"metrics": {"bytes_per_connection": metric((after[0] - before[0]) / opened, "B")},
+            "exactly_once": None,
+            "extra": {"used_memory_before": before[0], "used_memory_after": after[0]}}
+
+
+def _memory_and_clients(client: Any) -> tuple[int, int]:
+    """(used_memory, connected_clients) from INFO."""
+    info = client.info()
+    return int(info["used_memory"]), int(info["connected_clients"])
 
 
 def _verify(target: Target, name: str, ids: list[str]) -> dict[str, Any]:
@@ -167,5 +211,7 @@ def _verify(target: Target, name: str, ids: list[str]) -> dict[str, Any]:
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition of one row."""
+    if params["kind"] == "memory":
+        return _memory(target, params)
     fn = _roles if params["kind"] == "roles" else _pool
     return asyncio.run(fn(target, params))

@@ -1,7 +1,8 @@
 """enqueue-single: one ``Queue.enqueue`` call per job, one caller, sync client.
 
-Metrics: ``jobs_per_s``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``.
-Params: ``jobs``, ``payload_bytes``. Exactly-once here means stored once: after the clock
+Calls go on until ``min_seconds`` have passed (``jobs`` records how many were sent).
+Metrics: ``jobs_per_s``, ``jobs``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``.
+Params: ``min_seconds``, ``payload_bytes``. Exactly-once here means stored once: after the clock
 stops, the waiting list must hold exactly the returned ids, each once (``acked`` counts ids
 found in the waiting list).
 """
@@ -19,14 +20,17 @@ from bench.scenarios._common import (
     make_queue,
     metric,
     payload_of,
+    run_for,
 )
 from bench.stats import latency_summary
 
 NAME = "enqueue-single"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-DEFAULTS: dict[str, Any] = {"jobs": 3000, "payload_bytes": 64}
-QUICK: dict[str, Any] = {"jobs": 300, "payload_bytes": 64}
+HEADLINE_CASE = {"metric": "jobs_per_s", "params": {"payload_bytes": 64},
+                 "conditions": "one caller, one job per call, 64 B payload, RESP3, hiredis"}
+DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "payload_bytes": 64}
+QUICK: dict[str, Any] = {"min_seconds": 0.3, "payload_bytes": 64}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -54,15 +58,18 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     queue = make_queue(target, NAME)
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
-    ids, lat = [], []
-    start = time.perf_counter()
-    for _ in range(params["jobs"]):
+    ids: list[str] = []
+    lat: list[float] = []
+
+    def one() -> int:
         t0 = time.perf_counter()
         ids.append(queue.enqueue("noop", payload).id)
         lat.append(time.perf_counter() - t0)
-    elapsed = time.perf_counter() - start
+        return 1
+
+    _, elapsed = run_for(params["min_seconds"], one)
     report = verify_stored(queue, ids)
     queue.close()
-    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s")}
+    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"), "jobs": metric(len(ids), "count")}
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
     return {"metrics": metrics, "exactly_once": report, "extra": {}}

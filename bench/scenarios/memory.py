@@ -21,6 +21,8 @@ from bench.stats import slope
 NAME = "memory"
 NEEDS_CONVEYOR = True
 HEADLINE = ("bytes_per_job",)
+HEADLINE_CASE = {"metric": "bytes_per_job", "params": {"payload_bytes": 256},
+                 "conditions": "waiting jobs with a 256 B JSON payload, default configuration"}
 MAX_REPETITIONS = 3
 WARMUP = 0
 DEFAULTS: dict[str, Any] = {"payloads": [32, 256, 1024, 4096], "counts": [1000, 10000, 100000]}

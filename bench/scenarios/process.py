@@ -1,17 +1,23 @@
 """process: drain pre-enqueued no-op jobs with ``AsyncWorker(burst=True)``.
 
 The jobs are enqueued (in bulk, untimed) before the worker exists, so nothing is consumed
-before the clock; the clock starts immediately before ``await worker.run()`` and stops when
-it returns (burst mode returns once nothing is waiting or in flight). Every handler call
-is counted by job id; the server's counts must show every job completed once.
+before the clock. The clock runs from the worker's first claim to its last ack: the start-up
+of its connections and the shutdown of its tasks are not timed (``worker_run_s`` shows the
+whole ``run()`` call for comparison). Each repetition first drains ``calibration_jobs`` (a
+warm-up of this process and the server) to estimate the rate, then sizes the next drain to
+last at least ``min_seconds`` (resized and rerun, at most a few times, while it falls short);
+the last drain is the figure and ``jobs`` records its size. Every handler call is
+counted by job id; the server's counts must show every job completed once.
 
-Metrics: ``jobs_per_s``, ``elapsed_s``. Params: ``jobs``, ``concurrency``, ``payload_bytes``.
+Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``.
+Params: ``min_seconds``, ``concurrency``, ``payload_bytes``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from bench.scenarios._common import (
@@ -24,13 +30,19 @@ from bench.scenarios._common import (
     make_queue,
     metric,
     preload_scripts,
+    sized_jobs,
 )
 
 NAME = "process"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-DEFAULTS: dict[str, Any] = {"jobs": 10000, "concurrencies": [1, 32, 100], "payload_bytes": 64}
-QUICK: dict[str, Any] = {"jobs": 1000, "concurrencies": [1, 32, 100], "payload_bytes": 64}
+HEADLINE_CASE = {"metric": "jobs_per_s", "params": {"concurrency": 32, "payload_bytes": 64},
+                 "conditions": "no-op handlers, one AsyncWorker with concurrency 32, 64 B payload, "
+                               "first claim to last ack, RESP3, hiredis"}
+DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "concurrencies": [1, 32, 100], "payload_bytes": 64,
+                            "calibration_jobs": 2000, "max_jobs": 250000}
+QUICK: dict[str, Any] = {"min_seconds": 0.3, "concurrencies": [1, 32, 100], "payload_bytes": 64,
+                         "calibration_jobs": 500, "max_jobs": 20000}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,41 +50,98 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     concs = options["concurrencies"] if variant.primary else options["concurrencies"][-1:]
     if variant.config == "listpack-1024":
         return []
-    return [{"jobs": options["jobs"], "concurrency": c, "payload_bytes": options["payload_bytes"]}
-            for c in concs]
+    keep = ("min_seconds", "payload_bytes", "calibration_jobs", "max_jobs")
+    return [{**{k: options[k] for k in keep}, "concurrency": c} for c in concs]
 
 
-async def drain(target: Target, name: str, params: dict[str, Any], tracker: Tracker) -> float:
-    """Run a burst worker on queue ``name``; return the seconds it took."""
+@dataclass
+class Window:
+    """Perf-counter instants of the drain: first claim sent, all handlers done, last ack back."""
+
+    jobs: int
+    first_claim: float | None = None
+    all_done: float | None = None
+    last_ack: float | None = None
+
+    def seconds(self) -> float:
+        """First claim to last ack, or a clear error when the worker hook never fired."""
+        if self.first_claim is None or self.last_ack is None:
+            raise RuntimeError("the claim/ack window was not observed: AsyncWorker._exchange "
+                               "changed; update bench/scenarios/process.py")
+        return self.last_ack - self.first_claim
+
+
+def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options: Any) -> Any:
+    """An AsyncWorker whose pump exchanges (one ack+claim call each) are timed into ``window``."""
     from conveyor import AsyncWorker  # noqa: PLC0415 (deliberately lazy)
 
+    class TimedWorker(AsyncWorker):
+        async def _exchange(self, pump: Any) -> Any:
+            sent = time.perf_counter()
+            claimed, until_due = await super()._exchange(pump)
+            if claimed and window.first_claim is None:
+                window.first_claim = sent
+            if window.all_done is not None and sent >= window.all_done:
+                window.last_ack = time.perf_counter()  # this call carried the last acks
+            return claimed, until_due
+
+    if "_exchange" not in vars(AsyncWorker):
+        raise RuntimeError("AsyncWorker._exchange is gone: update bench/scenarios/process.py")
+    return TimedWorker(queue, handlers, **options)
+
+
+async def drain(target: Target, name: str, params: dict[str, Any], tracker: Tracker,
+                jobs: int) -> tuple[float, float]:
+    """Run a burst worker on queue ``name``; return (claim-to-ack seconds, run() seconds)."""
     queue = make_async_queue(target, NAME, name=name)
+    window = Window(jobs)
+    handled = [0]
 
     async def noop(job: Any) -> None:
         tracker.handled(job.id)
+        handled[0] += 1
+        if handled[0] == jobs:
+            window.all_done = time.perf_counter()
 
-    await acheck_counts(queue, waiting=params["jobs"], active=0)
-    worker = AsyncWorker(queue, {"noop": noop}, concurrency=params["concurrency"], burst=True)
+    await acheck_counts(queue, waiting=jobs, active=0)
+    worker = timed_worker(queue, {"noop": noop}, window, concurrency=params["concurrency"],
+                          burst=True)
     start = time.perf_counter()
     await worker.run()
-    elapsed = time.perf_counter() - start
-    await acheck_counts(queue, waiting=0, active=0, total_completed=params["jobs"])
+    wall = time.perf_counter() - start
+    await acheck_counts(queue, waiting=0, active=0, total_completed=jobs)
     await queue.aclose()
-    return elapsed
+    return window.seconds(), wall
+
+
+def _round(target: Target, params: dict[str, Any], jobs: int) -> tuple[float, float, dict]:
+    """Enqueue ``jobs`` on a fresh queue, drain them; (seconds, run seconds, exactly-once)."""
+    producer = make_queue(target, NAME)
+    tracker = Tracker()
+    tracker.add(fill(producer, jobs, params["payload_bytes"]))
+    producer.close()
+    elapsed, wall = asyncio.run(drain(target, producer.name, params, tracker, jobs))
+    return elapsed, wall, tracker.verify()
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
-    """Enqueue, then drain with the clock running."""
-    producer = make_queue(target, NAME)
-    tracker = Tracker()
-    tracker.add(fill(producer, params["jobs"], params["payload_bytes"]))
-    producer.close()
+    """Calibrate and size until a drain lasts ``min_seconds``; the last drain is the figure."""
     preload_scripts(target.url)
-    elapsed = asyncio.run(drain(target, producer.name, params, tracker))
-    report = tracker.verify()
+    jobs, rounds, rate = params["calibration_jobs"], 0, 0.0
+    while True:
+        elapsed, wall, report = _round(target, params, jobs)
+        rounds += 1
+        if rounds > 1 and (elapsed >= params["min_seconds"] or jobs >= params["max_jobs"]):
+            break
+        if rounds >= 5:
+            raise RuntimeError(f"{rounds} rounds could not size a {params['min_seconds']} s drain")
+        rate = jobs / elapsed  # the first (calibration) round also warms the process and server
+        jobs = sized_jobs(rate, params["min_seconds"] * 1.15, jobs, params["max_jobs"])
     return {
-        "metrics": {"jobs_per_s": metric(params["jobs"] / elapsed, "1/s"),
-                    "elapsed_s": metric(elapsed, "s")},
+        "metrics": {"jobs_per_s": metric(jobs / elapsed, "1/s"),
+                    "elapsed_s": metric(elapsed, "s"), "jobs": metric(jobs, "count"),
+                    "worker_run_s": metric(wall, "s"),
+                    "calibration_jobs_per_s": metric(rate, "1/s")},
         "exactly_once": report,
-        "extra": {},
+        "extra": {"clock": "first claim sent to last ack received"},
     }

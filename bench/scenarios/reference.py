@@ -8,8 +8,9 @@ Every queue figure can be read as a fraction of these. Measured with redis-py on
 - ``ping_pipelined_ops_per_s`` / ``evalsha_pipelined_ops_per_s``: pipelines of ``pipeline``
   commands (no MULTI).
 
-The trivial script is ``return 1``, loaded with SCRIPT LOAD before the clock starts.
-Params: ``ops`` (commands per one-at-a-time mode), ``concurrency``, ``pipeline``.
+The trivial script is ``return 1``, loaded with SCRIPT LOAD before the clock starts. Each of
+the six modes runs for at least ``seconds``.
+Params: ``seconds`` (per mode), ``concurrency``, ``pipeline``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import asyncio
 import time
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, metric
+from bench.scenarios._common import Target, Variant, metric, run_for
 
 NAME = "reference"
 NEEDS_CONVEYOR = False
-DEFAULTS: dict[str, Any] = {"ops": 5000, "concurrency": 32, "pipeline": 100}
-QUICK: dict[str, Any] = {"ops": 1000, "concurrency": 32, "pipeline": 100}
+HEADLINE_CASE = {"metric": "evalsha_cN_ops_per_s", "params": {},
+                 "conditions": "trivial script (return 1), 32 concurrent callers, one command "
+                               "in flight each, RESP3, hiredis"}
+DEFAULTS: dict[str, Any] = {"seconds": 1.0, "concurrency": 32, "pipeline": 100}
+QUICK: dict[str, Any] = {"seconds": 0.1, "concurrency": 32, "pipeline": 100}
 SCRIPT = "return 1"
 
 
@@ -34,58 +38,64 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(options)]
 
 
-def _sync_rate(fn: Any, ops: int) -> float:
-    """Operations per second of ``ops`` sequential calls of ``fn``."""
-    start = time.perf_counter()
-    for _ in range(ops):
+def _sync_rate(fn: Any, seconds: float) -> float:
+    """Operations per second of sequential calls of ``fn`` for ``seconds``."""
+
+    def one() -> int:
         fn()
-    return ops / (time.perf_counter() - start)
+        return 1
+
+    done, elapsed = run_for(seconds, one)
+    return done / elapsed
 
 
-def _pipelined_rate(client: Any, sha: str | None, ops: int, batch: int) -> float:
+def _pipelined_rate(client: Any, sha: str | None, seconds: float, batch: int) -> float:
     """Operations per second with pipelines of ``batch`` commands."""
-    start = time.perf_counter()
-    done = 0
-    while done < ops:
+
+    def one() -> int:
         pipe = client.pipeline(transaction=False)
-        for _ in range(min(batch, ops - done)):
+        for _ in range(batch):
             pipe.evalsha(sha, 0) if sha else pipe.ping()
-        done += len(pipe.execute())
-    return done / (time.perf_counter() - start)
+        return len(pipe.execute())
+
+    done, elapsed = run_for(seconds, one)
+    return done / elapsed
 
 
-async def _concurrent_rate(target: Target, sha: str | None, ops: int, conc: int) -> float:
+async def _concurrent_rate(target: Target, sha: str | None, seconds: float, conc: int) -> float:
     """Operations per second with ``conc`` tasks issuing commands one at a time."""
     client = target.aredis(max_connections=conc)
-    per_task = max(ops // conc, 1)
+    done = [0]
 
     async def loop() -> None:
-        for _ in range(per_task):
+        while time.perf_counter() < deadline:
             await (client.evalsha(sha, 0) if sha else client.ping())
+            done[0] += 1
 
     await asyncio.gather(*(client.ping() for _ in range(conc)))  # open the connections first
     start = time.perf_counter()
+    deadline = start + seconds
     await asyncio.gather(*(loop() for _ in range(conc)))
     elapsed = time.perf_counter() - start
     await client.aclose()
-    return per_task * conc / elapsed
+    return done[0] / elapsed
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition: all six ceilings."""
-    ops, conc, batch = params["ops"], params["concurrency"], params["pipeline"]
+    secs, conc, batch = params["seconds"], params["concurrency"], params["pipeline"]
     client = target.redis()
     sha = client.script_load(SCRIPT)
     client.ping()
     metrics = {
-        "ping_c1_ops_per_s": metric(_sync_rate(client.ping, ops), "1/s"),
-        "evalsha_c1_ops_per_s": metric(_sync_rate(lambda: client.evalsha(sha, 0), ops), "1/s"),
-        "ping_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, None, ops * 2, conc)),
+        "ping_c1_ops_per_s": metric(_sync_rate(client.ping, secs), "1/s"),
+        "evalsha_c1_ops_per_s": metric(_sync_rate(lambda: client.evalsha(sha, 0), secs), "1/s"),
+        "ping_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, None, secs, conc)),
                                     "1/s"),
-        "evalsha_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, sha, ops * 2, conc)),
+        "evalsha_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, sha, secs, conc)),
                                        "1/s"),
-        "ping_pipelined_ops_per_s": metric(_pipelined_rate(client, None, ops * 10, batch), "1/s"),
-        "evalsha_pipelined_ops_per_s": metric(_pipelined_rate(client, sha, ops * 10, batch),
+        "ping_pipelined_ops_per_s": metric(_pipelined_rate(client, None, secs, batch), "1/s"),
+        "evalsha_pipelined_ops_per_s": metric(_pipelined_rate(client, sha, secs, batch),
                                               "1/s"),
     }
     client.close()

@@ -34,14 +34,17 @@ def test_baseline_runs_full_grids_and_variants_subsets() -> None:
     base, aof = variants("valkey-9.1", "valkey", ["default", "aof-always"], opts)[:2]
     lifecycle = scenarios.load("lifecycle")
     sizes = scenario_options("lifecycle", opts)
-    assert len(lifecycle.cases(base, sizes)) == 9
-    assert lifecycle.cases(aof, sizes) == [{"payload_bytes": 64, "concurrency": 8, "tasks": 500}]
+    rows = lifecycle.cases(base, sizes)  # one dimension at a time around 64 B, concurrency 8
+    assert {(r["payload_bytes"], r["concurrency"]) for r in rows} == {
+        (64, 8), (1024, 8), (16384, 8), (64, 1), (64, 32)}
+    assert lifecycle.cases(aof, sizes) == [{"payload_bytes": 64, "concurrency": 8,
+                                            "min_seconds": 2.0}]
     assert scenarios.load("memory").cases(aof, scenario_options("memory", opts)) == []
 
 
 def test_param_override_and_unknown_key() -> None:
-    opts = options(params={"lifecycle": {"tasks": 7}})
-    assert scenario_options("lifecycle", opts)["tasks"] == 7
+    opts = options(params={"lifecycle": {"min_seconds": 7}})
+    assert scenario_options("lifecycle", opts)["min_seconds"] == 7
     with pytest.raises(SystemExit, match="unknown key"):
         scenario_options("lifecycle", options(params={"lifecycle": {"nope": 1}}))
 
