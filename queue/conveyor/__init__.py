@@ -19,6 +19,7 @@ from ._errors import (
 )
 from ._models import Job, JobSpec, QueueSettings
 from ._retry import Backoff
+from ._schedule import Schedule
 from ._serialize import JSONSerializer, Serializer
 from ._tasks import Task
 from ._worker import Worker
@@ -41,6 +42,7 @@ __all__ = [
     "PoolExhaustedError",
     "Queue",
     "QueueSettings",
+    "Schedule",
     "SchemaVersionError",
     "SerializationError",
     "Serializer",

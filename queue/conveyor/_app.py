@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from ._async_client import AsyncQueue
 from ._base import resolve_settings
@@ -11,6 +11,7 @@ from ._client import Queue
 from ._errors import UnknownTaskError
 from ._hooks import AsyncHandler, Hook, Hooks, SyncHandler, async_handler, sync_handler
 from ._models import Job, QueueSettings
+from ._schedule import Schedule
 from ._tasks import Task, TaskOptions
 
 P = ParamSpec("P")
@@ -38,7 +39,7 @@ class Conveyor:
         self.settings = resolve_settings(settings, overrides)
         self.tasks: dict[str, Task[..., Any]] = {}
         self.hooks = Hooks()
-        self.schedules: dict[str, Any] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._queues: dict[str, Queue] = {}
         self._async_queues: dict[str, AsyncQueue] = {}
         TaskOptions(queue=default_queue)  # validates the name now, not at the first task
@@ -107,6 +108,34 @@ class Conveyor:
     def queue_names(self) -> list[str]:
         """Queues that registered tasks go to, sorted."""
         return sorted({task.queue for task in self.tasks.values()})
+
+    # -- periodic jobs ----------------------------------------------------------------------------
+    def periodic(
+        self,
+        name: str,
+        task: Task[..., Any] | str,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        tz: str = "UTC",
+        missed: Literal["once", "skip"] = "once",
+        grace: float = 60.0,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Schedule:
+        """Enqueue ``task(*args, **kwargs)`` on a cron expression (in time zone ``tz``) or ``every``
+        seconds. Workers started with the scheduler fire it; each fire time is enqueued once however
+        many run. ``missed``: after downtime run the latest missed fire ``"once"``, or ``"skip"``
+        fires older than ``grace`` seconds.
+        """
+        target = self.get_task(task) if isinstance(task, str) else task
+        spec = target.spec(*args, **(kwargs or {}))
+        schedule = Schedule(name, target.name, target.queue, cron, every, tz, missed, grace,
+                            spec.payload, spec.max_attempts)  # fmt: skip
+        if name in self.schedules:
+            raise ValueError(f"schedule {name!r} is already registered")
+        self.schedules[name] = schedule
+        return schedule
 
     # -- hooks ------------------------------------------------------------------------------------
     def before(self, hook: H) -> H:

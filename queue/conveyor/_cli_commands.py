@@ -62,6 +62,8 @@ def cli() -> None:
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds to finish running jobs after SIGTERM/SIGINT; the rest are released.")  # fmt: skip
+@click.option("--scheduler/--no-scheduler", default=True, show_default=True,
+              help="Also fire the app's periodic schedules (safe in any number of workers).")  # fmt: skip
 @click.option("--block-timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Longest idle wait on the server, in seconds.")  # fmt: skip
 def worker(
@@ -72,6 +74,7 @@ def worker(
     burst: bool,
     shutdown_timeout: float,
     block_timeout: float,
+    scheduler: bool,
     debug: bool,
     log_level: str,
 ) -> int:
@@ -85,7 +88,7 @@ def worker(
     _setup_logging(log_level)
     app = load_app(app_path)
     queues = _queues(app.queue_names(), queues_option)
-    runner = Runner(app, queues, concurrency=concurrency, burst=burst,
+    runner = Runner(app, queues, scheduler=scheduler, concurrency=concurrency, burst=burst,
                     shutdown_timeout=shutdown_timeout, block_timeout=block_timeout)  # fmt: skip
     mode = "asyncio" if runner.use_asyncio else "threads"
     log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),

@@ -51,6 +51,7 @@ class QueueKeys:
     completed: str  # sorted set: id -> finish time (ms), retained jobs only
     failed: str  # sorted set: id -> finish time (ms)
     marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
+    schedules: str  # hash: periodic schedule name -> next fire time (ms)
     jobs: str  # prefix of job hashes; never a key on its own
 
     def job(self, job_id: str) -> str:
@@ -71,5 +72,6 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         completed=base + "c",
         failed=base + "f",
         marker=base + "m",
+        schedules=base + "cron",
         jobs=base + "j:",
     )

@@ -4,7 +4,7 @@ Several queues are served by one worker per queue inside the process, each with 
 round trip acks and claims), waiter and ``concurrency`` handler slots. Fairness rule: queues never
 share slots, so a backlog on one queue cannot delay another; the order of the queue list does not
 set a priority. Every task and hook sync: thread workers. Any async task or hook: asyncio workers on
-one event loop, with sync tasks run in threads.
+one event loop, with sync tasks run in threads. The scheduler, when enabled, runs in a thread.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from ._app import Conveyor
 from ._async_worker import AsyncWorker
+from ._scheduler import Scheduler
 from ._worker import Worker
 
 log = logging.getLogger("conveyor.runner")
@@ -41,10 +42,13 @@ def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
 class Runner:
     """Workers for ``queues`` of ``app``; :meth:`run` blocks until :meth:`stop` or a signal."""
 
-    def __init__(self, app: Conveyor, queues: list[str], **worker_options: Any) -> None:
+    def __init__(
+        self, app: Conveyor, queues: list[str], *, scheduler: bool = False, **worker_options: Any
+    ) -> None:
         self.app, self.queues = app, check_queues(app, queues)
         self.worker_options = {**worker_options, "install_signal_handlers": False}
         self.use_asyncio = app.needs_asyncio(self.queues)
+        self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self._stoppers: list[Callable[[], None]] = []
         self._stopping = threading.Event()
         self.signals = 0
@@ -79,10 +83,25 @@ class Runner:
 
     def run(self) -> Stats:
         """Serve the queues until stopped; returns each queue's worker stats."""
-        with self._signal_handlers():
+        with self._signal_handlers(), self._scheduler_thread():
             if self.use_asyncio:
                 return asyncio.run(self._run_async())
             return self._run_threads()
+
+    @contextlib.contextmanager
+    def _scheduler_thread(self) -> Iterator[None]:
+        scheduler = self.scheduler
+        if scheduler is None:
+            yield
+            return
+        thread = threading.Thread(target=scheduler.run, name="conveyor-scheduler", daemon=True)
+        self._stoppers.append(scheduler.stop)
+        thread.start()
+        try:
+            yield
+        finally:
+            scheduler.stop()
+            thread.join(timeout=10)
 
     def _run_threads(self) -> Stats:
         workers = {

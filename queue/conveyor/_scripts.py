@@ -47,6 +47,7 @@ class Scripts(Enum):
     RECOVER = _build("recover")
     TRIM = _build("trim")
     CANCEL = _build("cancel")
+    FIRE = _build("fire")
 
 
 def is_noscript(error: BaseException) -> bool:

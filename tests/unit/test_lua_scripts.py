@@ -8,6 +8,8 @@ from importlib import resources
 import pytest
 from conveyor import Job, QueueSettings
 from conveyor._ops import QueueCore
+from conveyor._schedule import Schedule
+from conveyor._scheduler import fire_call
 from conveyor._scripts import Scripts
 
 LUA_DIR = resources.files("conveyor").joinpath("_lua")
@@ -58,6 +60,7 @@ def _calls() -> dict[str, object]:
         "recover": core.recover(None),
         "trim": core.trim(None),
         "cancel": core.cancel("x"),
+        "fire": fire_call(core, Schedule("s", "t", "q", every=1), None, 1000, 0),
     }
 
 

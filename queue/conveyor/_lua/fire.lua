@@ -1,0 +1,24 @@
+-- fire: advance a schedule's next fire time by compare-and-set and, for a due fire, enqueue its job.
+-- Any number of schedulers may call this for the same fire time: only the one whose expected value
+-- still matches advances the schedule, and the job id is derived from the name and fire time, so
+-- each fire time enqueues at most one job.
+-- KEYS: 1 schedules, 2 waiting, 3 marker, 4 jobs (schedules: hash of schedule name -> next fire ms)
+-- ARGV: 1 schedule name, 2 expected next fire time ('' = not stored yet), 3 new next fire time (ms),
+--       4 job id ('' = advance without a job), 5 task, 6 payload, 7 max attempts
+-- Returns: 1 advanced and the job created, 2 advanced without a job (first sighting, skipped fire,
+--          or the job id exists already), 0 the expected value did not match: nothing changed.
+-- Errors: none of its own.
+local schedules, waiting, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local name, expected, new_next, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local current = redis.call('HGET', schedules, name)
+if (current or '') ~= expected then return 0 end
+redis.call('HSET', schedules, name, new_next)
+if id == '' then return 2 end
+
+local key = jobs .. id
+if redis.call('EXISTS', key) == 1 then return 2 end
+redis.call('HSET', key, 's', 'w', 'n', ARGV[5], 'd', ARGV[6], 'm', ARGV[7], 'e', now_ms())
+redis.call('LPUSH', waiting, id)
+wake(marker)
+return 1

@@ -1,0 +1,114 @@
+"""Periodic job specs and their fire times (pure: no I/O).
+
+A schedule fires either on a cron expression evaluated in a time zone (croniter, the ``cron`` extra)
+or every ``every`` seconds, at multiples of ``every`` since the Unix epoch, so every process computes
+the same fire times. Fire times are integer milliseconds since the epoch.
+
+Missed fires (no scheduler ran at a fire time, e.g. during a deployment or an outage):
+``missed="once"`` (default) runs the most recent missed fire once and drops older ones;
+``missed="skip"`` drops every fire time that is more than ``grace`` seconds old when first seen.
+A new schedule starts with the first fire time after a scheduler first sees it (never in the past).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ._keys import validate_name
+
+MISSED_POLICIES = ("once", "skip")
+
+
+def _zone(tz: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise ValueError(f"unknown time zone {tz!r}") from exc
+
+
+def _check_cron(expression: str) -> Any:
+    try:
+        from croniter import croniter  # noqa: PLC0415 - optional extra, needed only for cron specs
+    except ImportError as exc:
+        raise ImportError("cron schedules need the 'cron' extra: pip install 'conveyor[cron]'") from exc
+    if not isinstance(expression, str) or not croniter.is_valid(expression):
+        raise ValueError(f"invalid cron expression {expression!r}")
+    return croniter
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When a task is enqueued, and with which arguments."""
+
+    name: str
+    task: str
+    queue: str
+    cron: str | None = None
+    every: float | None = None
+    tz: str = "UTC"
+    missed: Literal["once", "skip"] = "once"
+    grace: float = 60.0
+    payload: dict[str, Any] = field(default_factory=dict)
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        validate_name("schedule", self.name)
+        if (self.cron is None) == (self.every is None):
+            raise ValueError(f"schedule {self.name!r}: give exactly one of cron= or every=")
+        if self.every is not None and not (isinstance(self.every, int | float) and self.every >= 0.001):
+            raise ValueError(f"schedule {self.name!r}: every must be >= 0.001 seconds, got {self.every!r}")
+        if self.cron is not None:
+            _check_cron(self.cron)
+        _zone(self.tz)
+        if self.missed not in MISSED_POLICIES:
+            raise ValueError(
+                f"schedule {self.name!r}: missed must be one of {MISSED_POLICIES}, got {self.missed!r}"
+            )
+        if not self.grace >= 0:
+            raise ValueError(f"schedule {self.name!r}: grace must be >= 0 seconds, got {self.grace!r}")
+
+    def job_id(self, fire_ms: int) -> str:
+        """The job of one fire time: the same id in every process, so it can exist only once."""
+        return f"cron:{self.name}:{fire_ms}"
+
+    # -- fire times -------------------------------------------------------------------------------
+    def next_after(self, now_ms: int) -> int:
+        """The first fire time strictly after ``now_ms``."""
+        if self.every is not None:
+            step = round(self.every * 1000)
+            return (now_ms // step + 1) * step
+        it = _check_cron(str(self.cron))(str(self.cron), self._datetime(now_ms))
+        return _ms(it.get_next(datetime))
+
+    def latest_at_or_before(self, now_ms: int) -> int:
+        """The last fire time at or before ``now_ms``."""
+        if self.every is not None:
+            step = round(self.every * 1000)
+            return now_ms // step * step
+        croniter = _check_cron(str(self.cron))
+        latest = _ms(
+            croniter(str(self.cron), self._datetime(now_ms) + timedelta(seconds=1)).get_prev(datetime)
+        )
+        if latest > now_ms:
+            latest = _ms(croniter(str(self.cron), self._datetime(latest)).get_prev(datetime))
+        return latest
+
+    def _datetime(self, ms: int) -> datetime:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone(_zone(self.tz))
+
+    def decide(self, stored: int | None, now_ms: int) -> tuple[int, int | None]:
+        """(new next fire time, fire time to enqueue now or None) for the stored next fire time."""
+        if stored is None or stored > now_ms:
+            return (self.next_after(now_ms) if stored is None else stored), None
+        fire = self.latest_at_or_before(now_ms)
+        if self.missed == "skip" and now_ms - fire > self.grace * 1000:
+            return self.next_after(now_ms), None
+        return self.next_after(now_ms), fire
+
+
+def _ms(moment: datetime) -> int:
+    return math.floor(moment.timestamp() * 1000)

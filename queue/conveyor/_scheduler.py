@@ -1,0 +1,85 @@
+"""Scheduler: enqueues the jobs of an app's periodic schedules; any number may run at once.
+
+Each tick reads every schedule's stored next fire time (one HMGET per queue) and, for a schedule
+that is new or due, runs the ``fire`` script: a compare-and-set of the next fire time that also
+creates the fire time's job (id ``cron:<name>:<fire ms>``). Competing schedulers therefore enqueue
+each fire time exactly once. Fire times come from each scheduler's own clock: keep hosts in NTP sync.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ._dispatch import RECOVERABLE, log
+from ._models import JobSpec
+from ._ops import Call, QueueCore, text
+from ._schedule import Schedule
+from ._scripts import Scripts
+
+if TYPE_CHECKING:
+    from ._app import Conveyor
+
+FIRED = 1
+
+
+def fire_call(
+    core: QueueCore, schedule: Schedule, stored: int | None, new_next: int, fire: int | None
+) -> Call[int]:
+    """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
+    job: list[object] = ["", "", "", ""]
+    if fire is not None:
+        spec = JobSpec(schedule.task, schedule.payload, schedule.job_id(fire), 0.0, schedule.max_attempts)
+        job = core._pack_spec(spec)[:4]  # id, task, payload, max attempts (validated, encoded)
+    k = core.keys
+    args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job]
+    return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)
+
+
+class Scheduler:
+    """Fires the schedules of ``app``; :meth:`run` ticks every ``interval`` seconds until stopped."""
+
+    def __init__(self, app: Conveyor, interval: float = 1.0) -> None:
+        if not interval > 0:
+            raise ValueError(f"scheduler interval must be > 0 seconds, got {interval!r}")
+        self.app, self.interval = app, interval
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def tick(self, now: float | None = None) -> list[str]:
+        """Fire what is due at ``now`` (seconds since the epoch; default: this host's clock).
+
+        Returns the ids of the jobs this call created (those another scheduler created are not).
+        """
+        now_ms = round((time.time() if now is None else now) * 1000)
+        by_queue: dict[str, list[Schedule]] = defaultdict(list)
+        for schedule in self.app.schedules.values():
+            by_queue[schedule.queue].append(schedule)
+        created: list[str] = []
+        for queue_name, schedules in by_queue.items():
+            queue = self.app.queue(queue_name)
+            stored = queue.client.hmget(queue.core.keys.schedules, [s.name for s in schedules])
+            for schedule, value in zip(schedules, stored, strict=True):
+                previous = None if value is None else int(text(value))
+                new_next, fire = schedule.decide(previous, now_ms)
+                if previous is not None and new_next == previous:
+                    continue  # not due: no script call
+                if queue._run(fire_call(queue.core, schedule, previous, new_next, fire)) == FIRED:
+                    assert fire is not None
+                    created.append(schedule.job_id(fire))
+        return created
+
+    def run(self) -> None:
+        """Tick until :meth:`stop`; a lost server is logged and retried on the next tick."""
+        log.info("scheduler running %d schedule(s)", len(self.app.schedules))
+        while not self._stop.is_set():
+            try:
+                for job_id in self.tick():
+                    log.info("scheduled job %s enqueued", job_id)
+            except RECOVERABLE as exc:
+                log.warning("scheduler tick failed (%s); will retry", exc)
+            self._stop.wait(self.interval)

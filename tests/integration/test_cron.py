@@ -1,0 +1,145 @@
+"""Periodic jobs: competing schedulers fire each time exactly once, across a simulated downtime."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+from conveyor import Conveyor, UnknownTaskError
+from conveyor._runner import Runner
+from conveyor._schedule import Schedule
+from conveyor._scheduler import Scheduler, fire_call
+
+T0 = 1_800_000_000  # a multiple of 20, 30 and 60 seconds
+STEP = 2
+BEFORE = [T0 + STEP * i for i in range(1, 121)]  # 240 s of ticks every 2 s
+AFTER = [T0 + 2017 + STEP * i for i in range(120)]  # the schedulers were all down for ~30 min
+
+
+def _app(redis_url: str, queue_name: str) -> Conveyor:
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task
+    def report(kind: str, *, verbose: bool = False) -> None:
+        pass
+
+    app.periodic("minutely", report, cron="* * * * *", tz="Europe/Paris", args=("m",))
+    app.periodic("every-20s", "report", every=20, kwargs={"kind": "e", "verbose": True})
+    app.periodic("skip-30s", report, every=30, missed="skip", grace=5, args=("s",))
+    return app
+
+
+def _expected(name: str, period: int, fire_after_downtime: bool) -> list[str]:
+    fires = [m for m in range(T0 + 1, BEFORE[-1] + 1) if m % period == 0]
+    first_after = AFTER[0]
+    if fire_after_downtime:
+        fires.append(first_after // period * period)
+    fires += [m for m in range(first_after + 1, AFTER[-1] + 1) if m % period == 0]
+    return [f"cron:{name}:{m * 1000}" for m in fires]
+
+
+def test_three_competing_schedulers_fire_each_time_exactly_once(redis_url, queue_name):
+    apps = [_app(redis_url, queue_name) for _ in range(3)]
+    schedulers = [Scheduler(app) for app in apps]
+    barrier = threading.Barrier(3)
+    created: list[list[str]] = [[] for _ in schedulers]
+
+    def run(i: int) -> None:
+        schedulers[i].tick(now=T0)  # first sighting: stores the next fire times, enqueues nothing
+        for now in BEFORE + AFTER:
+            barrier.wait(timeout=60)
+            created[i] += schedulers[i].tick(now=now)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not any(thread.is_alive() for thread in threads)
+
+    expected = (_expected("minutely", 60, True) + _expected("every-20s", 20, True)
+                + _expected("skip-30s", 30, False))  # fmt: skip
+    fired = sorted(created[0] + created[1] + created[2])
+    assert fired == sorted(expected)  # no fire time twice, none missing
+    assert sum(1 for ids in created if ids) >= 1
+    queue = apps[0].queue(queue_name)
+    assert queue.counts()["waiting"] == len(expected)
+    job = queue.get_job(f"cron:every-20s:{(T0 + 20) * 1000}")
+    assert job is not None and job.task == "report"
+    assert job.payload == {"kwargs": {"kind": "e", "verbose": True}}
+    for app in apps:
+        app.close()
+
+
+def test_a_stale_scheduler_cannot_fire_a_time_again_once_its_job_is_gone(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+    scheduler, queue, spec = Scheduler(app), app.queue(queue_name), app.schedules["every-20s"]
+    scheduler.tick(now=T0)
+    stale = (T0 + 20) * 1000  # what a slow competitor read before the fire below
+    job_id = spec.job_id(stale)
+    assert job_id in scheduler.tick(now=T0 + 21)
+    queue.client.delete(queue.core.keys.job(job_id))  # completed and dropped by retention
+    queue.client.lrem(queue.core.keys.waiting, 0, job_id)
+    assert queue._run(fire_call(queue.core, spec, stale, stale + 20_000, stale)) == 0
+    assert queue.get_job(job_id) is None and queue.counts()["waiting"] == 0
+    app.close()
+
+
+def test_a_worker_runs_the_scheduler(redis_url, queue_name):
+    app = Conveyor(redis_url, default_queue=queue_name)
+    ran: list[str] = []
+
+    @app.task
+    def tick(label: str) -> None:
+        ran.append(label)
+
+    app.periodic("fast", tick, every=0.5, args=("fast",))
+    runner = Runner(app, [queue_name], scheduler=True, concurrency=2)
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(ran) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        runner.stop()
+        thread.join(timeout=60)
+    assert len(ran) >= 2 and not thread.is_alive()
+    app.close()
+
+
+def test_bad_schedules_are_refused_naming_the_value(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+    report = app.get_task("report")
+    cases = [
+        ({"cron": "61 * * * *"}, ValueError, "invalid cron expression '61 \\* \\* \\* \\*'"),
+        ({"cron": "every day"}, ValueError, "invalid cron expression 'every day'"),
+        ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, ValueError, "unknown time zone 'Mars/Olympus'"),
+        ({"every": 5, "tz": "../etc/passwd"}, ValueError, "unknown time zone '../etc/passwd'"),
+        ({}, ValueError, "give exactly one of cron= or every="),
+        ({"every": 0}, ValueError, "every must be >= 0.001 seconds, got 0"),
+        ({"every": 5, "missed": "all"}, ValueError, "missed must be one of"),
+        ({"every": 5, "args": ()}, TypeError, "task 'report'.*missing a required argument: 'kind'"),
+    ]
+    for options, error, message in cases:
+        with pytest.raises(error, match=message):
+            app.periodic("x", report, **{"args": ("k",), **options})
+    with pytest.raises(UnknownTaskError, match="unknown task 'nope'"):
+        app.periodic("x", "nope", every=5)
+    with pytest.raises(ValueError, match="schedule 'minutely' is already registered"):
+        app.periodic("minutely", report, every=5, args=("k",))
+    assert "x" not in app.schedules
+
+
+@pytest.mark.parametrize(("now", "fire"), [
+    (datetime(2026, 1, 10, 12, 0, tzinfo=UTC), datetime(2026, 1, 11, 2, 0, tzinfo=UTC)),  # CET
+    (datetime(2026, 7, 10, 12, 0, tzinfo=UTC), datetime(2026, 7, 11, 1, 0, tzinfo=UTC)),  # CEST
+])
+def test_cron_fire_times_follow_the_time_zone(now, fire):
+    spec = Schedule("nightly", "t", "q", cron="0 3 * * *", tz="Europe/Paris")
+    ms = int(now.timestamp() * 1000)
+    assert spec.next_after(ms) == int(fire.timestamp() * 1000)
+    assert spec.latest_at_or_before(int(fire.timestamp() * 1000)) == int(fire.timestamp() * 1000)
+    assert spec.latest_at_or_before(int(fire.timestamp() * 1000) - 1) < ms
