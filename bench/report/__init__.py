@@ -21,7 +21,7 @@ from importlib import import_module
 from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
-PAGES = ("legacy_bridge",)
+PAGES = ("legacy_bridge", "history")
 
 
 def _sections() -> dict[str, Section]:
