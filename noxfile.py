@@ -29,7 +29,14 @@ def _install(session: nox.Session, *groups: str, project: bool = True) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite on every server this machine can start (site tests: `browser`)."""
     _install(session, "test")
-    session.run("pytest", "-m", "not browser", *session.posargs)
+    session.run("pytest", "-m", "not browser and not ha", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def ha(session: nox.Session) -> None:
+    """Cluster and Sentinel topologies, failovers and durability (CONVEYOR_HA_SERVER picks the kind)."""
+    _install(session, "test")
+    session.run("pytest", "tests/ha", "-m", "ha", *session.posargs)
 
 
 @nox.session(python=PYTHON)

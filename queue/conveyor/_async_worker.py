@@ -9,10 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import redis.asyncio as aredis
-
 from ._async_client import AsyncQueue
-from ._connection import role_options
 from ._dispatch import (
     RECOVERABLE,
     Dispatcher,
@@ -26,6 +23,7 @@ from ._dispatch import (
 from ._errors import LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
+from ._topology import ASYNC, role_client
 
 AsyncHandler = Callable[[Job], Awaitable[Any]]
 
@@ -59,10 +57,9 @@ class AsyncWorker:
             self._idle.cancel()
 
     def _role(self, role: str) -> AsyncQueue:
-        base = self.queue.client.connection_pool
-        options = role_options(base.connection_kwargs, self.queue.name, role, self.options.block_timeout)
-        pool = aredis.ConnectionPool(connection_class=base.connection_class, max_connections=1, **options)
-        return AsyncQueue(self.queue.name, aredis.Redis.from_pool(pool), settings=self.queue.settings)
+        q = self.queue
+        client = role_client(ASYNC, q.client, q.name, role, self.options.block_timeout)
+        return AsyncQueue(q.name, client, settings=q.settings)
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""

@@ -5,9 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
+from redis import exceptions as redis_errors
+
 from ._connection import translate_error
+from ._errors import ConveyorError, ReplicationError
 from ._models import QueueSettings
-from ._ops import LAYOUT_VERSION, QueueCore
+from ._ops import LAYOUT_VERSION, Call, QueueCore
+from ._topology import is_cluster, node_of, where
+
+# What redis-py raises: RedisClusterException (no usable node, keys across slots) is not a RedisError.
+REDIS_ERRORS = (redis_errors.RedisError, redis_errors.RedisClusterException)
+
+# Writes that create or settle jobs; with wait_replicas they return only once replicated.
+DURABLE_SCRIPTS = frozenset({"enqueue", "ack", "fail"})
 
 ClientT = TypeVar("ClientT")
 
@@ -26,6 +36,12 @@ class QueueBase(Generic[ClientT]):
         self.core = QueueCore(name, resolve_settings(settings, overrides))
         self.client = client
         self._ready = False
+        self._cluster = is_cluster(client)
+        if self._cluster and self.core.settings.wait_replicas:
+            raise ConveyorError(
+                "wait_replicas is not supported on Redis Cluster yet (WAIT must follow the write on "
+                "the same connection to the slot owner); use Sentinel or leave it at 0"
+            )
 
     @property
     def name(self) -> str:
@@ -37,14 +53,37 @@ class QueueBase(Generic[ClientT]):
 
     def _error(self, exc: BaseException) -> Exception:
         pool: Any = getattr(self.client, "connection_pool", None)
-        kwargs = getattr(pool, "connection_kwargs", {})
-        return translate_error(kwargs, exc, getattr(pool, "max_connections", None))
+        return translate_error(where(self.client), exc, getattr(pool, "max_connections", None))
 
     def _queue_startup(self, pipe: Any) -> None:
-        """Layout version check and maxmemory-policy read, sent as one pipeline."""
+        """Layout version check and maxmemory-policy read, sent as one pipeline.
+
+        A cluster pipeline only carries keyed commands: there CONFIG GET is sent on its own, to
+        the queue's slot owner (see ``_policy_target``).
+        """
         pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
         pipe.hget(self.core.keys.meta, "v")
-        pipe.config_get("maxmemory-policy")
+        if not self._cluster:
+            pipe.config_get("maxmemory-policy")
+
+    def _policy_target(self) -> dict[str, Any]:
+        return node_of(self.client, self.core.keys.meta)
+
+    def _durable(self, call: Call[Any]) -> bool:
+        """Whether this call must be followed by WAIT (opt-in, for the writes that settle jobs)."""
+        return self.core.settings.wait_replicas > 0 and call.script.name in DURABLE_SCRIPTS
+
+    def _wait_args(self) -> tuple[Any, ...]:
+        s = self.core.settings
+        return ("WAIT", s.wait_replicas, max(1, round(s.wait_timeout * 1000)))
+
+    def _check_replicas(self, acked: Any) -> None:
+        wanted = self.core.settings.wait_replicas
+        if int(acked) < wanted:
+            raise ReplicationError(
+                f"only {int(acked)} of {wanted} replicas confirmed the write to queue {self.name!r} "
+                f"within {self.core.settings.wait_timeout} s ({where(self.client)})"
+            )
 
     def _queue_counts(self, pipe: Any) -> None:
         k = self.core.keys

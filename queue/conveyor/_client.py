@@ -8,11 +8,12 @@ from typing import Any, TypeVar
 import redis
 from redis import exceptions as redis_errors
 
-from ._base import QueueBase, resolve_settings
-from ._connection import check_policy, pool_options
+from ._base import REDIS_ERRORS, QueueBase, resolve_settings
+from ._connection import check_policy
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
 from ._scripts import is_noscript
+from ._topology import SYNC, connect
 
 T = TypeVar("T")
 
@@ -24,28 +25,44 @@ class Queue(QueueBase[redis.Redis]):
     def from_url(
         cls, url: str, name: str, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> Queue:
-        """A queue with its own bounded connection pool (``pool_size`` connections)."""
+        """A queue with its own connection pool (``pool_size`` connections per server).
+
+        ``url`` names one server (``redis://``, ``rediss://``, ``unix://``), a Cluster
+        (``redis+cluster://h1:p1,h2:p2``) or Sentinels and their service
+        (``redis+sentinel://h1:p1,h2:p2/service``).
+        """
         resolved = resolve_settings(settings, overrides)
-        pool = redis.BlockingConnectionPool.from_url(url, **pool_options(resolved))
-        return cls(name, redis.Redis.from_pool(pool), settings=resolved)
+        return cls(name, connect(SYNC, url, resolved), settings=resolved)
 
     # -- execution --------------------------------------------------------------------------------
     def _evalsha(self, call: Call[Any]) -> Any:
-        keys, script = call.keys, call.script
+        script = call.script
         try:
-            return self.client.evalsha(script.sha, len(keys), *keys, *call.args)
+            return self._send(call)
         except redis_errors.ResponseError as exc:
             if not is_noscript(exc):
                 raise
         self.client.script_load(script.source)
-        return self.client.evalsha(script.sha, len(keys), *keys, *call.args)
+        return self._send(call)
+
+    def _send(self, call: Call[Any]) -> Any:
+        keys = call.keys
+        if not self._durable(call):
+            return self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+        # WAIT counts the replicas holding this connection's writes: same pipeline, same connection.
+        pipe = self.client.pipeline(transaction=False)
+        pipe.evalsha(call.script.sha, len(keys), *keys, *call.args)
+        pipe.execute_command(*self._wait_args())  # type: ignore[no-untyped-call]
+        reply, acked = pipe.execute()
+        self._check_replicas(acked)
+        return reply
 
     def _run(self, call: Call[T]) -> T:
         try:
             if not self._ready:
                 self._check_server()
             return call.parse(self._evalsha(call))
-        except redis_errors.RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
 
     def _check_server(self) -> None:
@@ -55,7 +72,10 @@ class Queue(QueueBase[redis.Redis]):
         if isinstance(replies[1], Exception):
             raise replies[1]
         self.core.check_layout(replies[1])
-        check_policy(self.settings, replies[2])
+        policy = replies[2] if len(replies) > 2 else None
+        if self._cluster:
+            policy = self.client.config_get("maxmemory-policy", **self._policy_target())
+        check_policy(self.settings, policy)
         self._ready = True
 
     # -- public API ----------------------------------------------------------------------------------
@@ -122,14 +142,14 @@ class Queue(QueueBase[redis.Redis]):
         self._queue_counts(pipe)
         try:
             return self.core.parse_counts(pipe.execute())
-        except redis_errors.RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
 
     def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
         try:
             return self.core.parse_job(job_id, self.client.hgetall(self.core.keys.job(job_id)))
-        except redis_errors.RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
 
     def close(self) -> None:

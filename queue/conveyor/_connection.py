@@ -8,8 +8,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
+from redis.sentinel import MasterNotFoundError
 
-from ._errors import ConnectionFailedError, ConveyorError, PoolExhaustedError, ServerConfigError
+from ._errors import (
+    ConnectionFailedError,
+    ConveyorError,
+    PermissionDeniedError,
+    PoolExhaustedError,
+    ServerConfigError,
+)
 from ._models import QueueSettings
 
 log = logging.getLogger("conveyor")
@@ -66,8 +73,8 @@ def role_options(base: dict[str, Any], queue: str, role: str, block_timeout: flo
     return options
 
 
-def connection_failed(kwargs: dict[str, Any], exc: BaseException) -> ConnectionFailedError:
-    return ConnectionFailedError(f"cannot reach the server at {describe(kwargs)}: {exc}")
+def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
+    return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
 
 
 def check_policy(settings: QueueSettings, reply: Any) -> None:
@@ -97,16 +104,22 @@ def _pairs(reply: Any) -> list[tuple[Any, Any]]:
     return list(zip(items[::2], items[1::2], strict=True))
 
 
-def translate_error(kwargs: dict[str, Any], exc: BaseException, pool_size: int | None) -> Exception:
-    """Map redis-py errors to Conveyor's, naming the address and never the credentials."""
+def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Exception:
+    """Map redis-py errors to Conveyor's, naming the address (``where``) and never the credentials."""
     message = str(exc)
     if "No connection available" in message or "Too many connections" in message:
         return PoolExhaustedError(
-            f"all {pool_size or '?'} connections to {describe(kwargs)} stayed busy; raise "
+            f"all {pool_size or '?'} connections to {where} stayed busy; raise "
             "QueueSettings.pool_size (or pool_timeout) or lower the number of concurrent callers"
         )
     if message.startswith("CONVEYOR_") or "CONVEYOR_BOUND" in message:
         return ConveyorError(f"script refused: {message}")
+    if isinstance(exc, MasterNotFoundError):
+        return ConnectionFailedError(f"no primary for Sentinel service at {where}: {exc}")
+    if isinstance(exc, redis_errors.RedisClusterException):
+        return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
-        return connection_failed(kwargs, exc)
+        return connection_failed(where, exc)
+    if isinstance(exc, redis_errors.NoPermissionError):
+        return PermissionDeniedError(f"the server at {where} refused a command to this user: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(message)

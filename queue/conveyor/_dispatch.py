@@ -24,7 +24,7 @@ from ._ops import LEASE_STATUS, MAX_BATCH
 
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
-RECOVERABLE = (redis.RedisError, ConveyorError, OSError)
+RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,3 +44,15 @@ class ConnectionFailedError(ConveyorError, ConnectionError):
 
 class PoolExhaustedError(ConnectionFailedError):
     """Every connection of the bounded pool stayed busy for ``pool_timeout`` seconds."""
+
+
+class PermissionDeniedError(ConveyorError, PermissionError):
+    """The server's ACL refused a command or key to this user (NOPERM); the message names it."""
+
+
+class ReplicationError(ConveyorError):
+    """Fewer replicas than ``QueueSettings.wait_replicas`` confirmed a write within ``wait_timeout``.
+
+    The write happened on the primary, but a failover now could lose it; the caller decides
+    whether to retry (an enqueue with a ``job_id`` is safe to repeat).
+    """

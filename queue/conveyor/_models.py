@@ -19,6 +19,8 @@ class QueueSettings:
     keep_completed / keep_failed: how many finished jobs to retain (-1 keeps all, 0 none);
     completed_max_age / failed_max_age: also drop finished jobs older than this (None: no age limit).
     strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
+    wait_replicas: after each enqueue, ack and fail, wait (WAIT) until this many replicas hold the
+    write, up to wait_timeout; fewer raise ReplicationError. 0 (default): do not wait.
     """
 
     prefix: str = "cv"
@@ -39,6 +41,8 @@ class QueueSettings:
     socket_timeout: float = 10.0
     connect_timeout: float = 5.0
     protocol: int = 3
+    wait_replicas: int = 0
+    wait_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         checks = {
@@ -51,6 +55,8 @@ class QueueSettings:
             "maintenance_interval must be > 0": self.maintenance_interval > 0,
             "pool_size must be >= 1": self.pool_size >= 1,
             "protocol must be 2 or 3": self.protocol in (2, 3),
+            "wait_replicas must be >= 0": self.wait_replicas >= 0,
+            "wait_timeout must be > 0": self.wait_timeout > 0,
         }
         failed = [message for message, ok in checks.items() if not ok]
         if failed:

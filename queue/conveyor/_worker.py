@@ -10,10 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import redis
-
 from ._client import Queue
-from ._connection import role_options
 from ._dispatch import (
     RECOVERABLE,
     Dispatcher,
@@ -27,6 +24,7 @@ from ._dispatch import (
 from ._errors import LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
+from ._topology import SYNC, node_of, role_client
 
 Handler = Callable[[Job], Any]
 
@@ -62,20 +60,20 @@ class Worker:
             threading.Thread(target=self._unblock_waiter, args=(self._waiter_id,), daemon=True).start()
 
     def _unblock_waiter(self, client_id: int) -> None:
+        client, marker = self.queue.client, self.queue.core.keys.marker
         with contextlib.suppress(*RECOVERABLE):
-            self.queue.client.client_unblock(client_id)
+            client.client_unblock(client_id, **node_of(client, marker))
 
     def _role(self, role: str) -> Queue:
-        base = self.queue.client.connection_pool
-        options = role_options(base.connection_kwargs, self.queue.name, role, self.options.block_timeout)
-        pool = redis.ConnectionPool(connection_class=base.connection_class, max_connections=1, **options)
-        return Queue(self.queue.name, redis.Redis.from_pool(pool), settings=self.queue.settings)
+        q = self.queue
+        client = role_client(SYNC, q.client, q.name, role, self.options.block_timeout)
+        return Queue(q.name, client, settings=q.settings)
 
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
         with contextlib.suppress(*RECOVERABLE):
-            self._waiter_id = int(waiter.client.client_id())
+            self._waiter_id = int(waiter.client.client_id(**node_of(waiter.client, waiter.core.keys.marker)))
         threads = [
             threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
             for i in range(self.options.concurrency)

@@ -1,0 +1,226 @@
+"""Which deployment a client talks to (one server, Sentinel, Cluster) and how to build clients for it.
+
+URLs: ``redis://`` / ``rediss://`` name one server; ``redis+cluster://h1:p1,h2:p2`` names Cluster
+startup nodes; ``redis+sentinel://h1:p1,h2:p2/<service>[/<db>]`` names Sentinels and the service they
+watch (``rediss+`` variants use TLS to the data nodes). Credentials and query options apply to the
+data nodes. Only construction lives here; the twins do the I/O. Sync and asyncio clients differ only
+in their classes, gathered in a :class:`Flavour`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio as aredis
+import redis.asyncio.cluster as acluster
+import redis.asyncio.sentinel as asentinel
+from redis import cluster, sentinel
+from redis.asyncio.connection import SSLConnection as ASSLConnection
+from redis.connection import SSLConnection, parse_url
+
+from ._connection import describe, pool_options, redact_url, role_options, translate_error
+from ._errors import InvalidNameError
+from ._models import QueueSettings
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed URL: ``kind`` is single, cluster or sentinel; ``url`` is a plain redis(s) URL."""
+
+    kind: str
+    url: str
+    hosts: tuple[tuple[str, int], ...] = ()
+    service: str = ""
+
+
+def parse_target(url: str) -> Target:
+    """Split a Conveyor URL into the deployment kind, its hosts and a plain URL for the data nodes."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise InvalidNameError(f"unsupported URL scheme {parts.scheme!r}; use one of {', '.join(SCHEMES)}")
+    plain = CLUSTER_SCHEMES.get(scheme) or SENTINEL_SCHEMES.get(scheme)
+    if plain is None:
+        return Target("single", url)
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    hosts = tuple(_host_port(item, url) for item in hostlist.split(",") if item)
+    if not hosts:
+        raise InvalidNameError(f"{scheme} URL names no host: {_redacted(url)}")
+    path = parts.path.strip("/").split("/") if parts.path.strip("/") else []
+    service, db = "", path[-1] if path else ""
+    if scheme in SENTINEL_SCHEMES:
+        if not path:
+            raise InvalidNameError(f"Sentinel URL needs the service name as its path: {_redacted(url)}")
+        service, db = path[0], path[1] if len(path) > 1 else ""
+    netloc = (userinfo + "@" if userinfo else "") + f"{hosts[0][0]}:{hosts[0][1]}"
+    kind = "cluster" if scheme in CLUSTER_SCHEMES else "sentinel"
+    return Target(kind, urlunsplit((plain, netloc, "/" + db, parts.query, "")), hosts, service)
+
+
+def _host_port(item: str, url: str) -> tuple[str, int]:
+    host, _, port = item.rpartition(":")
+    if not host or not port.isdigit():
+        raise InvalidNameError(f"{item!r} is not host:port in {_redacted(url)}")
+    return host.strip("[]"), int(port)
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    return url if "@" not in parts.netloc else url.replace(parts.netloc.rpartition("@")[0] + "@", "***@")
+
+
+@dataclass(frozen=True, slots=True)
+class Flavour:
+    """The redis-py classes of one I/O style."""
+
+    redis: Any
+    blocking_pool: Any
+    pool: Any
+    cluster: Any
+    node: Any
+    sentinel: Any
+    sentinel_pool: Any
+
+
+SYNC = Flavour(
+    redis.Redis,
+    redis.BlockingConnectionPool,
+    redis.ConnectionPool,
+    cluster.RedisCluster,
+    cluster.ClusterNode,
+    sentinel.Sentinel,
+    sentinel.SentinelConnectionPool,
+)
+ASYNC = Flavour(
+    aredis.Redis,
+    aredis.BlockingConnectionPool,
+    aredis.ConnectionPool,
+    acluster.RedisCluster,
+    acluster.ClusterNode,
+    asentinel.Sentinel,
+    asentinel.SentinelConnectionPool,
+)
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, (cluster.RedisCluster, acluster.RedisCluster))
+
+
+def is_sentinel(client: Any) -> bool:
+    pool = getattr(client, "connection_pool", None)
+    return isinstance(pool, (sentinel.SentinelConnectionPool, asentinel.SentinelConnectionPool))
+
+
+def connect(flavour: Flavour, url: str, settings: QueueSettings) -> Any:
+    """A client for ``url`` with Conveyor's pool and timeout settings (no I/O for async).
+
+    The sync cluster client reads the slot map as it is built: its errors are translated here.
+    """
+    target = parse_target(url)
+    try:
+        return _connect(flavour, target, url, settings)
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        hosts = ",".join(f"{host}:{port}" for host, port in target.hosts)
+        label = "Redis Cluster via" if target.kind == "cluster" else "server at"
+        raise translate_error(f"{label} {hosts or redact_url(url)}", exc, None) from exc
+
+
+def _connect(flavour: Flavour, target: Target, url: str, settings: QueueSettings) -> Any:
+    options = pool_options(settings)
+    if target.kind == "single":
+        return flavour.redis.from_pool(flavour.blocking_pool.from_url(url, **options))
+    options.pop("timeout")  # a blocking-pool option; Cluster and Sentinel pools do not wait
+    if target.kind == "cluster":
+        options.pop("retry_on_timeout")  # not an option of the asyncio cluster client
+        nodes = [flavour.node(host, port) for host, port in target.hosts]
+        return _cluster_client(flavour, target.url, startup_nodes=nodes, **options)
+    node_options = _node_options(target.url)
+    manager = flavour.sentinel(
+        list(target.hosts),
+        sentinel_kwargs=_sentinel_options(settings),
+        **{k: v for k, v in node_options.items() if k != "db"},
+    )
+    return manager.master_for(
+        target.service, redis_class=flavour.redis, db=node_options.get("db", 0), **options
+    )
+
+
+def _node_options(url: str) -> dict[str, Any]:
+    """redis-py's reading of a plain URL, with TLS as ``ssl=True`` (what Sentinel pools expect)."""
+    options: dict[str, Any] = dict(parse_url(url))  # type: ignore[no-untyped-call]
+    if options.pop("connection_class", None) is SSLConnection:
+        options["ssl"] = True
+    return options
+
+
+def _sentinel_options(settings: QueueSettings) -> dict[str, Any]:
+    return {"socket_timeout": settings.connect_timeout, "socket_connect_timeout": settings.connect_timeout}
+
+
+def _cluster_client(flavour: Flavour, url: str | None, **options: Any) -> Any:
+    if url is not None:
+        options = {**_node_options(url), **options}
+        options.pop("db", None)  # Cluster has only db 0
+    connection_class = options.pop("connection_class", None)
+    if connection_class is not None and issubclass(connection_class, (SSLConnection, ASSLConnection)):
+        options["ssl"] = True
+    accepted = _parameters(flavour.cluster)
+    if accepted is not None:  # the asyncio client takes no **kwargs: drop what it would refuse
+        options = {k: v for k, v in options.items() if k in accepted}
+    return flavour.cluster(**options)
+
+
+@functools.cache
+def _parameters(cls: type) -> frozenset[str] | None:
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params)
+
+
+def role_client(flavour: Flavour, client: Any, queue: str, role: str, block_timeout: float) -> Any:
+    """A new client with one dedicated connection for a worker role, of the same deployment.
+
+    Cluster: a cluster client (it follows MOVED/ASK and refreshes its slot map after a failover);
+    Sentinel: ``master_for`` the same service (it asks the Sentinels for the primary on reconnect);
+    one server: a one-connection pool with the command pool's options.
+    """
+    if is_cluster(client):
+        options = role_options(dict(client.get_connection_kwargs()), queue, role, block_timeout)
+        options["max_connections"] = 1
+        known = [*client.nodes_manager.startup_nodes.values(), *client.get_nodes()]
+        nodes = [flavour.node(n.host, n.port) for n in {n.name: n for n in known}.values()]
+        return _cluster_client(flavour, None, startup_nodes=nodes, **options)
+    pool = client.connection_pool
+    options = role_options(pool.connection_kwargs, queue, role, block_timeout)
+    options.update(connection_class=pool.connection_class, max_connections=1)
+    if is_sentinel(client):
+        manager = pool.sentinel_manager
+        return manager.master_for(pool.service_name, redis_class=flavour.redis, **options)
+    return flavour.redis.from_pool(flavour.pool(**options))
+
+
+def node_of(client: Any, key: str) -> dict[str, Any]:
+    """Keyword arguments that send a keyless command (CLIENT ID, CONFIG GET) to ``key``'s node."""
+    return {"target_nodes": client.get_node_from_key(key)} if is_cluster(client) else {}
+
+
+def where(client: Any) -> str:
+    """What a client talks to, for error messages (addresses and service names, never credentials)."""
+    if is_cluster(client):
+        return "Redis Cluster via " + ",".join(sorted(client.nodes_manager.startup_nodes))
+    pool: Any = getattr(client, "connection_pool", None)
+    if is_sentinel(client):
+        managed = pool.sentinel_manager.sentinels
+        sentinels = ",".join(describe(s.connection_pool.connection_kwargs) for s in managed)
+        return f"Sentinel service {pool.service_name!r} (Sentinels {sentinels})"
+    return describe(getattr(pool, "connection_kwargs", {}))
