@@ -1,5 +1,6 @@
 """Conveyor: a fast, correct task queue for Redis, Valkey and Dragonfly, sync and asyncio."""
 
+from ._acl import acl_rules
 from ._app import Conveyor
 from ._async_client import AsyncQueue
 from ._async_worker import AsyncWorker
@@ -55,5 +56,6 @@ __all__ = [
     "UnknownTaskError",
     "Worker",
     "__version__",
+    "acl_rules",
     "redact_url",
 ]

@@ -18,6 +18,7 @@ from ._errors import (
     ServerConfigError,
 )
 from ._models import QueueSettings
+from ._scripts import Scripts
 
 log = logging.getLogger("conveyor")
 
@@ -120,6 +121,38 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
         return connection_failed(where, exc)
-    if isinstance(exc, redis_errors.NoPermissionError):
-        return PermissionDeniedError(f"the server at {where} refused a command to this user: {exc}")
+    denied = permission_denied(exc)
+    if denied:
+        return PermissionDeniedError(f"NOPERM: the server at {where} refused {denied} to this user ({exc})")
     return exc if isinstance(exc, Exception) else RuntimeError(message)
+
+
+_SCRIPT_ACL = re.compile(r"ACL failure in script|can't run this command or subcommand script")
+_NAMED = re.compile(r"'([\w|]+)' command")
+
+
+def permission_denied(exc: BaseException) -> str:
+    """What an ACL refused (a command by name, or key access), or '' if this is no ACL error.
+
+    redis-py strips the NOPERM prefix; inside a script the reply is a plain error, and Redis 7.0
+    names only the script and line, from which the command is read back out of our own source.
+    """
+    message = str(exc)
+    if not (isinstance(exc, redis_errors.NoPermissionError) or _SCRIPT_ACL.search(message)):
+        return ""
+    if "access" in message and "key" in message:
+        return "access to a key (the user's key pattern must cover <prefix>:{<queue>}:*)"
+    named = _NAMED.search(message) or _script_line_command(message)
+    return f"the command {named.group(1).upper()!r}" if named else "a command"
+
+
+def _script_line_command(message: str) -> re.Match[str] | None:
+    sha, line = re.search(r"\b([0-9a-f]{40})\b", message), re.search(r"@user_script:(\d+)", message)
+    if not (sha and line):
+        return None
+    script = next((s.value for s in Scripts if s.value.sha == sha.group(1)), None)
+    lines = script.source.splitlines() if script else []
+    number = int(line.group(1))
+    if not 0 < number <= len(lines):
+        return None
+    return re.search(r"redis\.p?call\(\s*'(\w+)'", lines[number - 1].replace('"', "'"))

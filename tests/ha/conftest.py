@@ -8,17 +8,12 @@ a kind that cannot start here is skipped with the launcher's reason.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
+from _ha import started
 
-from bench.servers import ServerUnavailable
 from bench.topologies import Cluster, SentinelGroup, start_cluster, start_sentinel_group
-
-T = TypeVar("T")
-HA_KIND = os.environ.get("CONVEYOR_HA_SERVER", "valkey-9.1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -28,22 +23,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.ha)
 
 
-def _started(start: Callable[[str], AbstractContextManager[T]]) -> Iterator[T]:
-    """Yield the running topology, or skip with the launcher's reason if this kind cannot run."""
-    try:
-        with start(HA_KIND) as running:
-            yield running
-    except ServerUnavailable as exc:
-        pytest.skip(exc.reason)
-
-
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """A 3-primary cluster with one replica each, shared by the tests that do not kill nodes."""
-    yield from _started(start_cluster)
+    yield from started(start_cluster)
 
 
 @pytest.fixture(scope="session")
 def sentinels() -> Iterator[SentinelGroup]:
     """A primary, two replicas and three Sentinels, shared by the tests that do not kill nodes."""
-    yield from _started(start_sentinel_group)
+    yield from started(start_sentinel_group)

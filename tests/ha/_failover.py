@@ -1,0 +1,100 @@
+"""Drive producers and a worker across a primary's death and count what was lost or run twice.
+
+A producer enqueues jobs with ids `j0, j1, ...`, retrying each id until an enqueue returns (an id
+makes the retry idempotent); a returned enqueue is *acknowledged*. A worker runs every job it gets
+and counts runs per id. After `before` acknowledged enqueues the `kill` callback crashes the primary
+(SIGKILL); the producer continues until `after` more are acknowledged, which proves that clients
+found the new primary by themselves. Then the worker drains the queue; an acknowledged id that never
+ran is *lost*, an id that ran more than once *ran twice*.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from conveyor import ConveyorError, Queue, Worker
+
+from bench.topologies import wait_until
+
+DEADLINE = 120.0
+
+
+@dataclass
+class Outcome:
+    acknowledged: list[str] = field(default_factory=list)
+    runs: Counter[str] = field(default_factory=Counter)
+    ran_after_kill: int = 0
+    enqueue_errors: int = 0
+
+    @property
+    def lost(self) -> list[str]:
+        return [job_id for job_id in self.acknowledged if job_id not in self.runs]
+
+    @property
+    def ran_twice(self) -> list[str]:
+        return [job_id for job_id, count in self.runs.items() if count > 1]
+
+    def summary(self) -> str:
+        return (
+            f"acknowledged={len(self.acknowledged)} lost={len(self.lost)} "
+            f"ran_twice={len(self.ran_twice)} ran_after_kill={self.ran_after_kill} "
+            f"enqueue_errors={self.enqueue_errors}"
+        )
+
+
+def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int = 300,
+          after: int = 300) -> Outcome:  # fmt: skip
+    outcome, lock = Outcome(), threading.Lock()
+    killed, stop_producing = threading.Event(), threading.Event()
+
+    def handle(job) -> None:  # type: ignore[no-untyped-def]
+        with lock:
+            outcome.runs[job.id] += 1
+            outcome.ran_after_kill += killed.is_set()
+
+    def produce(queue: Queue) -> None:
+        i = 0
+        while not stop_producing.is_set():
+            try:
+                queue.enqueue("t", i, job_id=f"j{i}")
+            except ConveyorError:
+                outcome.enqueue_errors += 1
+                time.sleep(0.05)
+                continue
+            outcome.acknowledged.append(f"j{i}")
+            i += 1
+            time.sleep(0.002)  # a steady stream, not a flood: the worker keeps up
+
+    producer_queue, worker_queue = make_queue(), make_queue()
+    worker = Worker(worker_queue, {"t": handle}, concurrency=4, install_signal_handlers=False)
+    threads = [threading.Thread(target=worker.run), threading.Thread(target=produce, args=(producer_queue,))]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: len(outcome.acknowledged) >= before, "enqueues before the kill", DEADLINE)
+        kill()
+        killed.set()
+        target = len(outcome.acknowledged) + after
+        wait_until(lambda: len(outcome.acknowledged) >= target, "enqueues after the failover", DEADLINE)
+        stop_producing.set()
+        threads[1].join(DEADLINE)
+        wait_until(lambda: _drained(producer_queue), "the worker to drain the queue", DEADLINE)
+    finally:
+        stop_producing.set()
+        worker.stop()
+        for thread in threads:
+            thread.join(DEADLINE)
+        for queue in (producer_queue, worker_queue):
+            with contextlib.suppress(Exception):
+                queue.close()
+    return outcome
+
+
+def _drained(queue: Queue) -> bool:
+    counts = queue.counts()
+    return counts["waiting"] + counts["delayed"] + counts["active"] == 0

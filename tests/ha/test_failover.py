@@ -1,0 +1,72 @@
+"""Kill the primary holding a queue while producers and a worker run; count lost and repeated jobs.
+
+Without durability a failover may lose writes the dead primary had acknowledged but not yet
+replicated (asynchronous replication): the tests only print those counts, and assert that clients
+and workers resumed by themselves. With `wait_replicas=1` every acknowledged enqueue must survive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from _failover import Outcome, drive
+from _ha import HA_KIND, started
+from conveyor import Queue
+from redis.cluster import key_slot
+
+from bench.topologies import Cluster, SentinelGroup, start_cluster, start_sentinel_group
+
+LEASE = 2.0  # short, so jobs whose claim the new primary never saw are redelivered quickly
+
+
+@pytest.fixture
+def fresh_sentinels() -> Iterator[SentinelGroup]:
+    yield from started(start_sentinel_group)
+
+
+@pytest.fixture
+def fresh_cluster() -> Iterator[Cluster]:
+    yield from started(start_cluster)
+
+
+def _report(label: str, outcome: Outcome, record: pytest.RecordProperty) -> None:
+    record("failover", f"{label}: {outcome.summary()}")
+    print(f"\nFAILOVER {HA_KIND} {label}: {outcome.summary()}")  # shown with -rP / -s
+
+
+def _resumed(outcome: Outcome) -> None:
+    assert outcome.ran_after_kill > 0, "the worker never ran a job after the failover"
+
+
+def test_sentinel_failover_without_durability(
+    fresh_sentinels: SentinelGroup, record_property: pytest.RecordProperty
+) -> None:
+    group = fresh_sentinels
+    outcome = drive(lambda: Queue.from_url(group.url, "fo", lease=LEASE), lambda: group.primary().kill())
+    _report("sentinel, wait_replicas=0", outcome, record_property)
+    _resumed(outcome)
+
+
+def test_sentinel_failover_with_wait_loses_no_acknowledged_enqueue(
+    fresh_sentinels: SentinelGroup, record_property: pytest.RecordProperty
+) -> None:
+    group = fresh_sentinels
+    outcome = drive(
+        lambda: Queue.from_url(group.url, "fo", lease=LEASE, wait_replicas=1),
+        lambda: group.primary().kill(),
+    )
+    _report("sentinel, wait_replicas=1", outcome, record_property)
+    _resumed(outcome)
+    assert outcome.lost == []
+
+
+def test_cluster_failover_without_durability(
+    fresh_cluster: Cluster, record_property: pytest.RecordProperty
+) -> None:
+    cluster = fresh_cluster
+    owner = cluster.owner(key_slot(b"fo"))
+    outcome = drive(lambda: Queue.from_url(cluster.url, "fo", lease=LEASE), owner.kill)
+    _report("cluster, wait_replicas=0", outcome, record_property)
+    _resumed(outcome)
+    assert cluster.owner(key_slot(b"fo")) is not owner
