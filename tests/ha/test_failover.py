@@ -70,3 +70,40 @@ def test_cluster_failover_without_durability(
     _report("cluster, wait_replicas=0", outcome, record_property)
     _resumed(outcome)
     assert cluster.owner(key_slot(b"fo")) is not owner
+
+
+def test_sentinel_switchover_loses_nothing_and_workers_follow(
+    fresh_sentinels: SentinelGroup, record_property: pytest.RecordProperty
+) -> None:
+    """SENTINEL FAILOVER demotes a live primary: old connections meet READONLY or are killed."""
+    group = fresh_sentinels
+    old = group.primary()
+
+    def switchover() -> None:
+        with group.sentinels[0].client() as sentinel:
+            sentinel.execute_command("SENTINEL", "FAILOVER", group.service)
+
+    outcome = drive(lambda: Queue.from_url(group.url, "fo", lease=LEASE), switchover)
+    _report("sentinel switchover", outcome, record_property)
+    _resumed(outcome)
+    assert outcome.lost == []
+    assert group.primary() is not old
+
+
+def test_cluster_switchover_loses_nothing_and_workers_follow_moved(
+    fresh_cluster: Cluster, record_property: pytest.RecordProperty
+) -> None:
+    """CLUSTER FAILOVER on the replica: the old primary answers MOVED, clients follow it."""
+    cluster = fresh_cluster
+    old = cluster.owner(key_slot(b"fo"))
+    replica = next(shard[1] for shard in cluster.shards if shard[0] is old)
+
+    def switchover() -> None:
+        with replica.client() as client:
+            client.execute_command("CLUSTER", "FAILOVER")
+
+    outcome = drive(lambda: Queue.from_url(cluster.url, "fo", lease=LEASE), switchover)
+    _report("cluster switchover", outcome, record_property)
+    _resumed(outcome)
+    assert outcome.lost == []
+    assert cluster.owner(key_slot(b"fo")) is replica

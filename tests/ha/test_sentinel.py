@@ -69,6 +69,18 @@ def test_waiting_for_more_replicas_than_exist_raises_replication_error(sentinels
     queue.close()
 
 
+async def test_async_queue_waits_for_replicas_too(sentinels: SentinelGroup) -> None:
+    queue = AsyncQueue.from_url(sentinels.url, "s-async-wait", wait_replicas=2)
+    job = await queue.enqueue("t", 1)
+    with sentinels.servers[-1].client() as replica:
+        assert replica.hget(queue.core.keys.job(job.id), "n") == b"t"
+    too_many = AsyncQueue.from_url(sentinels.url, "s-async-wait", wait_replicas=3, wait_timeout=0.2)
+    with pytest.raises(ReplicationError, match="only 2 of 3 replicas"):
+        await too_many.enqueue("t", 2)
+    await queue.aclose()
+    await too_many.aclose()
+
+
 def test_unknown_service_name_is_named_in_the_error(sentinels: SentinelGroup) -> None:
     hosts = ",".join(f"{h}:{p}" for h, p in sentinels.sentinel_addresses)
     queue = Queue.from_url(f"redis+sentinel://{hosts}/no-such-service", "q")
