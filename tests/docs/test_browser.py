@@ -41,8 +41,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-PAGES = ["", "performance/", "servers/", "tuning/", "connections/", "history/", "methodology/",
-         "api/"]
+PAGES = ["", "performance/", "servers/", "tuning/", "connections/", "history/", "production/",
+         "methodology/", "api/"]
 DRAW_TIMEOUT_MS = 15_000
 
 

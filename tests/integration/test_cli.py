@@ -162,7 +162,8 @@ def test_debug_shows_the_traceback_and_help_exits_0(app_dir):
 
 def test_unreachable_server_is_exit_code_1(app_dir):
     cwd, module = app_dir
-    result = _run(["info", f"{module}:app"], cwd, _env("redis://127.0.0.1:1/0", "q", cwd / "o"))
+    url = "redis://admin:s3cret-pw@127.0.0.1:1/0"
+    result = _run(["info", f"{module}:app"], cwd, _env(url, "q", cwd / "o"))
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
-    assert "127.0.0.1:1" in result.stderr
+    assert "127.0.0.1:1" in result.stderr and "s3cret-pw" not in result.stderr
     assert result.stderr.startswith("conveyor: error: ")
