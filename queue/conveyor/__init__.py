@@ -20,6 +20,7 @@ from ._errors import (
     ServerConfigError,
     UnknownTaskError,
 )
+from ._metrics import instrument
 from ._models import Job, JobSpec, QueueSettings
 from ._retry import Backoff
 from ._schedule import Schedule
@@ -28,6 +29,7 @@ from ._tasks import Task
 from ._worker import Worker
 
 __version__ = "0.1.0"
+
 
 __all__ = [
     "AsyncQueue",
@@ -57,5 +59,6 @@ __all__ = [
     "Worker",
     "__version__",
     "acl_rules",
+    "instrument",
     "redact_url",
 ]

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ._app import Conveyor
 from ._cli import EXIT_OK, BadInput, load_app
 from ._client import Queue
 from ._models import Job
@@ -64,6 +65,9 @@ def cli() -> None:
               help="Seconds to finish running jobs after SIGTERM/SIGINT; the rest are released.")  # fmt: skip
 @click.option("--scheduler/--no-scheduler", default=True, show_default=True,
               help="Also fire the app's periodic schedules (safe in any number of workers).")  # fmt: skip
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="Serve Prometheus metrics on this port (needs the 'prometheus' extra).")  # fmt: skip
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address of the metrics server.")
 @click.option("--block-timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Longest idle wait on the server, in seconds.")  # fmt: skip
 def worker(
@@ -75,6 +79,8 @@ def worker(
     shutdown_timeout: float,
     block_timeout: float,
     scheduler: bool,
+    metrics_port: int | None,
+    metrics_addr: str,
     debug: bool,
     log_level: str,
 ) -> int:
@@ -88,6 +94,8 @@ def worker(
     _setup_logging(log_level)
     app = load_app(app_path)
     queues = _queues(app.queue_names(), queues_option)
+    if metrics_port is not None:
+        _serve_metrics(app, metrics_addr, metrics_port)
     runner = Runner(app, queues, scheduler=scheduler, concurrency=concurrency, burst=burst,
                     shutdown_timeout=shutdown_timeout, block_timeout=block_timeout)  # fmt: skip
     mode = "asyncio" if runner.use_asyncio else "threads"
@@ -98,6 +106,21 @@ def worker(
         log.info("queue %s: %d processed, %d failed", queue, numbers["processed"], numbers["failed"])
     log.info("worker %d stopped", os.getpid())
     return EXIT_OK
+
+
+def _serve_metrics(app: Conveyor, address: str, port: int) -> None:
+    try:
+        from prometheus_client import start_http_server  # noqa: PLC0415 - optional extra
+
+        from ._prometheus import instrument  # noqa: PLC0415
+    except ImportError as exc:
+        raise BadInput(f"--metrics-port needs the 'prometheus' extra ({exc})") from exc
+    instrument(app)
+    try:
+        start_http_server(port, addr=address)
+    except OSError as exc:
+        raise BadInput(f"cannot serve metrics on {address}:{port}: {exc.strerror}") from exc
+    log.info("metrics on http://%s:%d/metrics", address, port)
 
 
 @cli.command()

@@ -1,0 +1,101 @@
+"""Prometheus metrics for an app: hook counters and queue depth (imported by ``instrument`` only).
+
+Counters and the duration histogram are fed by the app's hooks in the worker process, labelled by
+queue and task. Queue depth per state is read from the server when the registry is collected
+(one pipeline per queue), so it is the same whichever worker is scraped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ._dispatch import RECOVERABLE, log
+from ._models import Job
+
+if TYPE_CHECKING:
+    from ._app import Conveyor
+
+DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed")
+
+
+class QueueDepth(Collector):
+    """``conveyor_queue_jobs{queue, state}``: jobs per state, read from the server on collect."""
+
+    def __init__(self, app: Conveyor) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "conveyor_queue_jobs", "Jobs per queue and state.", labels=["queue", "state"]
+        )
+        for queue in self.app.queue_names():
+            try:
+                counts = self.app.queue(queue).counts()
+            except RECOVERABLE as exc:
+                log.warning("queue depth of %s unavailable (%s)", queue, exc)
+                continue
+            for state in DEPTH_STATES:
+                family.add_metric([queue, state], counts[state])
+        yield family
+
+
+class Metrics:
+    """The app's metrics in ``registry``; created by :func:`instrument`."""
+
+    def __init__(self, app: Conveyor, registry: CollectorRegistry) -> None:
+        self.app, self.registry = app, registry
+        labels = ["queue", "task"]
+        self.completed = Counter(
+            "conveyor_jobs_completed", "Task calls that succeeded.", labels, registry=registry
+        )
+        self.retried = Counter(
+            "conveyor_jobs_retried", "Failed attempts that will be retried.", labels, registry=registry
+        )
+        self.failed = Counter("conveyor_jobs_failed", "Jobs that failed for good.", labels, registry=registry)
+        self.duration = Histogram(
+            "conveyor_job_duration_seconds",
+            "Task call duration, success or failure.",
+            labels,
+            registry=registry,
+        )
+        registry.register(QueueDepth(app))
+        self._started: dict[str, float] = {}
+
+    def _labels(self, job: Job) -> tuple[str, str]:
+        task = self.app.tasks.get(job.task)
+        return (task.queue if task else "", job.task)
+
+    def _observe(self, job: Job) -> tuple[str, str]:
+        labels = self._labels(job)
+        started = self._started.pop(job.id, None)
+        if started is not None:
+            self.duration.labels(*labels).observe(time.perf_counter() - started)
+        return labels
+
+    def before(self, job: Job) -> None:
+        self._started[job.id] = time.perf_counter()
+
+    def after(self, job: Job, result: Any) -> None:
+        self.completed.labels(*self._observe(job)).inc()
+
+    def on_retry(self, job: Job, exc: BaseException) -> None:
+        self.retried.labels(*self._observe(job)).inc()
+
+    def on_failure(self, job: Job, exc: BaseException) -> None:
+        self.failed.labels(*self._observe(job)).inc()
+
+
+def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:
+    """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one)."""
+    metrics = Metrics(app, REGISTRY if registry is None else registry)
+    app.before(metrics.before)
+    app.after(metrics.after)
+    app.on_retry(metrics.on_retry)
+    app.on_failure(metrics.on_failure)
+    return metrics

@@ -1,0 +1,96 @@
+"""Prometheus exporter: hook counters, duration histogram and queue depth, read back by the parser."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import conveyor
+import pytest
+from conveyor import Backoff, Conveyor
+from conveyor._runner import Runner
+
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+SCRIPT = Path(sys.executable).parent / "conveyor"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_exporter_counts_calls_and_reads_queue_depth(redis_url, queue_name):
+    app = Conveyor(redis_url, default_queue=queue_name, keep_failed=-1, maintenance_interval=0.1,
+                   backoff=Backoff(base=0.01, cap=0.02))  # fmt: skip
+    registry = prometheus_client.CollectorRegistry()
+    conveyor.instrument(app, registry)
+
+    @app.task(max_attempts=2)
+    def work(n: int) -> None:
+        if n < 0:
+            raise ValueError("negative")
+
+    for n in (1, 2, 3, -1):
+        work.enqueue(n)
+    work.with_options(delay=60).enqueue(4)
+    while app.queue(queue_name).counts()["failed"] == 0:
+        Runner(app, [queue_name], burst=True, concurrency=2).run()
+
+    samples = _samples(prometheus_client.generate_latest(registry).decode())
+    labels = (("queue", queue_name), ("task", "work"))
+    assert samples[("conveyor_jobs_completed_total", labels)] == 3
+    assert samples[("conveyor_jobs_retried_total", labels)] == 1
+    assert samples[("conveyor_jobs_failed_total", labels)] == 1
+    assert samples[("conveyor_job_duration_seconds_count", labels)] == 5
+    depth = {state: samples[("conveyor_queue_jobs", (("queue", queue_name), ("state", state)))]
+             for state in ("waiting", "delayed", "active", "failed")}  # fmt: skip
+    assert depth == {"waiting": 0, "delayed": 1, "active": 0, "failed": 1}
+    app.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_worker_serves_metrics_on_its_port(redis_url, queue_name, tmp_path):
+    module = f"metricsapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import os\nfrom conveyor import Conveyor\n"
+        "app = Conveyor(os.environ['TEST_URL'], default_queue=os.environ['TEST_QUEUE'])\n"
+        "@app.task\ndef noop() -> None:\n    pass\n"
+    )
+    port = _free_port()
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name}
+    proc = subprocess.Popen([*COMMAND, "worker", f"{module}:app", "--metrics-port", str(port)],
+                            cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        conveyor.Queue.from_url(redis_url, queue_name).enqueue("noop", None)
+        deadline, text = time.monotonic() + 60, ""
+        while "conveyor_jobs_completed_total{" not in text and time.monotonic() < deadline:
+            time.sleep(0.1)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+                    text = reply.read().decode()
+            except OSError:
+                continue
+        samples = _samples(text)
+        assert samples[("conveyor_jobs_completed_total", (("queue", queue_name), ("task", "noop")))] == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
