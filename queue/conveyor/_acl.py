@@ -12,9 +12,11 @@ from ._keys import validate_name
 
 # Sent by Queue, AsyncQueue and the workers (CONFIG GET only reads maxmemory-policy; refused, it
 # costs a warning instead of the check). HELLO and CLIENT SETNAME are sent by redis-py on connect.
+# LRANGE, ZRANGE and ZREVRANGE list jobs by state (`conveyor jobs`).
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
     "ping", "hello", "client|setname", "client|id", "client|unblock", "config|get", "wait",
+    "lrange", "zrange", "zrevrange",
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import UTC, datetime
 
 import pytest
-from conveyor import Conveyor, UnknownTaskError
+from conveyor import Conveyor, UnknownTaskError, acl_rules
+from conveyor._cli_commands import _jobs_in_state
 from conveyor._runner import Runner
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler, fire_call
@@ -143,3 +145,20 @@ def test_cron_fire_times_follow_the_time_zone(now, fire):
     assert spec.next_after(ms) == int(fire.timestamp() * 1000)
     assert spec.latest_at_or_before(int(fire.timestamp() * 1000)) == int(fire.timestamp() * 1000)
     assert spec.latest_at_or_before(int(fire.timestamp() * 1000) - 1) < ms
+
+
+def test_app_scheduler_and_job_listing_run_under_the_acl_rules(server, queue_name):
+    if server.family == "dragonfly":
+        pytest.skip("dragonfly: ACL rules are checked on Redis and Valkey")
+    name, password = f"cv-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with server.client() as admin:
+        admin.execute_command("ACL", "SETUSER", name, "on", f">{password}", *acl_rules().split())
+    app = _app(f"redis://{name}:{password}@{server.host}:{server.port}/0", queue_name)
+    scheduler = Scheduler(app)
+    scheduler.tick(now=T0)
+    assert len(scheduler.tick(now=T0 + 61)) == 3  # one job per schedule: its latest fire time
+    Runner(app, [queue_name], burst=True).run()
+    assert app.queue(queue_name).counts()["total_completed"] == 3
+    for state in ("waiting", "failed", "delayed"):  # LRANGE, ZREVRANGE, ZRANGE under the rules
+        assert _jobs_in_state(app.queue(queue_name), state, 10) == []
+    app.close()
