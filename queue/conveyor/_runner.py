@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._app import Conveyor
@@ -139,6 +140,10 @@ class Runner:
             for q in self.queues
         }
         loop = asyncio.get_running_loop()
+        # Sync tasks run in the default executor: give it a thread per handler slot (the stock
+        # executor has min(32, CPUs + 4) threads, fewer than -c on small machines).
+        slots = int(self.worker_options.get("concurrency", 1)) * len(workers)
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=slots, thread_name_prefix="conveyor-task"))
 
         def stop_all() -> None:
             for worker in workers.values():

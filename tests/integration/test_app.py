@@ -183,3 +183,35 @@ def test_async_and_sync_tasks_share_an_asyncio_worker(redis_url, queue_name):
     with pytest.raises(TypeError, match="task 'fetch' is async"):
         app.handlers(queue_name)
     app.close()
+
+
+def test_sync_tasks_in_an_asyncio_worker_get_a_thread_per_slot(redis_url, queue_name):
+    app = _app(redis_url, queue_name, max_attempts=1)
+    slots = 12  # more than the stock executor's min(32, CPUs + 4) threads on a small machine
+    together = threading.Barrier(slots)
+
+    @app.task
+    async def unused() -> None:  # one async task puts the queue on asyncio
+        pass
+
+    @app.task
+    def meet(i: int) -> None:
+        together.wait(timeout=30)  # only returns once all jobs run at the same time
+
+    app.queue(queue_name).enqueue_many([meet.spec(i) for i in range(slots)])
+    stats = _run(app, [queue_name], concurrency=slots)
+    assert stats[queue_name] == {"processed": slots, "failed": 0, "held": 0}
+    app.close()
+
+
+def test_without_hooks_a_handler_is_the_bare_task_call(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    assert app.handlers(queue_name)["work"].__name__ == "bare"
+    app.before(lambda job: None)
+    assert app.handlers(queue_name)["work"].__name__ == "hooked"
+
