@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import scenarios
+from bench import estimate, scenarios
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
 from bench.servers import CONFIGS, KINDS
@@ -64,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--protocols", type=_ints, default="3,2", help="RESP versions (default 3,2)")
     p.add_argument("--parsers", type=_csv, default="hiredis,python",
                    help="reply parsers (default hiredis,python)")
+    p.add_argument("--client-variants", choices=("first", "all"), default="first",
+                   help="run the RESP2 and Python-parser variations on the first server only "
+                        "(default; they measure the client) or on every server")
     p.add_argument("--repetitions", type=int, default=None,
                    help="measured repetitions (default 5; 1 with --quick)")
     p.add_argument("--warmup", type=int, default=None,
@@ -140,7 +143,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         repetitions=args.repetitions or (1 if args.quick else 5),
         warmup=args.warmup if args.warmup is not None else (0 if args.quick else 1),
         external=urls, force_flush=args.force_flush, params=parse_params(args.param),
-        timeout=args.timeout, output=args.output,
+        timeout=args.timeout, output=args.output, client_variants=args.client_variants,
     )
 
 
@@ -156,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         for cell in plan.cells:
             console.print(f"{cell.label}: {len(cell.cases)} case(s)")
+        minutes = estimate.plan_seconds(plan) / 60
+        console.print(f"estimated duration on an idle 2-core machine: ~{minutes:.0f} min")
         return 0
     started = time.monotonic()
     runner = Runner(opts, plan, console, command=["python", "-m", "bench", *raw])

@@ -3,9 +3,10 @@
 A *cell* is one scenario on one variant (server x configuration x protocol x parser)
 with its list of cases (parameter sets). Each repetition of each case runs in a new
 ``python -m bench.worker`` process after a flush of the server. The first ``warmup``
-repetitions are discarded. A case that fails in any repetition (exactly-once violation,
-error, timeout, a metric that cannot be aggregated) produces no figure: it becomes a
-failure record instead, the other cases go on, and the run fails at the end.
+repetitions run only the cell's first case, shortened, and are discarded. A case that fails
+in any repetition (exactly-once violation, error, timeout, a metric that cannot be
+aggregated) produces no figure: it becomes a failure record instead, the other cases go on,
+and the run fails at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from bench.stats import summarize
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TIMEOUT = 900.0
+# A warm-up repetition runs the cell's first case in a fresh process with its time-bound sizes
+# (min_seconds, duration_s, seconds) scaled by this: it warms the server and the OS, not the
+# measured process, so it need not be as long.
+WARMUP_SCALE = 0.25
+SCALED_KEYS = ("min_seconds", "duration_s", "seconds")
 
 
 class ExactlyOnceError(RuntimeError):
@@ -140,8 +146,10 @@ def measure_cell(
             break
         kind = "warm-up" if rep < warmup else f"rep {rep - warmup + 1}/{repetitions}"
         on_step(f"{cell.label} ({kind})")
-        for i in list(active):
-            outcome = _run_case(cell, i, rep, between, timeout)
+        # A warm-up warms the server and the OS for this scenario: one short run of the
+        # first case is enough (the measured process is always a fresh one).
+        for i in list(active) if rep >= warmup else active[:1]:
+            outcome = _run_case(cell, i, rep, between, timeout, warmup=rep < warmup)
             if not outcome["ok"]:
                 failures[i] = _failure_record(cell, i, outcome, kind)
                 active.remove(i)
@@ -157,15 +165,21 @@ def measure_cell(
 
 
 def _run_case(
-    cell: Cell, i: int, rep: int, between: Callable[[], None], timeout: float
+    cell: Cell, i: int, rep: int, between: Callable[[], None], timeout: float, *, warmup: bool
 ) -> dict[str, Any]:
     """Flush, then run case ``i`` once in a fresh process."""
     try:
         between()
     except Exception as exc:  # the server went away: fail the case, loudly
         return _fail("flush", _describe(exc))
-    [outcome] = run_repetition(cell.scenario, cell.target, [cell.cases[i]], timeout, rep)
+    case = cell.cases[i] if not warmup else warmup_case(cell.cases[i])
+    [outcome] = run_repetition(cell.scenario, cell.target, [case], timeout, rep)
     return outcome
+
+
+def warmup_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The case as a warm-up repetition runs it: time-bound sizes scaled by WARMUP_SCALE."""
+    return {k: v * WARMUP_SCALE if k in SCALED_KEYS else v for k, v in case.items()}
 
 
 def cell_failure(cell: Cell, kind: str, exc: BaseException) -> dict[str, Any]:

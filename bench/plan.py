@@ -36,6 +36,7 @@ class Options:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     timeout: float = 900.0
     output: Path | None = None
+    client_variants: str = "first"  # "first": RESP2 / Python parser on the first server only
 
 
 @dataclass
@@ -100,15 +101,21 @@ def scenario_options(name: str, opts: Options) -> dict[str, Any]:
     return base
 
 
-def variants(server: str, family: str, configs: list[str], opts: Options) -> list[Variant]:
-    """Baseline plus one-dimension-at-a-time variations, for the given config labels."""
+def variants(server: str, family: str, configs: list[str], opts: Options,
+             client: bool = True) -> list[Variant]:
+    """Baseline plus one-dimension-at-a-time variations, for the given config labels.
+
+    ``client=False`` leaves out the client-side variations (protocol, parser), which do not
+    depend on the server: by default they are measured on the run's first server only.
+    """
     base_cfg = configs[0]
     base_proto = 3 if 3 in opts.protocols else opts.protocols[0]
     base_parser = "hiredis" if "hiredis" in opts.parsers else opts.parsers[0]
     combos = [(base_cfg, base_proto, base_parser)]
     combos += [(c, base_proto, base_parser) for c in configs[1:]]
-    combos += [(base_cfg, p, base_parser) for p in opts.protocols if p != base_proto]
-    combos += [(base_cfg, base_proto, x) for x in opts.parsers if x != base_parser]
+    if client:
+        combos += [(base_cfg, p, base_parser) for p in opts.protocols if p != base_proto]
+        combos += [(base_cfg, base_proto, x) for x in opts.parsers if x != base_parser]
     return [
         Variant(server, family, c, p, x, primary=(c, p, x) == combos[0], quick=opts.quick,
                 base_config=c == base_cfg)
@@ -134,13 +141,13 @@ def _config_plans(family: str, opts: Options) -> list[ConfigPlan]:
     return plans
 
 
-def _fill_cells(sp: ServerPlan, opts: Options) -> None:
+def _fill_cells(sp: ServerPlan, opts: Options, client: bool = True) -> None:
     """Attach scenario cells to every applicable configuration of ``sp``."""
     runnable = [c for c in sp.configs if c.not_applicable is None]
     labels = [c.label for c in runnable]
     by_label = {c.label: c for c in runnable}
     sizes = {name: scenario_options(name, opts) for name in opts.scenarios}
-    for variant in variants(sp.id, sp.family, labels, opts) if labels else []:
+    for variant in variants(sp.id, sp.family, labels, opts, client) if labels else []:
         for name in opts.scenarios:
             module = scenarios.load(name)
             cases = module.cases(variant, sizes[name])
@@ -159,7 +166,7 @@ def unavailable_command(kind_id: str) -> str:
     return f"nox -s bench -- --servers {kind_id}"
 
 
-def _server_plan(kind_id: str, opts: Options) -> ServerPlan:
+def _server_plan(kind_id: str, opts: Options, client: bool = True) -> ServerPlan:
     """Plan one local server kind, or record why it cannot be measured."""
     kind = get_kind(kind_id)
     sp = ServerPlan(kind.id, kind.family)
@@ -169,13 +176,16 @@ def _server_plan(kind_id: str, opts: Options) -> ServerPlan:
         sp.reason, sp.command = exc.reason, unavailable_command(kind.id)
         return sp
     sp.configs = _config_plans(kind.family, opts)
-    _fill_cells(sp, opts)
+    _fill_cells(sp, opts, client)
     return sp
 
 
 def build_plan(opts: Options) -> Plan:
     """Plan every requested server (local kinds first, then external URLs)."""
-    plans = [_server_plan(s, opts) for s in opts.servers]
+    plans: list[ServerPlan] = []
+    for s in opts.servers:
+        client = opts.client_variants == "all" or not any(p.reason is None for p in plans)
+        plans.append(_server_plan(s, opts, client))
     for name, url in opts.external.items():
         sp = ServerPlan(name, "unknown", external_url=url)
         sp.configs = [ConfigPlan("external", "external", None)]
@@ -183,8 +193,16 @@ def build_plan(opts: Options) -> Plan:
     return Plan(plans)
 
 
-def fill_external(sp: ServerPlan, family: str, opts: Options) -> None:
+def client_variants_server(plan: Plan, opts: Options) -> str | None:
+    """The server the client-side variations run on (None: every server, or none)."""
+    if opts.client_variants == "all":
+        return None
+    measured = [s.id for s in plan.servers if s.reason is None]
+    return measured[0] if measured else None
+
+
+def fill_external(sp: ServerPlan, family: str, opts: Options, client: bool = True) -> None:
     """Once an external server's family is known (from INFO), attach its cells."""
     sp.family = family
     sp.configs[0].cells.clear()
-    _fill_cells(sp, opts)
+    _fill_cells(sp, opts, client)

@@ -23,8 +23,16 @@ from rich.progress import (
 from rich.table import Table
 
 from bench import environment, headlines, scenarios
-from bench.harness import Cell, CellOutcome, cell_failure, measure_cell
-from bench.plan import CellSpec, ConfigPlan, Options, Plan, ServerPlan, fill_external
+from bench.harness import WARMUP_SCALE, Cell, CellOutcome, cell_failure, measure_cell
+from bench.plan import (
+    CellSpec,
+    ConfigPlan,
+    Options,
+    Plan,
+    ServerPlan,
+    client_variants_server,
+    fill_external,
+)
 from bench.results import RESULTS_DIR, SCHEMA_VERSION, ResultsError, write_results
 from bench.scenarios._common import INJECT_ENV, Target, flush_sync
 from bench.servers import (
@@ -38,8 +46,9 @@ from bench.servers import (
 from bench.stats import STATISTICS_TEXT, relative_mad
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
-CASE_ORDER = ("round-robin: repetition r of every case of a cell before repetition r + 1, cases "
-              "in the listed order; each case in its own process after its own server flush")
+CASE_ORDER = ("warm-up: the cell's first case, time-bound sizes scaled by warmup_scale, discarded; "
+              "then round-robin: repetition r of every case of a cell before repetition r + 1, "
+              "cases in the listed order; each case in its own process after its own server flush")
 
 
 class Runner:
@@ -111,6 +120,9 @@ class Runner:
                 "process_per_repetition": True, "quick": self.opts.quick,
                 "process_per_case": True, "flush_per_case": True, "case_order": CASE_ORDER,
                 "complete": False, "headlines": headlines.declarations(self.opts.scenarios),
+                "client_variants": self.opts.client_variants,
+                "warmup_scale": WARMUP_SCALE,
+                "client_variants_server": client_variants_server(self.plan, self.opts),
                 "statistics": STATISTICS_TEXT,
                 "protocols": self.opts.protocols, "parsers": self.opts.parsers,
                 "params": self.opts.params,
@@ -154,7 +166,8 @@ class Runner:
                 )
                 return False
             self._externals[sp.id] = ext
-            fill_external(sp, ext.family, self.opts)
+            first = client_variants_server(self.plan, self.opts)
+            fill_external(sp, ext.family, self.opts, client=first in (None, sp.id))
         return True
 
     # ------------------------------------------------------------------ servers

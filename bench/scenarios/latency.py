@@ -11,7 +11,7 @@ charges the delay to the job (no coordinated omission).
 - ``load = "partly-busy"``: as unloaded, while ``busy`` of the worker's ``concurrency`` slots
   run slow handlers (``slow_ms`` each; every slow job enqueues its successor, so they stay
   busy): the pickup delay of a partly busy worker.
-- ``load = 0.5 / 0.9``: open loop at that fraction of the *capacity*: the worker's drain rate,
+- ``load = 0.9`` (``loads``): open loop at that fraction of the *capacity*: the worker's drain rate,
   measured once per case just before the load (``capacity_jobs`` jobs enqueued in bulk, then
   drained; completions per second from the first handler call to the last). Enough producer
   processes to offer that rate are started (from one producer's measured send rate, at most
@@ -54,7 +54,7 @@ HEADLINE_CASE = {"metric": "p99_ms", "params": {"load": "unloaded"},
                  "conditions": "enqueue to handler start, one job in flight, no-op handlers, "
                                "worker concurrency 32, RESP3, hiredis"}
 QUANTILES = (50, 90, 99, 99.9)
-DEFAULTS: dict[str, Any] = {"loads": [0.5, 0.9], "unloaded_jobs": 2000, "duration_s": 2.0,
+DEFAULTS: dict[str, Any] = {"loads": [0.9], "unloaded_jobs": 2000, "duration_s": 2.0,
                             "capacity_jobs": 20000, "concurrency": 32, "max_producers": 8,
                             "busy": 16, "slow_ms": 50}
 QUICK: dict[str, Any] = {"loads": [0.9], "unloaded_jobs": 100, "duration_s": 0.5,

@@ -25,7 +25,7 @@ HEADLINE_CASE = {"metric": "bytes_per_job", "params": {"payload_bytes": 256},
                  "conditions": "waiting jobs with a 256 B JSON payload, default configuration"}
 MAX_REPETITIONS = 3
 WARMUP = 0
-DEFAULTS: dict[str, Any] = {"payloads": [32, 256, 1024, 4096], "counts": [1000, 10000, 100000]}
+DEFAULTS: dict[str, Any] = {"payloads": [32, 256, 1024, 4096], "counts": [1000, 10000, 50000]}
 QUICK: dict[str, Any] = {"payloads": [32, 1024], "counts": [100, 1000, 3000]}
 
 

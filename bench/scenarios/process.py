@@ -136,7 +136,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
         if rounds >= 5:
             raise RuntimeError(f"{rounds} rounds could not size a {params['min_seconds']} s drain")
         rate = jobs / elapsed  # the first (calibration) round also warms the process and server
-        jobs = sized_jobs(rate, params["min_seconds"] * 1.15, jobs, params["max_jobs"])
+        jobs = sized_jobs(rate, params["min_seconds"], jobs, params["max_jobs"])
     return {
         "metrics": {"jobs_per_s": metric(jobs / elapsed, "1/s"),
                     "elapsed_s": metric(elapsed, "s"), "jobs": metric(jobs, "count"),

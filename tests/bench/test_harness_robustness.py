@@ -42,11 +42,21 @@ def test_every_case_runs_in_its_own_process_after_its_own_flush(monkeypatch) -> 
     monkeypatch.setattr(harness, "run_repetition", fake_run)
     cell = Cell("process", TARGET, [{"n": 0}, {"n": 1}, {"n": 2}])
     result = measure_cell(cell, 2, 1, between=lambda: calls.append(("flush", -1)))
-    assert calls == [("flush", -1), ("run", 0), ("flush", -1), ("run", 1),
-                     ("flush", -1), ("run", 2)] * 3
+    every = [("flush", -1), ("run", 0), ("flush", -1), ("run", 1), ("flush", -1), ("run", 2)]
+    assert calls == every[:2] + every * 2  # the warm-up runs the first case only
     assert [r["params"]["n"] for r in result.results] == [0, 2]  # the others are kept
     [failure] = result.failures
     assert failure["params"] == {"n": 1} and failure["kind"] == "aggregate"
+
+
+def test_a_warm_up_repetition_runs_time_bound_sizes_shorter(monkeypatch) -> None:
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(harness, "run_repetition",
+                        lambda s, t, cases, timeout, rep: seen.extend(cases) or [outcome(x=1)])
+    cell = Cell("process", TARGET, [{"min_seconds": 2.0, "concurrency": 32}])
+    measure_cell(cell, 1, 1)
+    assert seen == [{"min_seconds": 2.0 * harness.WARMUP_SCALE, "concurrency": 32},
+                    {"min_seconds": 2.0, "concurrency": 32}]
 
 
 def test_injected_missing_metric_is_reported_with_its_count(run_bench, bench_server, tmp_path):

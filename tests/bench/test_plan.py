@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from bench import scenarios
-from bench.plan import Options, _config_plans, scenario_options, variants
+from bench.plan import (
+    Options,
+    _config_plans,
+    build_plan,
+    client_variants_server,
+    scenario_options,
+    variants,
+)
 
 
 def options(**kw) -> Options:
@@ -54,3 +61,16 @@ def test_dragonfly_records_aof_as_not_applicable_and_adds_global_locking() -> No
     assert plans["aof-always"].not_applicable
     assert (plans["default"].mode, plans["global-lock"].mode) == ("hashtag", "global")
     assert plans["global-lock"].launcher_config == "default"
+
+
+def test_client_variations_run_on_the_first_measured_server_only() -> None:
+    opts = options(servers=["valkey-9.1", "redis-7.0"], configs=["default"], quick=False)
+    plan = build_plan(opts)
+    by_server = {s.id: {(c.variant.protocol, c.variant.parser) for c in s.configs[0].cells}
+                 for s in plan.servers}
+    assert by_server["valkey-9.1"] == {(3, "hiredis"), (2, "hiredis"), (3, "python")}
+    assert by_server["redis-7.0"] == {(3, "hiredis")}
+    assert client_variants_server(plan, opts) == "valkey-9.1"
+    every = build_plan(options(servers=["valkey-9.1", "redis-7.0"], configs=["default"],
+                               client_variants="all"))
+    assert {c.variant.parser for c in every.servers[1].configs[0].cells} == {"hiredis", "python"}
