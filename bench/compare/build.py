@@ -87,15 +87,21 @@ def _bench_requirements(rev: Revision, source: Path) -> list[str]:
                            f"bench group: {exc}") from exc
 
 
-def build(rev: Revision, source: Path, log: Path) -> Env:
-    """A venv with the revision installed (cached per commit); CompareError if it does not build."""
-    env_dir = ENV_CACHE / rev.commit
+def build(rev: Revision, source: Path, log: Path, suite: Env | None = None) -> Env:
+    """A venv with the revision installed (cached per commit); CompareError if it does not build.
+
+    With ``suite`` (another revision's environment), the returned Env runs that revision's
+    benchmark suite, with its requirements, against this revision's library.
+    """
+    key = rev.commit if suite is None else f"{rev.commit}-suite-{suite.revision.commit[:12]}"
+    env_dir = ENV_CACHE / key
     python = env_dir / "bin" / "python"
+    runs_in = source if suite is None else suite.source
     if (env_dir / BUILT_MARK).exists():
-        return Env(rev, source, python)
+        return Env(rev, runs_in, python)
     venv.EnvBuilder(clear=True, with_pip=True).create(env_dir)
     command = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-               *_bench_requirements(rev, source), f"{source}[hiredis]"]
+               *_bench_requirements(rev, runs_in), f"{source}[hiredis]"]
     with log.open("a") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
@@ -108,4 +114,10 @@ def build(rev: Revision, source: Path, log: Path) -> Env:
         last = (check.stderr.strip().splitlines() or ["?"])[-1]
         raise CompareError(f"revision {rev.label!r} ({rev.commit[:10]}) does not import: {last}")
     (env_dir / BUILT_MARK).write_text(sys.version)
-    return Env(rev, source, python)
+    return Env(rev, runs_in, python)
+
+
+def suite_changes(base: Revision, head: Revision) -> int:
+    """How many files of the benchmark suite (bench/) differ between the two commits."""
+    out = _git("diff", "--name-only", base.commit, head.commit, "--", "bench")
+    return len(out.stdout.split()) if out.returncode == 0 else 0

@@ -16,7 +16,7 @@ from typing import Any
 
 from bench import scenarios
 from bench.compare import CompareError
-from bench.compare.build import build, export, resolve
+from bench.compare.build import build, export, resolve, suite_changes
 from bench.compare.render import Report, describe_side, to_json, to_markdown
 from bench.compare.rows import build_rows
 from bench.compare.samples import check_same_schema, load_pair, side_from_docs
@@ -24,6 +24,8 @@ from bench.compare.session import SessionPlan, run_session
 from bench.compare.verdict import DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, MIN_RUNS
 
 DEFAULT_SCENARIOS = ("reference", "enqueue-single", "process", "memory")
+# Memory per job is nearly deterministic: two payloads and counts to 30,000 keep a run short.
+DEFAULT_PARAMS = ("memory.payloads=[64,1024]", "memory.counts=[1000,10000,30000]")
 EPILOG = """\
 examples:
   nox -s compare -- main~1 main                 head against its parent, 5 runs each + A/A
@@ -45,7 +47,11 @@ def parser() -> argparse.ArgumentParser:
                    help="independent processes per side (default %(default)s; at least 3)")
     p.add_argument("--quick", action="store_true", help="the suite's smoke sizes (for CI, not evidence)")
     p.add_argument("--param", action="append", default=[], metavar="SCENARIO.KEY=VALUE",
-                   help="size override passed to both sides' suite")
+                   help="size override passed to both sides' suite (default: "
+                        f"{' '.join(DEFAULT_PARAMS)})")
+    p.add_argument("--suite", choices=("own", "head"), default="own",
+                   help="benchmark suite each side runs: its own revision's (default), or the head's "
+                        "for both (same measurement code, only the library differs)")
     p.add_argument("--no-aa", action="store_true", help="skip the A/A (base against base) runs")
     p.add_argument("--min-effect", type=float, default=100 * DEFAULT_MIN_EFFECT,
                    help="smallest difference in %% that can be flagged (default %(default)g)")
@@ -76,6 +82,15 @@ def _check_args(args: argparse.Namespace) -> None:
         raise CompareError("--alpha must be between 0 and 1 and --min-effect at least 0")
 
 
+def session_params(args: argparse.Namespace) -> list[str]:
+    """The user's --param options, after the short defaults they do not override (none if --quick)."""
+    given = {item.partition("=")[0] for item in args.param}
+    chosen = set(_csv(args.scenarios))
+    defaults = [] if args.quick else [d for d in DEFAULT_PARAMS if d.partition("=")[0] not in given
+                                       and d.partition(".")[0] in chosen]
+    return [*defaults, *args.param]
+
+
 def _revisions(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Build both revisions and run the interleaved session."""
     revs = {"base": resolve(args.base), "head": resolve(args.head)}
@@ -84,12 +99,14 @@ def _revisions(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     _progress(f"working in {workdir}")
     envs = {}
     try:
-        for side, rev in revs.items():
+        for side in ("head", "base"):
+            rev = revs[side]
             _progress(f"building {side} {rev.label} ({rev.commit[:10]})")
             source = export(rev, workdir / "src" / side)
-            envs[side] = build(rev, source, workdir / f"build-{side}.log")
+            suite = envs["head"] if side == "base" and args.suite == "head" else None
+            envs[side] = build(rev, source, workdir / f"build-{side}.log", suite=suite)
         plan = SessionPlan(scenarios=_csv(args.scenarios), servers=_csv(args.servers), runs=args.runs,
-                           quick=args.quick, params=args.param, aa=not args.no_aa)
+                           quick=args.quick, params=session_params(args), aa=not args.no_aa)
         return run_session(envs, plan, workdir, _progress)
     finally:
         shutil.rmtree(workdir / "src", ignore_errors=True)
@@ -99,23 +116,35 @@ def _method(args: argparse.Namespace, session: bool) -> dict[str, Any]:
     rule = (f"a verdict needs |Δ| ≥ {args.min_effect:g}% and a two-sided Mann-Whitney U "
             f"p < {args.alpha:g}; MAD is the unscaled median absolute deviation")
     if session:
-        text = (f"{args.runs} runs per side, each a fresh `python -m bench` process of that revision's "
-                "own suite in its own venv (1 repetition, no warm-up), rounds interleaved (base, head, "
-                "base again for A/A, order rotated each round) on the same fresh servers; "
+        suite = "the head's suite" if args.suite == "head" else "that revision's own suite"
+        text = (f"{args.runs} runs per side, each a fresh `python -m bench` process of {suite} with the "
+                "revision installed in its own venv (1 repetition, no warm-up), rounds interleaved "
+                "(base, head, base again for A/A, order rotated each round) on the same fresh servers; "
                 f"scenarios {args.scenarios}{' (--quick sizes)' if args.quick else ''}; {rule}.")
     else:
         text = ("values are the repetitions stored in each side's result files; the sides were not "
                 f"measured in one interleaved session, so drift between them counts as a difference; {rule}.")
     return {"description": text, "runs": args.runs if session else None, "interleaved": session,
+            "suite": args.suite if session else None,
             "min_effect_pct": args.min_effect, "alpha": args.alpha, "scenarios": _csv(args.scenarios)}
 
 
-def _machine_notes(base: list[dict[str, Any]], head: list[dict[str, Any]]) -> list[str]:
+def _notes(args: argparse.Namespace, session: bool, base: list[dict[str, Any]],
+           head: list[dict[str, Any]]) -> list[str]:
+    """Warnings that change how the report reads: other machines, a changed benchmark suite."""
+    notes = []
     keys = ("cpu_model", "cores", "machine_label", "memory_bytes")
     machines = {tuple(d["environment"].get(k) for k in keys) for d in [*base, *head]}
     if len(machines) > 1:
-        return ["The runs come from different machines: differences may not be the code's."]
-    return []
+        notes.append("The runs come from different machines: differences may not be the code's.")
+    changed = suite_changes(resolve(args.base), resolve(args.head)) if session else 0
+    if changed and args.suite == "own":
+        notes.append(f"The benchmark suite differs between base and head ({changed} file(s) under "
+                     "bench/): each side ran its own, so a difference may come from the measurement. "
+                     "`--suite head` runs the head's suite against both libraries.")
+    elif args.suite == "head":
+        notes.append("Both sides ran the head's benchmark suite; only the library differs.")
+    return notes
 
 
 def compare_main(args: argparse.Namespace) -> str:
@@ -137,7 +166,7 @@ def compare_main(args: argparse.Namespace) -> str:
                       min_effect=args.min_effect / 100, alpha=args.alpha)
     report = Report(base=describe_side(args.base, base), head=describe_side(args.head, head),
                     machine=base[0]["environment"], method=_method(args, session), rows=rows,
-                    notes=_machine_notes(base, head))
+                    notes=_notes(args, session, base, head))
     return to_json(report) if args.format == "json" else to_markdown(report)
 
 

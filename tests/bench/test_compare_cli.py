@@ -162,3 +162,21 @@ def test_round_order_rotates_every_side_through_every_position() -> None:
     assert orders[0] == ["base", "head", "aa"]
     for position in range(3):
         assert {o[position] for o in orders} == set(sides)
+
+
+def test_session_params_keep_short_memory_defaults_unless_overridden() -> None:
+    from bench.compare.cli import parser, session_params
+
+    args = parser().parse_args(["a", "b"])
+    assert any(p.startswith("memory.counts=") for p in session_params(args))
+    args = parser().parse_args(["a", "b", "--param", "memory.counts=[5]"])
+    assert [p for p in session_params(args) if p.startswith("memory.counts")] == ["memory.counts=[5]"]
+    args = parser().parse_args(["a", "b", "--scenarios", "process"])
+    assert session_params(args) == []
+
+
+def test_suite_changes_between_a_commit_and_itself_is_zero() -> None:
+    from bench.compare.build import suite_changes
+
+    head = resolve("HEAD")
+    assert suite_changes(head, head) == 0
