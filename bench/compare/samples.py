@@ -126,14 +126,19 @@ def load_pair(base: Path, head: Path) -> tuple[list[dict[str, Any]], list[dict[s
 def common_keys(base: Side, head: Side) -> list[tuple[Case, str]]:
     """Case/metric pairs present on both sides, sorted; refuse when they do not overlap."""
     keys = sorted(set(base.values) & set(head.values))
-    if not keys:
-        b = sorted({c.scenario for c, _ in base.values})
-        h = sorted({c.scenario for c, _ in head.values})
-        raise CompareError(
-            f"no case measured on both sides: base has scenarios {b}, head has {h} "
-            "(same scenarios, servers and sizes are needed: --quick runs do not match full ones)"
-        )
-    return keys
+    if keys:
+        return keys
+    b = {c.scenario: c for c, _ in base.values}
+    h = {c.scenario: c for c, _ in head.values}
+    shared = sorted(set(b) & set(h))
+    if not shared:
+        raise CompareError(f"no scenario measured on both sides: base has {sorted(b)}, head has {sorted(h)}")
+    name = shared[0]
+    raise CompareError(
+        f"no case measured on both sides: {name} ran as {b[name].variant} {b[name].params} on base "
+        f"but {h[name].variant} {h[name].params} on head (sizes or suites differ: compare runs of "
+        "the same sizes, or revisions with --suite head)"
+    )
 
 
 def check_same_schema(base: Sequence[dict[str, Any]], head: Sequence[dict[str, Any]]) -> None:

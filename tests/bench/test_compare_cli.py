@@ -113,7 +113,16 @@ def test_different_schema_versions_are_refused(tmp_path: Path, capsys) -> None:
 def test_non_overlapping_scenarios_are_refused(tmp_path: Path, capsys) -> None:
     code, _, err = run(capsys, write(tmp_path, "a.json", synthetic(1.0, scenarios=("process",))),
                        write(tmp_path, "b.json", synthetic(1.0, scenarios=("memory",))))
-    assert_one_line_error(code, err, "no case measured on both sides")
+    assert_one_line_error(code, err, "no scenario measured on both sides")
+
+
+def test_same_scenario_with_other_sizes_is_refused_naming_them(tmp_path: Path, capsys) -> None:
+    other = synthetic(1.0)
+    for row in other["results"]:
+        row["params"]["payload_bytes"] = 999
+    code, _, err = run(capsys, write(tmp_path, "a.json", synthetic(1.0)), write(tmp_path, "b.json", other))
+    assert_one_line_error(code, err, "no case measured on both sides: process ran as")
+    assert "999" in err and "--suite head" in err
 
 
 def test_fewer_than_three_repetitions_are_refused(tmp_path: Path, capsys) -> None:
