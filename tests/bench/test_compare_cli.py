@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bench.compare import CompareError
-from bench.compare.build import Revision, build, group_requirements, resolve
-from bench.compare.cli import main
+from bench.compare.build import Revision, build, group_requirements, resolve, suite_changes
+from bench.compare.cli import main, parser, session_params
 from bench.compare.session import round_order
 from bench.results import RESULTS_DIR, load_results
 from bench.stats import summarize
@@ -174,8 +174,6 @@ def test_round_order_rotates_every_side_through_every_position() -> None:
 
 
 def test_session_params_keep_short_memory_defaults_unless_overridden() -> None:
-    from bench.compare.cli import parser, session_params
-
     args = parser().parse_args(["a", "b"])
     assert any(p.startswith("memory.counts=") for p in session_params(args))
     args = parser().parse_args(["a", "b", "--param", "memory.counts=[5]"])
@@ -185,7 +183,5 @@ def test_session_params_keep_short_memory_defaults_unless_overridden() -> None:
 
 
 def test_suite_changes_between_a_commit_and_itself_is_zero() -> None:
-    from bench.compare.build import suite_changes
-
     head = resolve("HEAD")
     assert suite_changes(head, head) == 0
