@@ -21,7 +21,8 @@ from importlib import import_module
 from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
-PAGES = ("legacy_bridge", "history")
+PAGES = ("common", "home", "performance", "workload", "takeaways", "servers", "tuning",
+         "connections", "methodology", "history")
 
 
 def _sections() -> dict[str, Section]:

@@ -142,9 +142,11 @@ def load(root: Path) -> Dataset:
         cases += file_cases
         tidy += file_tidy
     run_frame = pd.DataFrame(runs, columns=RUN_COLUMNS).sort_values(["created", "run_id"])
-    run_frame.index = pd.Index(run_frame.run_id, name=None)
+    run_frame.index = pd.Index(run_frame.run_id.tolist())
     frame = pd.DataFrame(tidy, columns=None if tidy else [*CASE, "metric", "unit", "rep", "value"])
-    frame = frame.convert_dtypes(convert_string=False, convert_boolean=False)
+    for col in frame.columns.drop(["value"], errors="ignore"):  # whole-number params stay whole
+        if frame[col].dtype == float and (frame[col].dropna() % 1 == 0).all():
+            frame[col] = frame[col].astype("Int64")
     case_frame = pd.DataFrame(cases, columns=None if cases else [*CASE, "params"])
     return Dataset(root, run_frame, case_frame, frame, summarise(frame) if tidy else
                    frame.drop(columns=["rep", "value"]).assign(median=[], mad=[], min=[], max=[], n=[]))

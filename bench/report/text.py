@@ -7,9 +7,11 @@ them: jobs/s, ms, B/job.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 UNITS = {"lifecycles_per_s": "lifecycles/s", "items_per_s": "jobs/s", "jobs_per_s": "jobs/s",
          "batches_per_s": "batches/s", "ops_per_s": "calls/s", "offered_per_s": "jobs/s",
          "bytes_per_job": "B/job", "bytes_per_connection": "B/connection"}
+LABELS = {"jobs": "throughput", "lifecycles": "throughput", "capacity_jobs": "capacity",
+          "items": "promoted", "job": "memory"}
 SI_UNITS = {"1/s": "/s", "ms": "ms", "s": "s", "B": "B", "count": "", "connections": ""}
 
 
@@ -37,19 +41,22 @@ def fmt(value: float | None, places: int | None = None) -> str:
     """A number with thousands separators and about three significant digits."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
-    return f"{value:,.{decimals(value) if places is None else places}f}"
+    if places is None:
+        places = 0 if float(value).is_integer() else decimals(value)
+    return f"{value:,.{places}f}"
 
 
 def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1) -> str:
     """``median ± MAD``, the MAD at the median's precision (as a % when that rounds to 0)."""
     if median is None or (isinstance(median, float) and math.isnan(median)):
         return MISSING
-    places = decimals(median)
+    places = 0 if float(median).is_integer() and not mad else decimals(median)
     if n < 2 or not mad:
         return fmt(median, places)
     spread = f"{mad:,.{places}f}"
     if float(spread.replace(",", "")) == 0 and median:
-        spread = f"{mad / abs(median) * 100:.1g}%"
+        share = mad / abs(median) * 100
+        spread = f"{share:.1g}%" if share >= 0.01 else "<0.01%"
     return f"{fmt(median, places)} ± {spread}"
 
 
@@ -63,11 +70,10 @@ def unit_of(metric: str, unit: str = "") -> str:
 
 def metric_label(metric: str, unit: str = "") -> str:
     """Column header: ``p99.9 (ms)``, ``throughput (jobs/s)``."""
-    label = re.sub(r"^p(\d+)_(\d+)", r"p\1.\2", metric)
+    label = "job" if metric == "bytes_per_job" else re.sub(r"^p(\d+)_(\d+)", r"p\1.\2", metric)
     for suffix in ("_per_s", "_ms", "_bytes", "_s", "bytes_per_"):
         label = label.removesuffix(suffix)
-    label = {"jobs": "throughput", "lifecycles": "throughput", "items": "throughput",
-             "job": "memory"}.get(label, label).replace("_", " ")
+    label = LABELS.get(label, label).replace("_", " ")
     shown = unit_of(metric, unit)
     return f"{label} ({shown})" if shown else label
 
@@ -82,6 +88,11 @@ def times(ratio: float) -> str:
     return f"{ratio:.2f}x"
 
 
+def span(lo: float, hi: float, show: Callable[[float], str] = lambda v: f"{v:.2f}") -> str:
+    """A range ``0.98 to 1.10`` written with an en dash."""
+    return f"{show(lo)}\N{EN DASH}{show(hi)}"
+
+
 def cell(value: Any) -> str:
     """A table cell: pipes escaped, no newline."""
     return str(value).replace("|", "\\|").replace("\n", " ")
@@ -92,6 +103,11 @@ def md_table(frame: pd.DataFrame) -> str:
     shown = frame.copy()
     shown.columns = [cell(c) for c in shown.columns]
     return shown.map(cell).to_markdown(index=False, disable_numparse=True)
+
+
+def wrapped(code: str) -> str:
+    """A code block whose long lines wrap on screen (``pre.cv-wrap``, see charts.css)."""
+    return f'<pre class="cv-wrap"><code>{html.escape(code)}</code></pre>\n'
 
 
 def admonition(kind: str, title: str, body: str, marker: str = "!!!") -> str:

@@ -74,8 +74,10 @@ def other_rows() -> list[dict[str, Any]]:
     rows = [row("reference", {"ops": 1000, "concurrency": 32, "pipeline": 100}, ref)]
     rows += [row("enqueue-single", {"jobs": 300, "payload_bytes": 64},
                  {"jobs_per_s": metric(BASE * 3, "1/s"), "p99_ms": metric(0.5, "ms")}),
-             row("enqueue-bulk", {"jobs": 2000, "batch": 50, "payload_bytes": 64},
-                 {"jobs_per_s": metric(BASE * 30, "1/s"), "p99_ms": metric(3.0, "ms")})]
+             *(row("enqueue-bulk", {"jobs": 2000, "batch": 50, "payload_bytes": 64,
+                                    "producers": n},
+                   {"jobs_per_s": metric(BASE * 30 * k, "1/s"), "p99_ms": metric(3.0 * k, "ms")})
+               for n, k in ((1, 1.0), (4, 1.4)))]
     rows += [row("process", {"jobs": 500, "concurrency": c, "payload_bytes": 64},
                  {"jobs_per_s": metric(BASE * k, "1/s"), "elapsed_s": metric(0.5 / k, "s")})
              for c, k in ((1, 0.7), (32, 1.9), (100, 2.0))]
@@ -146,3 +148,27 @@ def make_run(run_id: str = "20261129T201500Z-ab12cd", created: str = "2026-11-29
         "servers": copy.deepcopy(SERVERS),
         "results": results,
     }
+
+
+def make_dragonfly_run(run_id: str = "20261130T181041Z-df0001",
+                       created: str = "2026-11-30T18:10:41Z") -> dict[str, Any]:
+    """A run of Valkey 9.1 and Dragonfly in its two lock modes (hashtag 1.2x, global 0.3x)."""
+    doc = make_run(run_id, created)
+    doc["environment"]["machine_label"] = "dragonfly-host"
+    flags = {"default": ["--cluster_mode=emulated", "--lock_on_hashtags"],
+             "global-lock": ["--default_lua_flags=allow-undeclared-keys"]}
+    doc["servers"] = [copy.deepcopy(SERVERS[0]),
+                      {"id": "dragonfly", "family": "dragonfly", "version": "1.40.0",
+                       "allocator": None, "measured": True, "reason": None, "command": None,
+                       "configs": {name: {"flags": f, "mode": None, "threads": 2}
+                                   for name, f in flags.items()}}]
+    results = [r for r in other_rows() if r["scenario"] in ("process", "enqueue-single")]
+    for config, k in (("default", 1.2), ("global-lock", 0.3)):
+        for r in [r for r in other_rows() if r["scenario"] in ("process", "enqueue-single")]:
+            rates = {n: metric(m["median"] * k, m["unit"]) for n, m in r["metrics"].items()}
+            results.append({**r, "server": "dragonfly", "config": config, "metrics": rates})
+    doc["results"] = results
+    doc["failures"] = [{"scenario": "lifecycle", "server": "dragonfly", "config": "default",
+                        "protocol": 3, "parser": "hiredis", "params": {"concurrency": 8},
+                        "kind": "error", "error": "rep 4/5: KeyError: '6'"}]
+    return doc

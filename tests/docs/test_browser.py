@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docs_synthetic import make_run
+from docs_synthetic import make_dragonfly_run, make_run
 
 from bench.results import write_results
 
@@ -113,8 +113,9 @@ def browser() -> Iterator[Any]:
 
 
 def synthetic_results(directory: Path) -> Path:
-    """Write one synthetic result file below ``directory`` (validated by the writer)."""
+    """Write synthetic result files below ``directory`` (validated by the writer)."""
     write_results(make_run(), directory)
+    write_results(make_dragonfly_run(), directory)
     return directory
 
 
@@ -143,7 +144,7 @@ CHARTS_STATE = """() => Array.from(document.querySelectorAll('.cv-chart')).map(d
   drawn: d.getAttribute('data-cv-drawn') === '1',
   svg: d.querySelectorAll('svg.main-svg').length,
   traces: d.querySelectorAll('g.trace').length,
-  points: (d.data || []).reduce((n, t) => n + ((t.y || []).length), 0),
+  points: (d._fullData || []).reduce((n, t) => n + ((t.y || []).length || 0), 0),
   font: d._fullLayout ? d._fullLayout.font.color : null,
 }))"""
 
@@ -196,6 +197,50 @@ def test_page_draws_every_chart(browser: Any, site: tuple[str, str], path: str) 
     if flavour == "synthetic" and path in ("performance/", "servers/", "tuning/"):
         assert charts, f"{name}: expected charts from the synthetic results"
     assert_clean(page, problems, name)
+    page.close()
+
+
+TRACES = """() => Array.from(document.querySelectorAll('.cv-chart')).map(d => ({
+  id: d.id,
+  names: (d.data || []).map(t => t.name),
+  barmode: d._fullLayout ? d._fullLayout.barmode : null,
+  bars: (d.data || []).filter(t => t.type === 'bar').length,
+}))"""
+
+OVERFLOW = """() => Array.from(document.querySelectorAll(
+    '.md-content table, .md-content pre > code, .md-typeset__scrollwrap'))
+  .filter(el => el.offsetParent !== null)
+  .filter(el => el.scrollWidth > el.clientWidth + 1
+             || el.getBoundingClientRect().right > document.querySelector('.md-content')
+                  .getBoundingClientRect().right + 1)
+  .map(el => el.tagName + ': ' + el.textContent.trim().slice(0, 80))"""
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_chart_traces_are_labelled_and_never_stacked(browser: Any, site: tuple[str, str],
+                                                     path: str) -> None:
+    flavour, base = site
+    page, _ = open_page(browser, base + path)
+    check_charts(page, f"{flavour}-labels-{path.strip('/') or 'home'}")
+    for chart in page.evaluate(TRACES):
+        names = chart["names"]
+        assert len(set(names)) == len(names) and all(names), chart
+        if chart["bars"] > 1:
+            # grouped bars side by side: stacking would add unrelated measurements
+            assert chart["barmode"] == "group", chart
+    page.close()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_table_or_code_overflows_at_1280px(browser: Any, site: tuple[str, str],
+                                              path: str) -> None:
+    flavour, base = site
+    page, _ = open_page(browser, base + path)
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
+    overflowing = page.evaluate(OVERFLOW)
+    if overflowing:
+        screenshot(page, f"{flavour}-overflow-{path.strip('/') or 'home'}")
+    assert not overflowing, overflowing
     page.close()
 
 

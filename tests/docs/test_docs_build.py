@@ -62,6 +62,17 @@ def test_bad_result_file_fails_the_build_naming_it(tmp_path: Path, breakage: str
     assert str(path) in proc.stdout + proc.stderr
 
 
+def test_duplicate_run_id_fails_the_build_naming_files_and_field(tmp_path: Path) -> None:
+    doc = make_run()
+    first = write(tmp_path / "results", doc)
+    second = tmp_path / "results" / "v1" / "copy.json"
+    second.write_text(json.dumps(doc))
+    proc = build(tmp_path / "results", tmp_path / "site")
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert str(first) in out and str(second) in out and "run_id" in out
+
+
 def test_build_is_deterministic_and_serves_raw_json(tmp_path: Path) -> None:
     path = write(tmp_path / "results", make_run())
     for out in ("a", "b"):

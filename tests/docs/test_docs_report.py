@@ -1,356 +1,262 @@
-"""Unit tests of bench/report.py: loading, formatting, charts, takeaways, sections.
+"""Unit tests of the report layer (bench/report/): loading, statistics, text, figures, sections.
 
-Result documents are built here (small dicts) or by docs_synthetic.make_run; nothing is read
-from results/.
+Result documents come from docs_synthetic (schema-valid, built in memory); nothing is read from
+results/, and no mkdocs is needed.
 """
 
 from __future__ import annotations
 
 import copy
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import plotly.graph_objects as go
 import pytest
-from docs_synthetic import make_run, metric, row
+from conveyor import QueueSettings
+from docs_synthetic import make_dragonfly_run, make_run, metric
 
-from bench.report import _legacy as report
+from bench import report
+from bench.report import ReportError, common, compare, figures, text
+from bench.report.load import Dataset, same_method
 from bench.results import ResultsError
 
-RUN_ID = "20261129T201500Z-ab12cd"
 
-
-def write(root: Path, doc: dict[str, Any], rel: str | None = None) -> Path:
-    """Write ``doc`` under ``root`` as a result file; return its path."""
-    path = root / (rel or f"v1/conveyor-0.1.0/{doc['run_id']}.json")
+def write(root: Path, doc: dict[str, Any], name: str | None = None) -> Path:
+    path = root / "v1" / "conveyor-0.1.0" / (name or f"{doc['run_id']}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
     return path
 
 
-def dataset(*docs: dict[str, Any], root: Path = Path("/r")) -> report.Dataset:
-    """A Dataset from in-memory documents (no files)."""
-    runs = [report.RunFile(rel=f"v1/conveyor-0.1.0/{d['run_id']}.json", doc=d,
-                           rows=tuple(report.Row.from_json(r) for r in d["results"]))
-            for d in docs]
-    runs.sort(key=lambda r: (r.created, r.run_id))
-    return report.Dataset(root=root, files=tuple(runs))
+def dataset(tmp_path: Path, *docs: dict[str, Any]) -> Dataset:
+    for doc in docs:
+        write(tmp_path, doc)
+    return report.load(tmp_path)
 
 
-def stat(median: float, lo: float | None = None, hi: float | None = None) -> report.Stat:
-    """A Stat with the given median and range."""
-    lo = median if lo is None else lo
-    hi = median if hi is None else hi
-    return report.Stat(median, 0.0, lo, hi, "1/s", (lo, median, hi))
+def render(ds: Dataset, name: str) -> str:
+    return report.SECTIONS[name](ds, "")
 
 
-# ------------------------------------------------------------------ loading
+# ------------------------------------------------------------------ loading and bad input
 
 
-def test_missing_or_empty_results_dir_gives_empty_dataset(tmp_path: Path) -> None:
+def test_empty_or_missing_results_give_an_empty_dataset_and_say_so(tmp_path: Path) -> None:
     assert report.load(tmp_path / "absent").empty
-    (tmp_path / "schema").mkdir()
-    (tmp_path / "schema" / "v1.json").write_text("{}")
-    assert report.load(tmp_path).empty
-
-
-def test_load_skips_quick_and_schema_and_sorts_by_time(tmp_path: Path) -> None:
-    late = make_run(run_id="20261130T000000Z-000002", created="2026-11-30T00:00:00Z")
-    early = make_run(run_id="20261129T000000Z-000001", created="2026-11-29T00:00:00Z")
-    write(tmp_path, late)
-    write(tmp_path, early)
-    write(tmp_path, make_run(run_id="20261201T000000Z-000003"), "quick/x.json")
     ds = report.load(tmp_path)
-    assert [r.run_id for r in ds.files] == [early["run_id"], late["run_id"]]
-    assert ds.latest().run_id == late["run_id"]
-    assert ds.files[0].url == f"results/v1/conveyor-0.1.0/{early['run_id']}.json"
+    assert ds.empty
+    assert "No results yet" in render(ds, "results_status")
+    for name in report.SECTIONS:
+        render(ds, name)  # every section renders without data
 
 
-def test_unknown_schema_version_fails_naming_the_file(tmp_path: Path) -> None:
+def test_tidy_frame_has_one_row_per_repetition(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run())
+    rows = ds.frame[(ds.frame.scenario == "process") & (ds.frame.concurrency == 32)
+                    & (ds.frame.config == "default") & (ds.frame.metric == "jobs_per_s")]
+    assert sorted(rows.rep) == [0, 1, 2]
+    summary = compare.select(ds.summary, scenario="process", concurrency=32, config="default",
+                             metric="jobs_per_s")
+    assert summary.iloc[0]["median"] == pytest.approx(rows.value.median())
+    assert summary.iloc[0]["n"] == 3
+
+
+def test_load_skips_quick_and_schema_dirs_and_sorts_by_time(tmp_path: Path) -> None:
+    write(tmp_path, make_run("20261130T000000Z-000002", "2026-11-30T00:00:00Z"))
+    write(tmp_path, make_run("20261129T000000Z-000001", "2026-11-29T00:00:00Z"))
+    (tmp_path / "quick").mkdir()
+    (tmp_path / "quick" / "x.json").write_text(json.dumps(make_run("20261201T000000Z-000003")))
+    ds = report.load(tmp_path)
+    assert ds.runs.run_id.tolist() == ["20261129T000000Z-000001", "20261130T000000Z-000002"]
+
+
+@pytest.mark.parametrize("breakage", ["version", "field", "metric"])
+def test_a_file_failing_the_schema_stops_naming_the_file(tmp_path: Path, breakage: str) -> None:
     doc = make_run()
-    doc["schema_version"] = 99
+    if breakage == "version":
+        doc["schema_version"] = 99
+    elif breakage == "field":
+        del doc["environment"]
+    else:
+        del doc["results"][0]["metrics"]["p99_ms"]["median"]
     path = write(tmp_path, doc)
-    with pytest.raises(ResultsError, match=str(path)):
+    with pytest.raises(ResultsError, match=re.escape(str(path))):
         report.load(tmp_path)
 
 
-def test_missing_field_fails_naming_the_file(tmp_path: Path) -> None:
-    doc = make_run()
-    del doc["environment"]
-    path = write(tmp_path, doc)
-    with pytest.raises(ResultsError, match=str(path)):
+def test_a_duplicate_run_id_stops_naming_both_files_and_the_field(tmp_path: Path) -> None:
+    first = write(tmp_path, make_run(), "a.json")
+    second = write(tmp_path, make_run(), "b.json")
+    with pytest.raises(ReportError) as err:
         report.load(tmp_path)
+    assert str(first) in str(err.value) and str(second) in str(err.value)
+    assert "run_id" in str(err.value)
 
 
-def test_missing_metric_field_fails_naming_the_file(tmp_path: Path) -> None:
-    doc = make_run()
-    del doc["results"][0]["metrics"]["p99_ms"]["median"]
-    path = write(tmp_path, doc)
-    with pytest.raises(ResultsError, match=str(path)):
-        report.load(tmp_path)
+def test_mixed_methods_in_one_comparison_stop_naming_files_and_field(tmp_path: Path) -> None:
+    other = make_run("20261130T000000Z-000009", "2026-11-30T00:00:00Z")
+    other["method"]["repetitions"] = 9
+    ds = dataset(tmp_path, make_run(), other)
+    with pytest.raises(ReportError, match=r"000009\.json.*method\.repetitions"):
+        same_method(ds, ds.runs.run_id.tolist(), "test")
 
 
-# ------------------------------------------------------------------ formatting
+# ------------------------------------------------------------------ statistics and text
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (None, report.MISSING), (0, "0"), (0.01234, "0.0123"), (1.5, "1.50"), (12.34, "12.3"),
-    (123.4, "123"), (12345.6, "12,346"), (200.0, "200"),
+@pytest.mark.parametrize(("value", "shown"), [
+    (None, text.MISSING), (0, "0"), (0.01234, "0.0123"), (1.5, "1.50"), (12.34, "12.3"),
+    (123.4, "123"), (12345.6, "12,346"), (200.0, "200"), (4.0, "4"),
 ])
-def test_fmt(value: float | None, text: str) -> None:
-    assert report.fmt(value) == text
+def test_fmt(value: float | None, shown: str) -> None:
+    assert text.fmt(value) == shown
 
 
-def test_fmt_stat_shows_mad_only_with_repetitions() -> None:
-    assert report.fmt_stat(report.Stat(100.0, 5.0, 95, 105, "1/s", (95, 100, 105))) == "100 ± 5.00"
-    assert report.fmt_stat(report.Stat(100.0, 0.0, 100, 100, "1/s", (100,))) == "100"
+@pytest.mark.parametrize(("median", "mad", "shown"), [
+    (163.0, 0.0696, "163 ± 0.04%"),  # would be "163 ± 0": shown as a share instead
+    (0.141, 0.000926, "0.141 ± 0.001"),
+    (6853.6, 50.4, "6,854 ± 50"),
+    (100.0, 0.0, "100"),
+])
+def test_mad_is_shown_at_the_precision_of_its_median(median: float, mad: float,
+                                                     shown: str) -> None:
+    assert text.fmt_stat(median, mad, n=5) == shown
+
+
+@pytest.mark.parametrize(("metric", "unit", "label"), [
+    ("jobs_per_s", "1/s", "throughput (jobs/s)"), ("p99_9_ms", "ms", "p99.9 (ms)"),
+    ("bytes_per_job", "B", "memory (B/job)"), ("lifecycles_per_s", "1/s",
+                                                "throughput (lifecycles/s)"),
+])
+def test_units_are_written_as_people_write_them(metric: str, unit: str, label: str) -> None:
+    assert text.metric_label(metric, unit) == label
 
 
 def test_md_table_escapes_pipes() -> None:
-    table = report.md_table(["a", "b"], [["x|y", 1]])
-    assert table.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1 |"]
+    table = text.md_table(pd.DataFrame({"a": ["x|y"], "b": [1]}))
+    assert "x\\|y" in table and table.splitlines()[0].startswith("| a")
 
 
-def test_admonition_indents_body() -> None:
-    text = report.admonition("note", "T", "line 1\n\nline 2")
-    assert text == '!!! note "T"\n\n    line 1\n\n    line 2\n'
+def test_ratio_within_the_ranges_is_noise_and_apart_is_not() -> None:
+    row = lambda m, lo, hi: pd.Series({"median": m, "min": lo, "max": hi})  # noqa: E731
+    assert compare.ratio(row(105, 95, 115), row(100, 90, 110))["noise"]
+    found = compare.ratio(row(150, 140, 160), row(100, 90, 110))
+    assert not found["noise"] and found["ratio"] == 1.5
+    assert found["lo"] == pytest.approx(140 / 110) and found["hi"] == pytest.approx(160 / 90)
 
 
-def test_source_line_names_run_date_machine_and_links_json() -> None:
-    run = dataset(make_run(quick=True)).files[0]
-    line = report.source_line(run, "../")
-    assert RUN_ID in line and "2026-11-29T20:15:00Z" in line and "synthetic" in line
-    assert f"(../results/v1/conveyor-0.1.0/{RUN_ID}.json)" in line
-    assert "quick run" in line
+# ------------------------------------------------------------------ figures
 
 
-# ------------------------------------------------------------------ charts
+def test_a_chart_with_two_traces_of_one_label_is_refused() -> None:
+    fig = go.Figure([go.Bar(x=["a"], y=[1], name="baseline"), go.Bar(x=["a"], y=[2],
+                                                                    name="baseline")])
+    with pytest.raises(ReportError, match="unique"):
+        figures.chart(fig, "x")
 
 
-def test_chart_html_is_data_only_and_deterministic() -> None:
-    chart = report.Chart("x-1", "t", "x", "y", (report.Series('a "q"', (1, 2), (3.0, 4.0)),))
-    html1, html2 = report.chart_html(chart), report.chart_html(chart)
-    assert html1 == html2
-    assert html1.startswith('<div class="cv-chart" id="chart-x-1" data-cv-chart="')
-    assert "<script" not in html1 and '"q"' not in html1  # quotes are escaped
-    spec = report.chart_spec(chart)
-    assert spec["data"][0]["y"] == [3.0, 4.0]
+def test_a_stacked_bar_chart_is_refused() -> None:
+    fig = go.Figure([go.Bar(x=["a"], y=[1], name="one"), go.Bar(x=["a"], y=[2], name="two")])
+    fig.update_layout(barmode="stack")
+    with pytest.raises(ReportError, match="grouped"):
+        figures.chart(fig, "x")
 
 
-def test_log_axis_gets_tick_values() -> None:
-    chart = report.Chart("c", "t", "x", "y", (report.Series("a", (1, 8, 32), (1.0, 2.0, 3.0)),),
-                         x_type="log")
-    assert report.chart_spec(chart)["layout"]["xaxis"]["tickvals"] == [1, 8, 32]
+def chart_specs(markdown: str) -> list[dict[str, Any]]:
+    return [json.loads(html.unescape(m)) for m in re.findall(r'data-cv-chart="([^"]*)"', markdown)]
 
 
-def test_auto_chart_series_per_payload() -> None:
-    rows = [report.Row.from_json(r) for r in make_run()["results"]
-            if r["scenario"] == "lifecycle" and r["server"] == "valkey-9.1"
-            and r["config"] == "default" and r["parser"] == "hiredis" and r["protocol"] == 3]
-    chart = report.auto_chart("l", "t", rows, "lifecycles_per_s")
-    assert chart is not None
-    assert [s.name for s in chart.series] == ["payload 64 B", "payload 16384 B"]
-    assert chart.series[0].x == (1, 8, 32) and chart.x_type == "log"
-
-
-# ------------------------------------------------------------------ comparisons & takeaways
-
-
-def test_clearly_greater_needs_threshold_and_disjoint_ranges() -> None:
-    assert report.clearly_greater(stat(120, 118, 122), stat(100, 98, 102))
-    assert not report.clearly_greater(stat(105, 104, 106), stat(100, 99, 101))  # below 10%
-    assert not report.clearly_greater(stat(120, 90, 150), stat(100, 95, 105))  # overlap
-
-
-def lifecycle_rows(points: list[tuple[int, int, float, float]]) -> list[report.Row]:
-    """Rows from (payload, concurrency, rate, p99)."""
-    return [report.Row.from_json(row(
-        "lifecycle", {"payload_bytes": p, "concurrency": c, "tasks": 10},
-        {"lifecycles_per_s": metric(rate, "1/s", spread=0.01), "p99_ms": metric(p99, "ms",
-                                                                              spread=0.01)}))
-        for p, c, rate, p99 in points]
-
-
-def test_concurrency_takeaway_when_data_supports_it() -> None:
-    rows = lifecycle_rows([(64, 1, 300, 1.0), (64, 8, 900, 2.0), (64, 32, 1000, 8.0)])
-    (text,) = report.concurrency_takeaways(rows, "lifecycles_per_s")
-    assert "concurrency 8 gives 90% of the throughput of concurrency 32" in text
-
-
-def test_no_concurrency_takeaway_when_throughput_share_is_low() -> None:
-    rows = lifecycle_rows([(64, 8, 500, 2.0), (64, 32, 1000, 8.0)])
-    assert report.concurrency_takeaways(rows, "lifecycles_per_s") == []
-
-
-def test_no_concurrency_takeaway_when_p99_is_not_lower() -> None:
-    rows = lifecycle_rows([(64, 8, 950, 8.0), (64, 32, 1000, 8.1)])
-    assert report.concurrency_takeaways(rows, "lifecycles_per_s") == []
-
-
-def test_payload_takeaway_only_beyond_noise() -> None:
-    costly = lifecycle_rows([(64, 8, 1000, 1), (16384, 8, 500, 1)])
-    assert "16384 B payloads run at 50% at concurrency 8" in report.payload_takeaways(
-        costly, "lifecycles_per_s")[0]
-    flat = lifecycle_rows([(64, 8, 1000, 1), (16384, 8, 980, 1)])
-    assert report.payload_takeaways(flat, "lifecycles_per_s") == []
-
-
-def test_takeaways_computed_from_synthetic_run() -> None:
-    text = report.performance_takeaways(dataset(make_run()))
-    assert "concurrency 8 gives 90%" in text
-    assert "python parser" in text
-    assert "enqueue_many" in text
-
-
-def test_no_takeaway_sentence_when_nothing_differs() -> None:
-    doc = make_run()
-    doc["results"] = [r for r in doc["results"] if r["scenario"] == "reference"]
-    text = report.performance_takeaways(dataset(doc))
-    assert "No takeaway is supported" in text
+def test_every_rendered_chart_has_unique_labels_and_no_stacking(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(), make_dragonfly_run())
+    specs = [s for name in report.SECTIONS for s in chart_specs(render(ds, name))]
+    assert len(specs) >= 10
+    for spec in specs:
+        names = [t["name"] for t in spec["data"]]
+        assert len(set(names)) == len(names), names
+        assert spec["layout"].get("barmode", "group") == "group"
+        assert not any("`" in n for n in names)
 
 
 # ------------------------------------------------------------------ sections
 
 
-def test_every_section_handles_empty_results() -> None:
-    empty = report.Dataset(root=Path("/nowhere"), files=())
-    for name, section in report.SECTIONS.items():
-        text = section(empty, "")
-        assert isinstance(text, str), name
-        assert "cv-chart" not in text, name
-    assert "nox -s bench" in report.status(empty)
-    assert "No results yet" in report.lifecycle_section(empty)
+def test_enqueue_labels_producers_and_keeps_single_and_bulk_apart(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run())
+    out = render(ds, "enqueue_section")
+    bulk = chart_specs(out)[1]
+    assert sorted(t["name"] for t in bulk["data"]) == ["1 producer", "4 producers"]
+    assert len(chart_specs(out)) == 2
 
 
-def test_every_section_renders_synthetic_run() -> None:
-    ds = dataset(make_run())
-    for name, section in report.SECTIONS.items():
-        text = section(ds, "")
-        assert "No results yet" not in text or name == "results_status", name
-    assert report.status(ds) == ""
+def test_bulk_takeaway_compares_one_producer_with_one_producer(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run())
+    out = render(ds, "performance_takeaways")
+    # single 3,000 jobs/s; bulk 30,000 with 1 producer and 42,000 with 4: like for like is 10x
+    assert "gives 10.0x the jobs/s" in out and "14.0x" not in out
 
 
-def test_servers_section_keeps_unmeasured_server_with_reason_and_command() -> None:
-    text = report.servers_section(dataset(make_run()))
-    line = next(x for x in text.splitlines() if x.startswith("| dragonfly"))
-    assert "not measured" in line and "DRAGONFLY_BIN" in line and "nox -s bench" in line
-    assert "800 (0.80x)" in text  # redis-7.0 lifecycle relative to valkey-9.1
-    assert 'id="chart-servers"' in text
+def test_concurrency_takeaway_reads_as_a_sentence(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run()), "performance_takeaways")
+    assert "With 64 B payloads, 8 concurrent tasks complete" in out
+    assert "gives 90% of the throughput of concurrency" not in out
 
 
-def test_memory_section_recommends_1024_only_when_it_saves() -> None:
-    text = report.memory_section(dataset(make_run()))
-    assert "| 1024 | 1,500 | 1,100 | -27% |" in text
-    assert "**Recommendation:**" in text and "1024 B (27% less)" in text
+def test_dragonfly_is_a_ratio_to_the_valkey_of_its_own_run(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(), make_dragonfly_run())
+    out = render(ds, "dragonfly_section")
+    assert "1.20x" in out and "0.30x" in out  # both lock modes side by side
+    assert "--lock_on_hashtags" in out and "allow-undeclared-keys" in out
+    assert "20261130T181041Z-df0001" in out and "20261129T201500Z-ab12cd" not in out
+    assert "scenario `lifecycle`: not run on Dragonfly" in out
+    home = render(ds, "headline")
+    assert "Dragonfly" in home and "servers.md#dragonfly" in home
+
+
+def test_main_figures_never_come_from_a_two_server_dragonfly_run(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(), make_dragonfly_run())
+    assert "20261130T181041Z-df0001" not in render(ds, "process_section")
+
+
+def test_a_verdict_that_flips_between_runs_is_not_a_recommendation(tmp_path: Path) -> None:
+    older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
+    for row in older["results"]:  # in the older run AOF always costs nothing
+        if row["config"] == "aof-always":
+            for name, m in row["metrics"].items():
+                if name.endswith("_per_s"):
+                    row["metrics"][name] = metric(m["median"] / 0.2, m["unit"])
+    out = render(dataset(tmp_path, make_run(), older), "persistence_section")
+    assert "**differs**" in out
+    assert "appendfsync always costs" not in out.split("Measured in every comparable run")[-1]
+
+
+def test_exactly_once_accounting_is_shown_per_row(tmp_path: Path) -> None:
     doc = make_run()
-    for r in doc["results"]:
-        if r["scenario"] == "memory":
-            r["metrics"]["bytes_per_job"] = metric(500, "B", spread=0.0, reps=1)
-    assert "no payload size shows a memory difference" in report.memory_section(dataset(doc))
+    bad = next(r for r in doc["results"] if r["scenario"] == "process"
+               and r["config"] == "default" and r["params"]["concurrency"] == 32)
+    bad["exactly_once"] = {"enqueued": 12, "acked": 12, "duplicates": 0, "lost": 0, "ok": True}
+    out = render(dataset(tmp_path, doc), "process_section")
+    assert "| 12 \N{CHECK MARK}" in out and "| 10 \N{CHECK MARK}" in out
+    case = pd.Series({"enqueued": 10, "acked": 9, "lost": 1, "duplicates": 0})
+    assert common.exactly_once(case) == "9/10 acked, 1 lost, 0 dup."
 
 
-def test_persistence_section_flags_always_and_not_everysec() -> None:
-    text = report.persistence_section(dataset(make_run()))
-    assert "`appendfsync always` costs throughput: 20% of persistence off" in text
-    assert "`appendfsync everysec` is within noise" in text
+def test_calculator_defaults_are_the_library_defaults(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run()), "calculator")
+    assert f'name="producer_pool" type="number" min="0" step="any" ' \
+           f'value="{QueueSettings().pool_size}"' in out
 
 
-def test_calculator_uses_measured_roles_or_asks_for_inputs() -> None:
-    measured = report.calculator(dataset(make_run()))
-    assert 'name="per_worker_input"' not in measured
-    assert "pump 1 + waiter 1 + maint 1 + other 2" in measured
-    assert "not measured yet: an input" in measured  # bytes per connection not in results
-    doc = make_run()
-    doc["results"] = [r for r in doc["results"] if r["scenario"] != "connections"]
-    assert 'name="per_worker_input"' in report.calculator(dataset(doc))
+def test_source_line_names_commit_and_quick_runs(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(quick=True))
+    out = render(ds, "process_section")
+    assert "quick run" in out and "`0123456`" in out
 
 
-def test_exhaustion_section_quotes_recorded_error() -> None:
-    text = report.exhaustion_section(dataset(make_run()))
-    assert "ConnectionError: No connection available." in text
-    assert "7 calls failed" in text
-
-
-def test_dragonfly_not_measured_shows_reason() -> None:
-    text = report.dragonfly_section(dataset(make_run()))
-    assert "Dragonfly not measured" in text and "DRAGONFLY_BIN" in text
-
-
-def test_dragonfly_measured_compares_lock_modes() -> None:
-    doc = make_run()
-    entry = next(s for s in doc["servers"] if s["id"] == "dragonfly")
-    entry.update(measured=True, reason=None, command=None, version="1.40.1",
-                 configs={"default": {"flags": ["--lock_on_hashtags"]},
-                          "global-lock": {"flags": ["--default_lua_flags=allow-undeclared-keys"]}})
-    params = {"payload_bytes": 64, "concurrency": 8, "tasks": 100}
-    for config, rate in (("default", 900.0), ("global-lock", 100.0)):
-        doc["results"].append(row("lifecycle", dict(params),
-                                  {"lifecycles_per_s": metric(rate, "1/s")},
-                                  server="dragonfly", config=config))
-    text = report.dragonfly_section(dataset(doc))
-    assert "0.11x" in text and "--lock_on_hashtags" in text
-
-
-def test_quick_run_is_flagged_where_figures_are_quoted() -> None:
-    ds = dataset(make_run(quick=True))
-    assert "Quick run" in report.headline(ds) and "Quick run" in report.servers_section(ds)
-
-
-def test_sections_only_use_the_newest_file_with_the_scenario() -> None:
-    old = make_run(run_id="20261101T000000Z-000001", created="2026-11-01T00:00:00Z")
-    new = copy.deepcopy(old)
-    new.update(run_id="20261102T000000Z-000002", created_utc="2026-11-02T00:00:00Z")
-    new["results"] = [r for r in new["results"] if r["scenario"] != "memory"]
-    ds = dataset(old, new)
-    assert "20261102T000000Z-000002" in report.lifecycle_section(ds)
-    assert "20261101T000000Z-000001" in report.memory_section(ds)
-
-
-def test_runs_and_environments_list_every_file() -> None:
-    ds = dataset(make_run())
-    assert f"[`{RUN_ID}`](results/v1/conveyor-0.1.0/{RUN_ID}.json)" in report.runs_section(ds)
-    env = report.environments_section(ds)
-    assert env.startswith(f'??? abstract "Run {RUN_ID}') and "Test CPU" in env
-    assert "python -m bench" in report.commands_section(ds)
-
-
-def test_maintenance_tradeoff_in_numbers() -> None:
-    text = report.maintenance_section(dataset(make_run()))
-    assert "**Tradeoff measured here** (backlog 1000): batch 1000 promotes 10.0x faster" in text
-    assert "PING p99 from 0.22 to 2.20 ms" in text
-    rows = [report.Row.from_json(row("maintenance", {"backlog": 10, "batch": b},
-                                     {"items_per_s": metric(100, "1/s")})) for b in (10, 100)]
-    assert "less than the noise threshold" in report.maintenance_advice(rows)
-
-
-def test_variants_without_baseline_row_say_so() -> None:
-    doc = make_run()
-    doc["results"] = [r for r in doc["results"] if not (
-        r["scenario"] == "lifecycle" and r["config"] == "default" and r["protocol"] == 3
-        and r["parser"] == "hiredis" and r["params"]["concurrency"] == 8)]
-    text = report.variants_table(dataset(doc).files[0], "lifecycle", ["lifecycles_per_s"])
-    assert "no baseline row at these parameters" in text
-
-
-def test_role_fit_over_concurrency() -> None:
-    assert report.fit_line([(1, 3.0), (3, 7.0)]) == pytest.approx((1.0, 2.0))
-    assert report.fit_line([(32, 4.0)]) == (4.0, 0.0)
-    rows = [report.Row.from_json(row("connections", {"kind": "roles", "concurrency": c},
-                                     {"connections_pump": metric(1, "count", reps=1),
-                                      "connections_other": metric(c / 8, "count", reps=1)}))
-            for c in (8, 32)]
-    fits = {f.role: f for f in report.role_fits(rows)}
-    assert fits["pump"] == report.RoleFit("pump", 1.0, 0.0)
-    assert fits["other"].per_concurrency == pytest.approx(0.125)
-    assert "other 0 + 0.125 x concurrency" in report.formula_text(list(fits.values()))
-
-
-def test_ceiling_ratio_divides_process_by_the_evalsha_ceiling_of_the_same_run() -> None:
-    run = dataset(make_run()).latest("process")
-    assert run is not None
-    rows = report.ceiling_rows(run)
-    assert len(rows) == 1
-    _server, conc, rate, ceiling, ratio = rows[0]
-    assert conc == 32
-    expected = float(rate.replace(",", "")) / float(ceiling.replace(",", ""))
-    assert ratio == f"{expected:.2f}x"
+def test_every_section_renders_from_a_complete_file(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, copy.deepcopy(make_run()))
+    for name in report.SECTIONS:
+        assert "No results yet" not in render(ds, name) or name == "dragonfly_section", name

@@ -1,0 +1,133 @@
+"""Helpers shared by the page modules: which run a section shows, captions, notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.report.compare import select
+from bench.report.load import CASE, Dataset
+from bench.report.text import BENCH_COMMAND, admonition, fmt_stat, metric_label, source_line
+
+DRAGONFLY = "dragonfly"
+REFERENCE_SERVER = "valkey-9.1"
+SERVER_ORDER = ("valkey-9.1", "valkey-8.1", "redis-8.2", "redis-7.0", DRAGONFLY)
+
+
+def server_rank(server: str) -> tuple[int, str]:
+    """Order servers as the docs list them: newest Valkey first, Dragonfly last."""
+    return (SERVER_ORDER.index(server), "") if server in SERVER_ORDER else (99, server)
+
+
+def servers(ds: Dataset, run_id: str) -> list[dict[str, Any]]:
+    """The ``servers`` entries of a run, in display order."""
+    return sorted(ds.runs.loc[run_id].doc["servers"], key=lambda e: server_rank(e["id"]))
+
+
+def server_label(ds: Dataset, run_id: str, server: str) -> str:
+    """``valkey-9.1 (9.1.2, libc malloc)``."""
+    entry = next((e for e in servers(ds, run_id) if e["id"] == server), {})
+    parts = [entry.get("version"), entry.get("allocator") and f"{entry['allocator']} malloc"]
+    details = ", ".join(p for p in parts if p)
+    return f"{server} ({details})" if details else server
+
+
+def primary_run(ds: Dataset, scenario: str) -> str | None:
+    """The run a section shows: full before quick, most servers, then newest.
+
+    Dragonfly does not count: it is shown only as ratios within its own runs, so a run made for
+    it (Valkey 9.1 and Dragonfly) never replaces the run that measured the local servers.
+    """
+    rows = ds.summary[ds.summary.scenario == scenario]
+    if rows.empty:
+        return None
+    runs = ds.runs[ds.runs.run_id.isin(rows.run_id)]
+    runs = runs.assign(servers=[sum(e["measured"] and e["id"] != DRAGONFLY for e in doc["servers"])
+                                for doc in runs.doc])
+    runs = runs.assign(full=~runs.quick).sort_values(["full", "servers", "created", "run_id"])
+    return str(runs.index[-1])
+
+
+def primary_server(ds: Dataset, run_id: str, scenario: str) -> str | None:
+    """The first server (in display order) with rows of ``scenario`` in the run."""
+    found = select(ds.summary, run_id=run_id, scenario=scenario).server.unique().tolist()
+    return min(found, key=server_rank) if found else None
+
+
+def run_rows(ds: Dataset, scenario: str, **where: Any) -> tuple[str, pd.DataFrame] | None:
+    """(run, summary rows of ``scenario`` on that run's first server) or None."""
+    run = primary_run(ds, scenario)
+    if run is None:
+        return None
+    server = primary_server(ds, run, scenario)
+    return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
+
+
+def stat_cell(row: pd.Series | None) -> str:
+    """``median ± MAD`` of a summary row."""
+    if row is None:
+        return fmt_stat(None)
+    return fmt_stat(row["median"], row["mad"], int(row["n"]))
+
+
+def source(ds: Dataset, run_id: str, prefix: str) -> str:
+    """The source line of a run, with its quick-run warning."""
+    return source_line(ds.runs.loc[run_id], prefix)
+
+
+def status(ds: Dataset, prefix: str = "") -> str:
+    """Top-of-page note when there are no result files at all."""
+    if not ds.empty:
+        return ""
+    return admonition("warning", "No results yet",
+                      "This site renders every figure from result files under `results/`, and "
+                      f"there are none yet. Make them with:\n\n```sh\n{BENCH_COMMAND}\n```\n\nthen "
+                      "rebuild the site with `nox -s docs`. See "
+                      "[Methodology & reproduce](methodology.md).")
+
+
+def variant(row: pd.Series) -> str:
+    """``baseline`` or what differs from it: ``aof-always``, ``RESP2``, ``python parser``."""
+    parts = [row.config] if row.config not in ("default", "external") else []
+    parts += [f"RESP{row.protocol}"] if row.protocol != 3 else []
+    parts += [f"{row.parser} parser"] if row.parser != "hiredis" else []
+    return ", ".join(parts) or "baseline"
+
+
+PARAM_LABELS = {"payload_bytes": "payload (B)", "pool_size": "pool size", "load": "load"}
+
+
+def exactly_once(case: pd.Series) -> str:
+    """``3,000 ✓`` when every enqueued job was acked once, else the accounting."""
+    if pd.isna(case.get("enqueued")):
+        return "n/a"
+    done, total = int(case.acked), int(case.enqueued)
+    if done == total and not case.lost and not case.duplicates:
+        return f"{total:,} \N{CHECK MARK}"
+    return f"{done:,}/{total:,} acked, {int(case.lost)} lost, {int(case.duplicates)} dup."
+
+
+def wide(ds: Dataset, rows: pd.DataFrame, by: list[str], metrics: list[str],
+         once: bool = False) -> pd.DataFrame:
+    """One table row per value of ``by``: ``median ± MAD`` of each metric, labelled headers.
+
+    ``once`` adds the exactly-once accounting of each case.
+    """
+    rows = rows[rows.metric.isin(metrics)]
+    cells = rows.assign(cell=[stat_cell(r) for _, r in rows.iterrows()])
+    if once:
+        cells = cells.merge(ds.cases[[*CASE, "enqueued", "acked", "lost", "duplicates"]],
+                            on=CASE, how="left")
+        cells["exactly once"] = [exactly_once(c) for _, c in cells.iterrows()]
+        by = [*by, "exactly once"]
+    table = cells.pivot_table(index=by, columns="metric", values="cell", aggfunc="first",
+                              dropna=False, sort=True, observed=True).dropna(how="all")
+    table = table[[m for m in metrics if m in table.columns]].reset_index()
+    units = dict(zip(rows.metric, rows.unit, strict=False))
+    names = {m: metric_label(m, units.get(m, "")) for m in metrics}
+    names.update({c: PARAM_LABELS.get(c, c.replace("_", " ")) for c in by})
+    return table.rename(columns=names)
+
+
+SECTIONS = {"results_status": status}

@@ -1,0 +1,177 @@
+"""Connection sizing page: connections per role, pool size, exhaustion, the calculator.
+
+Advice appears only where the data supports it, next to the library's defaults (read from
+conveyor itself, never typed here).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+from conveyor import QueueSettings
+from conveyor._dispatch import WorkerOptions
+
+from bench.report.common import primary_run, primary_server, server_label, source, wide
+from bench.report.compare import THRESHOLD, select
+from bench.report.figures import chart, lines
+from bench.report.load import Dataset
+from bench.report.text import fmt, md_table, no_data, pct, wrapped
+
+ROLES = ("pump", "waiter", "maint", "other")
+HEADROOM = 0.25  # spare share on top of the computed total for maxclients
+RESERVED = 10  # connections kept for admin tools and monitoring
+SETTINGS = QueueSettings()
+WORKER_CONCURRENCY = next(f.default for f in fields(WorkerOptions) if f.name == "concurrency")
+
+
+def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
+    run = primary_run(ds, "connections")
+    if run is None:
+        return None
+    rows = select(ds.summary, run_id=run, scenario="connections", kind=kind, config="default",
+                  server=primary_server(ds, run, "connections"))
+    return (run, rows) if not rows.empty else None
+
+
+def fits(rows: pd.DataFrame) -> list[dict[str, float | str]]:
+    """Each role's connections per worker process as ``base + per_concurrency x concurrency``."""
+    out: list[dict[str, float | str]] = []
+    for role in ROLES:
+        part = rows[rows.metric == f"connections_{role}"]
+        if part.empty:
+            continue
+        x, y = part.concurrency.astype(float).to_numpy(), part["median"].to_numpy()
+        slope, base = np.polyfit(x, y, 1) if len(set(x)) > 1 else (0.0, float(y.mean()))
+        out.append({"role": role, "base": round(float(base), 3),
+                    "per_concurrency": round(float(slope), 4)})
+    return out
+
+
+def formula(found: list[dict[str, float | str]]) -> str:
+    """``pump 1 + waiter 1 + ...`` from the fitted roles."""
+    return " + ".join(f"{f['role']} {fmt(float(f['base']))}"
+                      + (f" + {fmt(float(f['per_concurrency']))} x concurrency"
+                         if f["per_concurrency"] else "") for f in found)
+
+
+def connections_roles(ds: Dataset, prefix: str = "") -> str:
+    """Connections per worker process by role, measured with CLIENT LIST."""
+    found = _rows(ds, "roles")
+    if found is None:
+        return no_data("the `connections` scenario")
+    run, rows = found
+    names = [f"connections_{r}" for r in (*ROLES, "total")]
+    table = wide(ds, rows, ["concurrency"], [n for n in names if n in set(rows.metric)])
+    table.columns = [c.replace("connections ", "") for c in table.columns]
+    levels = rows.concurrency.nunique()
+    scope = (f"Measured at worker concurrency {rows.concurrency.iloc[0]} only: whether a role "
+             "grows with concurrency is not measured in this run. " if levels == 1 else "")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}. *other*: unnamed connections (the "
+            f"queue's command pool). {scope}\n\n{md_table(table)}\n\n{source(ds, run, prefix)}\n")
+
+
+def sizing_formula(ds: Dataset, prefix: str = "") -> str:
+    """The deployment formula with the measured per-role terms and the library's defaults."""
+    found = _rows(ds, "roles")
+    measured = (f"Measured per worker process: **{formula(fits(found[1]))}** connections.\n\n"
+                if found else no_data("per-role connection counts") + "\n")
+    return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "
+            "per_worker_process\n            + producer_processes x pool_size\nmaxclients >= "
+            f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\nThe library's defaults: "
+            f"`pool_size={SETTINGS.pool_size}`, `pool_timeout={SETTINGS.pool_timeout:g}` s, "
+            f"worker `concurrency={WORKER_CONCURRENCY}`. During a rolling deploy old and new "
+            "processes overlap: count both. Check the server's limit with "
+            "`CONFIG GET maxclients`.\n")
+
+
+def pool_section(ds: Dataset, prefix: str = "") -> str:
+    """Producer throughput by pool size, and what the data says about sizing it."""
+    found = _rows(ds, "pool")
+    if found is None:
+        return no_data("a pool-size sweep (`connections` scenario)")
+    run, rows = found
+    rows = rows[rows.metric == "jobs_per_s"]
+    table = wide(ds, rows, ["pool_size"], ["jobs_per_s"])
+    callers = rows.concurrency.iloc[0]
+    fig = lines(rows, "pool_size", "median", [], title="Producer jobs/s by pool size",
+                x_title="pool_size", y_title="jobs/s", label=lambda _: f"{callers} callers")
+    ordered = rows.sort_values("pool_size")
+    top = ordered.iloc[-1]
+    enough = [r for _, r in ordered.iterrows() if r["median"] >= (1 - THRESHOLD) * top["median"]]
+    advice = ""
+    if enough and enough[0].pool_size < top.pool_size:
+        low, near = ordered.iloc[0], enough[0]
+        advice = (f"With {callers} concurrent callers, a pool of {near.pool_size} reaches "
+                  f"{pct(near['median'] / top['median'])} of the jobs/s of a pool of "
+                  f"{top.pool_size}, and a pool of {low.pool_size} reaches "
+                  f"{pct(low['median'] / top['median'])}"
+                  f": the pool need not match the calls in flight. The library's default is "
+                  f"`pool_size={SETTINGS.pool_size}`.")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}: {callers} asyncio callers enqueue "
+            "one job per call through one `AsyncQueue`; the pool bounds the calls in flight."
+            f"\n\n{md_table(table)}\n\n{chart(fig, 'pool-size')}\n\n{advice}\n\n"
+            f"{source(ds, run, prefix)}\n")
+
+
+def exhaustion_section(ds: Dataset, prefix: str = "") -> str:
+    """The error a too-small pool produced in the benchmark, and the fix."""
+    found = _rows(ds, "too-small")
+    text = ""
+    if found is not None:
+        run, rows = found
+        key = (run, rows.iloc[0].server, "default", rows.iloc[0].case)
+        extra = ds.cases.set_index(["run_id", "server", "config", "case"]).extra.get(key, {})
+        text = (f"Measured with a pool of {rows.iloc[0].pool_size}, {rows.iloc[0].concurrency} "
+                f"callers and `pool_timeout={rows.iloc[0].pool_timeout:g}` s: "
+                f"{fmt(rows[rows.metric == 'failed_calls']['median'].iloc[0], 0)} calls failed; "
+                "the first error was:\n\n"
+                + wrapped(f"{extra.get('exception_type')}: {extra.get('exception_message')}")
+                + f"\n{source(ds, run, prefix)}\n\n")
+    return (text + "When every connection of the pool stays busy for `pool_timeout` seconds, the "
+            "call raises `conveyor.PoolExhaustedError` (a `ConnectionFailedError`). Raise "
+            "`pool_size` or `pool_timeout`, or lower the number of concurrent callers; past the "
+            "server's `maxclients`, new connections get `ERR max number of clients reached`.\n")
+
+
+def _input(name: str, label: str, value: object, note: str = "") -> str:
+    shown = "" if value is None else html.escape(str(value))
+    hint = f' <small class="cv-calc-note">{note}</small>' if note else ""
+    return (f'<label>{label} <input name="{name}" type="number" min="0" step="any" '
+            f'value="{shown}"></label>{hint}')
+
+
+def calculator(ds: Dataset, prefix: str = "") -> str:
+    """The offline calculator; its defaults are the library's defaults."""
+    found = _rows(ds, "roles")
+    roles = fits(found[1]) if found else []
+    per_conn = select(found[1], metric="bytes_per_connection") if found else pd.DataFrame()
+    spec = {"roles": roles, "headroom": HEADROOM, "reserved": RESERVED}
+    inputs = [
+        _input("workers", "Worker processes", 1),
+        _input("concurrency", "Concurrency per worker", WORKER_CONCURRENCY, "library default"),
+        _input("producers", "Producer processes (enqueue only)", 1),
+        _input("producer_pool", "Pool size per producer", SETTINGS.pool_size, "library default"),
+        _input("bytes_per_connection", "Server memory per connection (bytes)",
+               round(per_conn["median"].iloc[0]) if not per_conn.empty else None,
+               f"measured in run {found[0]}" if not per_conn.empty and found else
+               "not measured: enter your server's figure"),
+    ]
+    if not roles:
+        inputs.insert(2, _input("per_worker_input", "Connections per worker process", None,
+                                "not measured yet: an input"))
+    outputs = [("per_worker", "Connections per worker process"), ("total", "Connections in total"),
+               ("maxclients", f"Suggested maxclients (x{1 + HEADROOM:g} + {RESERVED})"),
+               ("memory", "Server memory for these connections")]
+    cells = "".join(f'<tr><td>{label}</td><td data-out="{key}"></td></tr>' for key, label in outputs)
+    payload = html.escape(json.dumps(spec, sort_keys=True), quote=True)
+    return (f'<div class="cv-calc" id="calc-connections" data-cv-calc="{payload}">'
+            f'<form>{"".join(inputs)}</form><table><tbody>{cells}</tbody></table></div>\n')
+
+
+SECTIONS = {"connections_roles": connections_roles, "sizing_formula": sizing_formula,
+            "pool_section": pool_section, "exhaustion_section": exhaustion_section,
+            "calculator": calculator}

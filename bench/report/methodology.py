@@ -1,0 +1,85 @@
+"""Methodology page: the result files, what each is used for, environments and commands."""
+
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+
+from bench.report.common import primary_run
+from bench.report.load import Dataset
+from bench.report.servers import dragonfly_runs, flags
+from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
+
+MAIN_SCENARIO = "process"
+
+
+def role(ds: Dataset, run: str) -> str:
+    """What the site uses a run for, in words."""
+    if run == primary_run(ds, MAIN_SCENARIO):
+        return "the figures on every page"
+    if run in dragonfly_runs(ds):
+        return "Dragonfly, as ratios to its own Valkey 9.1"
+    if ds.runs.loc[run].quick:
+        return "nothing (quick run)"
+    return "run-to-run spread (Tuning) only: an older run of the same method"
+
+
+def runs_section(ds: Dataset, prefix: str = "") -> str:
+    """Every result file, newest first, with what the site uses it for."""
+    if ds.empty:
+        return no_data("any run")
+    table = pd.DataFrame([{
+        "run (raw JSON)": f"[`{r.run_id}`]({prefix}{r.url})", "created (UTC)": r.created[:16],
+        "commit": f"`{r.commit[:7]}`" + (" dirty" if r.dirty else ""),
+        "servers": len([e for e in r.doc["servers"] if e["measured"]]),
+        "used for": role(ds, r.run_id)} for r in ds.runs.iloc[::-1].itertuples()])
+    return (md_table(table) + "\n\nPages show the newest full run that measured the most "
+            "servers; older runs of the same method on the same machine stay in `results/` so "
+            "that a verdict is stated only when every such run agrees.\n")
+
+
+def environment(run: pd.Series) -> str:
+    """Where and how one run was measured, as a list (long values wrap)."""
+    env, method = run.doc["environment"], run.doc["method"]
+    clients = ", ".join(f"{k} {v}" for k, v in sorted(run.doc["clients"].items()) if v)
+    items = [("machine", f"{env['machine_label']}: {env['cpu_model']}, {env['cores']} cores, "
+                         f"{fmt((env.get('memory_bytes') or 0) / 2**30)} GiB"),
+             ("OS", f"{env['os']} {env['kernel']}"),
+             ("Python", f"{env['implementation']} {env['python']}; {clients}"),
+             ("measured", commit_note(run.commit)),
+             ("method", f"{method['repetitions']} repetitions, {method['warmup']} warm-up, "
+                        f"process per repetition: {method['process_per_repetition']}")]
+    lines = [f"- **{k}**: {v}" for k, v in items]
+    for entry in servers_of(run):
+        for config in entry["configs"]:
+            shown = flags(entry, config) or "not applicable"
+            lines.append(f"- **{entry['id']}** `{config}`: `{shown}`")
+    return "\n".join(lines)
+
+
+def servers_of(run: pd.Series) -> list[dict[str, object]]:
+    """Measured server entries of a run."""
+    return [e for e in run.doc["servers"] if e["measured"]]
+
+
+def environments_section(ds: Dataset, prefix: str = "") -> str:
+    """One collapsible block per result file."""
+    if ds.empty:
+        return no_data("any run")
+    return "\n".join(admonition("abstract", f"Run {run.run_id} ({role(ds, run.run_id)})",
+                                environment(run) + f"\n\n[Raw JSON]({prefix}{run.url})", "???")
+                     for _, run in ds.runs.iloc[::-1].iterrows())
+
+
+def commands_section(ds: Dataset, prefix: str = "") -> str:
+    """The exact command behind each result file, wrapped to fit the page."""
+    if ds.empty:
+        return ""
+    lines = [f"# {run.run_id}\n{shlex.join(run.doc['command'])}"
+             for run in ds.runs.iloc[::-1].itertuples()]
+    return ("The exact command of each result file:\n\n" + wrapped("\n".join(lines)) + "\n")
+
+
+SECTIONS = {"runs_section": runs_section, "environments_section": environments_section,
+            "commands_section": commands_section}

@@ -1,0 +1,133 @@
+"""Performance page, first half: reference ceilings, enqueue, process and the call ceiling."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from bench.report.common import primary_run, run_rows, server_label, source, variant, wide
+from bench.report.compare import BASELINE, select
+from bench.report.figures import chart, figure, lines, mad_bars
+from bench.report.load import Dataset
+from bench.report.text import fmt, md_table, no_data, params_text, times
+
+COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
+LATENCY = ["p50_ms", "p99_ms"]
+
+
+def reference_section(ds: Dataset, prefix: str = "") -> str:
+    """PING and EVALSHA per second, one at a time, concurrent and pipelined."""
+    found = run_rows(ds, "reference", **BASELINE)
+    if found is None:
+        return no_data("the `reference` scenario")
+    run, rows = found
+    parts = rows.metric.str.extract(r"^(ping|evalsha)_(c1|cN|pipelined)_ops_per_s$")
+    first = rows.iloc[0]
+    modes = {"c1": "1 call at a time", "cN": f"{first.concurrency} concurrent callers",
+             "pipelined": f"pipelines of {first.pipeline}"}
+    rows = rows.assign(command=parts[0].map(COMMANDS), mode=parts[1].map(modes)).dropna(
+        subset=["command"])
+    table = wide(ds, rows.assign(metric=rows["mode"], unit="calls/s"), ["command"],
+                 list(modes.values()))
+    fig = figure("Client and server ceilings, no Conveyor", "how calls are made", "calls/s",
+                 category_x=True)
+    for command, group in rows.groupby("command", sort=False):
+        part = group.set_index("mode").loc[list(modes.values())].reset_index()
+        fig.add_trace(go.Bar(x=part["mode"], y=part["median"], name=command,
+                             error_y=mad_bars(part)))
+    return (f"On {server_label(ds, run, first.server)}, RESP3, hiredis; calls per second.\n\n"
+            f"{md_table(table)}\n\n{chart(fig, 'reference')}\n\n{source(ds, run, prefix)}\n")
+
+
+def _variants(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a ``variant`` column, the baseline first."""
+    labels = [variant(r) for _, r in rows.iterrows()]
+    order = sorted(set(labels), key=lambda v: (v != "baseline", v))
+    return rows.assign(variant=pd.Categorical(labels, categories=order, ordered=True))
+
+
+def _enqueue_chart(rows: pd.DataFrame, chart_id: str, title: str, series: str | None) -> str:
+    fig = figure(title, "variant (one thing changed from the baseline)", "jobs/s", category_x=True)
+    rates = rows[rows.metric == "jobs_per_s"]
+    groups = rates.groupby(series, sort=True, observed=True) if series else [(None, rates)]
+    for key, part in groups:
+        name = f"{key} producer{'s' if key != 1 else ''}" if series else "1 producer"
+        fig.add_trace(go.Bar(x=part["variant"].astype(str), y=part["median"], name=name,
+                             error_y=mad_bars(part)))
+    return chart(fig, chart_id)
+
+
+def enqueue_section(ds: Dataset, prefix: str = "") -> str:
+    """One job per call and ``enqueue_many``: separate tables and charts, labelled by producers."""
+    out, run = [], None
+    for scenario, title, by in (("enqueue-single", "One job per call (`enqueue`)", []),
+                                ("enqueue-bulk", "In batches (`enqueue_many`)", ["producers"])):
+        found = run_rows(ds, scenario)
+        if found is None or found[1].empty:
+            continue
+        run, rows = found
+        if by:  # files from before the producers parameter measured one producer
+            rows = rows.assign(producers=rows.get("producers", pd.Series(1, rows.index)).fillna(1))
+        rows = _variants(rows)
+        table = wide(ds, rows, ["variant", *by], ["jobs_per_s", *LATENCY], once=True)
+        first = ds.cases[(ds.cases.run_id == run) & (ds.cases.scenario == scenario)].iloc[0]
+        fixed = params_text(first.params, skip=("producers", "jobs"))
+        unit = "per call" if scenario == "enqueue-single" else "per batch"
+        out.append(f"### {title}\n\n{server_label(ds, run, rows.iloc[0].server)}, {fixed}; "
+                   f"latency {unit}.\n\n{md_table(table)}\n\n"
+                   + _enqueue_chart(rows, scenario, f"{title.split(' (')[0]}: jobs/s by variant",
+                                    by[0] if by else None))
+    if run is None:
+        return no_data("the `enqueue-single` or `enqueue-bulk` scenario")
+    return "\n\n".join(out) + f"\n\n{source(ds, run, prefix)}\n"
+
+
+def process_section(ds: Dataset, prefix: str = "") -> str:
+    """A burst worker draining a pre-filled queue: by concurrency, then by variant."""
+    found = run_rows(ds, "process")
+    if found is None:
+        return no_data("the `process` scenario")
+    run, rows = found
+    base = select(rows, **BASELINE)
+    metrics = [m for m in ("jobs_per_s", "elapsed_s") if m in set(base.metric)]
+    table = wide(ds, base, ["concurrency"], metrics, once=True)
+    fig = lines(base[base.metric == "jobs_per_s"], "concurrency", "median", [],
+                title="Draining a backlog: jobs/s by worker concurrency",
+                x_title="worker concurrency (handlers at once)", y_title="jobs/s",
+                label=lambda _: "baseline, payload " + str(base.iloc[0].payload_bytes) + " B")
+    others = _variants(rows[rows.metric == "jobs_per_s"])
+    point = others[others.variant != "baseline"]
+    text = ""
+    if not point.empty:
+        same = others[others.case == point.iloc[0].case]
+        var = wide(ds, same, ["variant"], ["jobs_per_s"])
+        text = (f"One thing changed at a time, at concurrency {point.iloc[0].concurrency}:"
+                f"\n\n{md_table(var)}\n\n")
+    first = base.iloc[0]
+    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, {first.jobs:,} jobs of "
+            f"{first.payload_bytes} B.\n\n{md_table(table)}\n\n{chart(fig, 'process')}\n\n"
+            f"{text}{source(ds, run, prefix)}\n")
+
+
+def ceiling_section(ds: Dataset, prefix: str = "") -> str:
+    """Jobs/s against the EVALSHA calls/s of the same server at the same concurrency."""
+    run = primary_run(ds, "process")
+    if run is None:
+        return no_data("process and reference rows at the same concurrency in one run")
+    ref = select(ds.summary, run_id=run, scenario="reference", metric="evalsha_cN_ops_per_s",
+                 **BASELINE)
+    proc = select(ds.summary, run_id=run, scenario="process", metric="jobs_per_s", **BASELINE)
+    both = proc.merge(ref, on=["server", "concurrency"], suffixes=("", "_ref"))
+    if both.empty:
+        return no_data("process and reference rows at the same concurrency in one run")
+    table = pd.DataFrame({
+        "server": both.server, "concurrency": both.concurrency,
+        "jobs/s (process)": both["median"].map(fmt),
+        "EVALSHA calls/s": both["median_ref"].map(fmt),
+        "jobs per call ceiling": (both["median"] / both["median_ref"]).map(times),
+    })
+    return f"{md_table(table)}\n\n{source(ds, run, prefix)}\n"
+
+
+SECTIONS = {"reference_section": reference_section, "enqueue_section": enqueue_section,
+            "process_section": process_section, "ceiling_section": ceiling_section}

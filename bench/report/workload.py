@@ -1,0 +1,101 @@
+"""Performance page, second half: lifecycles and enqueue-to-handler latency."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from bench.report.common import run_rows, server_label, source, wide
+from bench.report.compare import BASELINE
+from bench.report.figures import chart, figure, lines, mad_bars
+from bench.report.load import Dataset
+from bench.report.text import fmt, md_table, metric_label, no_data, pct
+
+PERCENTILES = ["p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms"]
+FEW_SAMPLES = 1000  # below this, a p99.9 is the largest sample or next to it
+
+
+def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
+    """Throughput and latency of enqueue-claim-ack by payload and concurrency."""
+    found = run_rows(ds, "lifecycle", **BASELINE)
+    if found is None:
+        return no_data("the `lifecycle` scenario")
+    run, rows = found
+    shown = [m for m in ("lifecycles_per_s", "p50_ms", "p99_ms") if m in set(rows.metric)]
+    table = wide(ds, rows, ["payload_bytes", "concurrency"], shown, once=True)
+    charts = []
+    for name, title in (("lifecycles_per_s", "Lifecycles per second by concurrency"),
+                        ("p99_ms", "Enqueue-to-ack p99 by concurrency")):
+        part = rows[rows.metric == name]
+        if not part.empty:
+            fig = lines(part, "concurrency", "median", ["payload_bytes"], title=title,
+                        x_title="concurrent tasks", y_title=metric_label(name, part.unit.iloc[0]),
+                        label=lambda key: f"payload {key[0]} B")
+            charts.append(chart(fig, f"lifecycle-{name.replace('_', '-')}"))
+    first = rows.iloc[0]
+    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, {first.tasks:,} lifecycles "
+            f"per task; latency per lifecycle.\n\n{md_table(table)}\n\n"
+            + "\n\n".join(charts) + f"\n\n{source(ds, run, prefix)}\n")
+
+
+def load_label(load: object) -> str:
+    """``unloaded`` or ``50% of capacity`` (open loop)."""
+    if isinstance(load, str):
+        return load
+    return f"{pct(float(load))} of capacity"  # type: ignore[arg-type]
+
+
+def samples(ds: Dataset, rows: pd.DataFrame) -> pd.Series:
+    """Latency samples per repetition of each case (recorded, else derived from the params)."""
+    per_case = {}
+    for case, part in rows.groupby("case", sort=False):
+        metrics = part.set_index("metric")["median"]
+        first = part.iloc[0]
+        if "samples" in metrics:
+            per_case[case] = metrics["samples"]
+        elif first.load == "unloaded" and pd.notna(first.get("jobs")):
+            per_case[case] = first.jobs
+        elif "offered_per_s" in metrics and pd.notna(first.get("duration_s")):
+            per_case[case] = metrics["offered_per_s"] * first.duration_s
+    return rows.case.map(per_case)
+
+
+def latency_section(ds: Dataset, prefix: str = "") -> str:
+    """Enqueue-to-handler latency, unloaded and at fractions of capacity, with sample counts."""
+    found = run_rows(ds, "latency", **BASELINE)
+    if found is None:
+        return no_data("the `latency` scenario")
+    run, rows = found
+    order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), str(v)))
+    labels = pd.Categorical(rows["load"].map(load_label),
+                            categories=[load_label(v) for v in order], ordered=True)
+    rows = rows.assign(load=labels, samples=samples(ds, rows))
+    rows = rows.assign(samples=rows.samples.map(lambda n: fmt(n, 0)))
+    shown = [p for p in PERCENTILES if p in set(rows.metric) and p not in ("p90_ms", "p95_ms")]
+    in_table = [p for p in shown if p != "max_ms"]  # the maximum is in the chart
+    table = wide(ds, rows, ["load", "samples"], in_table, once=True).rename(
+        columns={"samples": "samples/rep."})
+    rates = [m for m in ("capacity_jobs_per_s", "offered_per_s") if m in set(rows.metric)]
+    rate_table = wide(ds, rows[rows.metric.isin(rates)], ["load"], rates) if rates else None
+    fig = figure("Enqueue-to-handler latency by load", "percentile", "ms", log_y=True,
+                 category_x=True)
+    for load, group in rows[rows.metric.isin(shown)].groupby("load", sort=True, observed=True):
+        part = group.set_index("metric").loc[[m for m in shown if m in set(group.metric)]]
+        names = [metric_label(m).split(" (")[0] for m in part.index]
+        fig.add_trace(go.Bar(x=names, y=part["median"], name=load, error_y=mad_bars(part)))
+    few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
+    note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next "
+            "to it: read it as the maximum." if few else "")
+    conc = rows.iloc[0].concurrency
+    return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {conc}, no-op "
+            "handlers. *Unloaded*: one job in flight at a time; *N% of capacity*: open loop at "
+            "that fraction of the capacity. Open-loop jobs are timed from their intended send "
+            "time, so a producer "
+            f"falling behind is charged to latency. Samples are per repetition.{note}\n\n"
+            f"{md_table(table)}\n\n"
+            + (f"Capacity and the rate actually offered:\n\n{md_table(rate_table)}\n\n"
+               if rate_table is not None else "")
+            + f"{chart(fig, 'latency')}\n\n{source(ds, run, prefix)}\n")
+
+
+SECTIONS = {"lifecycle_section": lifecycle_section, "latency_section": latency_section}
