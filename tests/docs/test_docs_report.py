@@ -259,4 +259,5 @@ def test_source_line_names_commit_and_quick_runs(tmp_path: Path) -> None:
 def test_every_section_renders_from_a_complete_file(tmp_path: Path) -> None:
     ds = dataset(tmp_path, copy.deepcopy(make_run()))
     for name in report.SECTIONS:
-        assert "No results yet" not in render(ds, name) or name == "dragonfly_section", name
+        if name not in ("dragonfly_section", "history_section"):  # need a Dragonfly run / several runs
+            assert "No results yet" not in render(ds, name), name
