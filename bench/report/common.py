@@ -64,6 +64,17 @@ def run_rows(ds: Dataset, scenario: str, **where: Any) -> tuple[str, pd.DataFram
     return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
 
 
+def defaults_note(ds: Dataset, run: str, keys: dict[str, object]) -> str:
+    """The library's defaults now, and at the measured commit where the file records others."""
+    recorded = ds.runs.loc[run].doc.get("library_defaults") or {}
+    parts = []
+    for key, now in keys.items():
+        then = recorded.get(key)
+        moved = f" ({then} when measured)" if then is not None and then != now else ""
+        parts.append(f"`{key.split('.')[-1]}={now}`{moved}")
+    return "The library's defaults: " + ", ".join(parts) + "."
+
+
 def stat_cell(row: pd.Series | None) -> str:
     """``median ± MAD`` of a summary row."""
     if row is None:

@@ -15,7 +15,7 @@ import pandas as pd
 from conveyor import QueueSettings
 from conveyor._dispatch import WorkerOptions
 
-from bench.report.common import primary_run, primary_server, server_label, source, wide
+from bench.report.common import defaults_note, primary_run, primary_server, server_label, source, wide
 from bench.report.compare import THRESHOLD, select
 from bench.report.figures import chart, lines
 from bench.report.load import Dataset
@@ -46,8 +46,8 @@ def fits(rows: pd.DataFrame) -> list[dict[str, float | str]]:
             continue
         x, y = part.concurrency.astype(float).to_numpy(), part["median"].to_numpy()
         slope, base = np.polyfit(x, y, 1) if len(set(x)) > 1 else (0.0, float(y.mean()))
-        out.append({"role": role, "base": round(float(base), 3),
-                    "per_concurrency": round(float(slope), 4)})
+        out.append({"role": role, "base": round(float(base), 3) + 0.0,
+                    "per_concurrency": round(float(slope), 4) + 0.0})
     return out
 
 
@@ -77,43 +77,53 @@ def connections_roles(ds: Dataset, prefix: str = "") -> str:
 def sizing_formula(ds: Dataset, prefix: str = "") -> str:
     """The deployment formula with the measured per-role terms and the library's defaults."""
     found = _rows(ds, "roles")
+    keys = {"queue.pool_size": SETTINGS.pool_size, "queue.pool_timeout": SETTINGS.pool_timeout,
+            "worker.concurrency": WORKER_CONCURRENCY}
+    defaults = (defaults_note(ds, found[0], keys) if found else
+                "The library's defaults: " + ", ".join(f"`{k.split('.')[-1]}={v}`"
+                                                       for k, v in keys.items()) + ".")
     measured = (f"Measured per worker process: **{formula(fits(found[1]))}** connections.\n\n"
                 if found else no_data("per-role connection counts") + "\n")
     return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "
             "per_worker_process\n            + producer_processes x pool_size\nmaxclients >= "
-            f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\nThe library's defaults: "
-            f"`pool_size={SETTINGS.pool_size}`, `pool_timeout={SETTINGS.pool_timeout:g}` s, "
-            f"worker `concurrency={WORKER_CONCURRENCY}`. During a rolling deploy old and new "
+            f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\n{defaults}"
+            " During a rolling deploy old and new "
             "processes overlap: count both. Check the server's limit with "
             "`CONFIG GET maxclients`.\n")
 
 
+def pool_advice(rows: pd.DataFrame) -> str:
+    """Per caller count: the smallest pool within 10% of the largest, and the smallest pool."""
+    out = []
+    for callers, part in rows.groupby("concurrency", sort=True):
+        ordered = part.sort_values("pool_size")
+        top, low = ordered.iloc[-1], ordered.iloc[0]
+        near = ordered[ordered["median"] >= (1 - THRESHOLD) * top["median"]].iloc[0]
+        if near.pool_size < top.pool_size:
+            out.append(f"- {callers} concurrent callers: a pool of {near.pool_size} reaches "
+                       f"{pct(near['median'] / top['median'])} of the jobs/s of a pool of "
+                       f"{top.pool_size}"
+                       + (f", a pool of {low.pool_size} {pct(low['median'] / top['median'])}"
+                          if low.pool_size < near.pool_size else "") + ".")
+    return ("Measured here, the pool need not match the calls in flight:\n\n" + "\n".join(out)
+            if out else "")
+
+
 def pool_section(ds: Dataset, prefix: str = "") -> str:
-    """Producer throughput by pool size, and what the data says about sizing it."""
+    """Producer throughput by pool size and callers, and what the data says about sizing it."""
     found = _rows(ds, "pool")
     if found is None:
         return no_data("a pool-size sweep (`connections` scenario)")
     run, rows = found
     rows = rows[rows.metric == "jobs_per_s"]
-    table = wide(ds, rows, ["pool_size"], ["jobs_per_s"])
-    callers = rows.concurrency.iloc[0]
-    fig = lines(rows, "pool_size", "median", [], title="Producer jobs/s by pool size",
-                x_title="pool_size", y_title="jobs/s", label=lambda _: f"{callers} callers")
-    ordered = rows.sort_values("pool_size")
-    top = ordered.iloc[-1]
-    enough = [r for _, r in ordered.iterrows() if r["median"] >= (1 - THRESHOLD) * top["median"]]
-    advice = ""
-    if enough and enough[0].pool_size < top.pool_size:
-        low, near = ordered.iloc[0], enough[0]
-        advice = (f"With {callers} concurrent callers, a pool of {near.pool_size} reaches "
-                  f"{pct(near['median'] / top['median'])} of the jobs/s of a pool of "
-                  f"{top.pool_size}, and a pool of {low.pool_size} reaches "
-                  f"{pct(low['median'] / top['median'])}"
-                  f": the pool need not match the calls in flight. The library's default is "
-                  f"`pool_size={SETTINGS.pool_size}`.")
-    return (f"{server_label(ds, run, rows.iloc[0].server)}: {callers} asyncio callers enqueue "
-            "one job per call through one `AsyncQueue`; the pool bounds the calls in flight."
-            f"\n\n{md_table(table)}\n\n{chart(fig, 'pool-size')}\n\n{advice}\n\n"
+    table = wide(ds, rows, ["concurrency", "pool_size"], ["jobs_per_s"])
+    fig = lines(rows, "pool_size", "median", ["concurrency"], title="Producer jobs/s by pool size",
+                x_title="pool_size", y_title="jobs/s", label=lambda k: f"{k[0]} callers")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}: asyncio callers enqueue one job per "
+            "call through one `AsyncQueue`; the pool bounds the calls in flight.\n\n"
+            f"{md_table(table.rename(columns={'concurrency': 'callers'}))}\n\n"
+            f"{chart(fig, 'pool-size')}\n\n{pool_advice(rows)}\n\n"
+            f"{defaults_note(ds, run, {'queue.pool_size': SETTINGS.pool_size})}\n\n"
             f"{source(ds, run, prefix)}\n")
 
 
@@ -148,7 +158,8 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
     """The offline calculator; its defaults are the library's defaults."""
     found = _rows(ds, "roles")
     roles = fits(found[1]) if found else []
-    per_conn = select(found[1], metric="bytes_per_connection") if found else pd.DataFrame()
+    memory = _rows(ds, "memory")
+    per_conn = select(memory[1], metric="bytes_per_connection") if memory else pd.DataFrame()
     spec = {"roles": roles, "headroom": HEADROOM, "reserved": RESERVED}
     inputs = [
         _input("workers", "Worker processes", 1),
@@ -157,7 +168,7 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
         _input("producer_pool", "Pool size per producer", SETTINGS.pool_size, "library default"),
         _input("bytes_per_connection", "Server memory per connection (bytes)",
                round(per_conn["median"].iloc[0]) if not per_conn.empty else None,
-               f"measured in run {found[0]}" if not per_conn.empty and found else
+               f"measured in run {memory[0]}" if not per_conn.empty and memory else
                "not measured: enter your server's figure"),
     ]
     if not roles:

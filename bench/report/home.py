@@ -57,7 +57,14 @@ def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, st
         return None
     rows = select(ds.summary, run_id=run, scenario=scenario,
                   server=primary_server(ds, run, scenario), **BASELINE)
-    row = _pick(rows[rows.metric == name], prefer)
+    marked = select(ds.cases, run_id=run, scenario=scenario, server=primary_server(ds, run, scenario),
+                    **BASELINE).dropna(subset=["headline"])
+    if not marked.empty:  # the file names its headline case and its conditions in plain words
+        name = marked.iloc[0].headline["metric"]
+        words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
+        row = rows[(rows.case == marked.iloc[0].case) & (rows.metric == name)]
+    else:
+        row = _pick(rows[rows.metric == name], prefer)
     if row.empty:
         return None
     first = row.iloc[0]

@@ -21,7 +21,7 @@ from bench.results import ResultsError, load_file
 SKIPPED_DIRS = frozenset({"schema", "quick"})
 CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
 # Method fields that differ between runs of one method (timings of the run itself).
-VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed"})
+VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines"})
 RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores",
                "quick", "repetitions", "method", "doc"]
 
@@ -94,7 +94,7 @@ def _case_record(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         "parser": str(row.get("parser", "hiredis")),
         "case": json.dumps(row["params"], sort_keys=True), "params": row["params"],
         **{k: once.get(k) for k in ("enqueued", "acked", "lost", "duplicates")},
-        "encoding": extra.get("encoding"), "extra": extra,
+        "encoding": extra.get("encoding"), "extra": extra, "headline": row.get("headline"),
     }
 
 

@@ -49,7 +49,9 @@ def environment(run: pd.Series) -> str:
              ("Python", f"{env['implementation']} {env['python']}; {clients}"),
              ("measured", commit_note(run.commit)),
              ("method", f"{method['repetitions']} repetitions, {method['warmup']} warm-up, "
-                        f"process per repetition: {method['process_per_repetition']}")]
+                        f"a process per {'case' if method.get('process_per_case') else 'repetition'}"
+                        f", flush per {'case' if method.get('flush_per_case') else 'repetition'}"
+                        + (f"; order: {method['case_order']}" if method.get("case_order") else ""))]
     lines = [f"- **{k}**: {v}" for k, v in items]
     for entry in servers_of(run):
         for config in entry["configs"]:

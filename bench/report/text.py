@@ -149,6 +149,8 @@ def commit_note(commit: str) -> str:
 def source_line(run: pd.Series, prefix: str = "", extra: str = "") -> str:
     """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``."""
     quick = " · **quick run** (one repetition, indicative only)" if run.quick else ""
+    if run.doc["method"].get("complete") is False:
+        quick += " · **incomplete run** (stopped before every planned case ran)"
     return (f"<small>Source: run `{run.run_id}` ({run.created}, {run.machine}, {run.cpu}, "
             f"{run.cores} cores), {commit_note(run.commit)}{quick}{extra} · "
             f"[raw JSON]({prefix}{run.url})</small>")

@@ -10,7 +10,15 @@ import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 from conveyor import QueueSettings
 
-from bench.report.common import primary_run, primary_server, server_label, source, stat_cell, wide
+from bench.report.common import (
+    defaults_note,
+    primary_run,
+    primary_server,
+    server_label,
+    source,
+    stat_cell,
+    wide,
+)
 from bench.report.compare import ratio, same_method_runs, select
 from bench.report.figures import chart, figure, lines, mad_bars, whiskers
 from bench.report.load import Dataset
@@ -149,9 +157,8 @@ def maintenance_section(ds: Dataset, prefix: str = "") -> str:
             charts.append(chart(lines(part, "batch", "median", ["backlog"], title=title,
                                       x_title="maintenance_batch", y_title=part.unit.iloc[0],
                                       label=lambda k: f"backlog {k[0]:,}"), f"maint-{name}"))
-    default = QueueSettings().maintenance_batch
-    return (f"{server_label(ds, run, server)}. The library's default is "
-            f"`maintenance_batch={default}`. *PING*: another client's round trip during the "
+    default = defaults_note(ds, run, {"queue.maintenance_batch": QueueSettings().maintenance_batch})
+    return (f"{server_label(ds, run, server)}. {default} *PING*: another client's round trip during the "
             f"sweeps; with under 100 samples its p99 is the slowest one.\n\n{md_table(table)}\n\n"
             + "\n\n".join(charts)
             + f"\n\n{source(ds, run, prefix)}\n")

@@ -39,10 +39,20 @@ def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
 
 
 def load_label(load: object) -> str:
-    """``unloaded`` or ``50% of capacity`` (open loop)."""
+    """``unloaded``, ``partly busy`` or ``50% of capacity`` (open loop)."""
     if isinstance(load, str):
-        return load
+        return load.replace("-", " ")
     return f"{pct(float(load))} of capacity"  # type: ignore[arg-type]
+
+
+def busy_text(rows: pd.DataFrame) -> str:
+    """What *partly busy* means in this run, from its parameters."""
+    busy = rows[rows["load"] == "partly busy"]
+    if busy.empty or "busy" not in busy:
+        return ""
+    first = busy.iloc[0]
+    return (f"*Partly busy*: {first.busy} of the {first.concurrency} handler slots run "
+            f"{first.slow_ms} ms jobs while the pickup delay of the others is measured. ")
 
 
 def samples(ds: Dataset, rows: pd.DataFrame) -> pd.Series:
@@ -66,7 +76,8 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
     if found is None:
         return no_data("the `latency` scenario")
     run, rows = found
-    order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), str(v)))
+    order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), v != "unloaded",
+                                                         str(v)))
     labels = pd.Categorical(rows["load"].map(load_label),
                             categories=[load_label(v) for v in order], ordered=True)
     rows = rows.assign(load=labels, samples=samples(ds, rows))
@@ -75,7 +86,8 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
     in_table = [p for p in shown if p != "max_ms"]  # the maximum is in the chart
     table = wide(ds, rows, ["load", "samples"], in_table, once=True).rename(
         columns={"samples": "samples/rep."})
-    rates = [m for m in ("capacity_jobs_per_s", "offered_per_s") if m in set(rows.metric)]
+    rates = [m for m in ("capacity_jobs_per_s", "producers", "offered_per_s", "offered_load")
+             if m in set(rows.metric)]
     rate_table = wide(ds, rows[rows.metric.isin(rates)], ["load"], rates) if rates else None
     fig = figure("Enqueue-to-handler latency by load", "percentile", "ms", log_y=True,
                  category_x=True)
@@ -89,8 +101,9 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
     conc = rows.iloc[0].concurrency
     return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {conc}, no-op "
             "handlers. *Unloaded*: one job in flight at a time; *N% of capacity*: open loop at "
-            "that fraction of the capacity. Open-loop jobs are timed from their intended send "
-            "time, so a producer "
+            "that fraction of the capacity (the worker's drain rate where the file says so). "
+            f"{busy_text(rows)}Open-loop jobs are timed from their intended send time, so a "
+            "producer "
             f"falling behind is charged to latency. Samples are per repetition.{note}\n\n"
             f"{md_table(table)}\n\n"
             + (f"Capacity and the rate actually offered:\n\n{md_table(rate_table)}\n\n"

@@ -84,9 +84,16 @@ def other_rows() -> list[dict[str, Any]]:
     rows += [row("latency", {"load": load, "concurrency": 32, **size},
                  {"p50_ms": metric(0.3 * f, "ms"), "p90_ms": metric(0.5 * f, "ms"),
                   "p99_ms": metric(1.0 * f, "ms"), "p99_9_ms": metric(2.0 * f, "ms"),
-                  "max_ms": metric(3.0 * f, "ms")})
-             for load, f, size in (("unloaded", 1, {"jobs": 50}),
-                                   (0.5, 2, {"duration_s": 0.5, "capacity_jobs": 300}))]
+                  "max_ms": metric(3.0 * f, "ms"), "samples": metric(n, "count", spread=0.0),
+                  **({"capacity_jobs_per_s": metric(BASE * 2, "1/s"),
+                      "offered_per_s": metric(BASE * 2 * load * 0.98, "1/s"),
+                      "offered_load": metric(load * 0.98, "ratio"),
+                      "producers": metric(2, "count", spread=0.0)}
+                     if isinstance(load, float) else {})})
+             for load, f, n, size in (
+                 ("unloaded", 1, 50, {"jobs": 50}),
+                 ("partly-busy", 3, 50, {"jobs": 50, "busy": 16, "slow_ms": 50}),
+                 (0.9, 2, 900, {"duration_s": 0.5, "capacity_jobs": 300}))]
     rows += [row("maintenance", {"backlog": 1000, "batch": b},
                  {"items_per_s": metric(BASE * b ** 0.5, "1/s"),
                   "sweep_p99_ms": metric(0.01 * b, "ms"), "probe_p99_ms": metric(0.2 + b / 500,
@@ -104,9 +111,12 @@ def connections_rows() -> list[dict[str, Any]]:
     """Roles, a pool-size sweep and the too-small pool."""
     roles = {f"connections_{r}": metric(n, "count", spread=0.0, reps=1)
              for r, n in (("pump", 1), ("waiter", 1), ("maint", 1), ("other", 2), ("total", 5))}
-    rows = [row("connections", {"kind": "roles", "concurrency": 32}, roles)]
-    rows += [row("connections", {"kind": "pool", "pool_size": p, "concurrency": 32, "jobs": 500},
-                 {"jobs_per_s": metric(BASE * min(p, 8), "1/s")}) for p in (2, 8, 32)]
+    rows = [row("connections", {"kind": "roles", "concurrency": c}, roles) for c in (8, 32)]
+    rows.append(row("connections", {"kind": "memory", "connections": 100},
+                    {"bytes_per_connection": metric(20_000, "B")}, extra=None))
+    rows += [row("connections", {"kind": "pool", "pool_size": p, "concurrency": c, "jobs": 500},
+                 {"jobs_per_s": metric(BASE * min(p, c // 4), "1/s")})
+             for c in (8, 32) for p in (2, 8, 32)]
     rows.append(row("connections", {"kind": "too-small", "pool_size": 1, "concurrency": 32,
                                     "pool_timeout": 0.05},
                     {"failed_calls": metric(7, "count", spread=0.0, reps=1)},
@@ -134,6 +144,11 @@ def make_run(run_id: str = "20261129T201500Z-ab12cd", created: str = "2026-11-29
     """A complete result document with every scenario."""
     results = lifecycle_rows("valkey-9.1", 1.0) + lifecycle_rows("redis-7.0", 0.8)
     results += variant_rows() + other_rows()
+    headline = next(r for r in results if r["scenario"] == "process" and r["config"] == "default"
+                    and r["protocol"] == 3 and r["parser"] == "hiredis"
+                    and r["params"]["concurrency"] == 32)
+    headline["headline"] = {"metric": "jobs_per_s",
+                            "conditions": "synthetic worker, 32 no-op handlers at once"}
     return {
         "schema_version": 1, "run_id": run_id, "created_utc": created,
         "conveyor_version": "0.1.0", "git": {"commit": "0123456789abcdef", "dirty": False},
@@ -144,7 +159,11 @@ def make_run(run_id: str = "20261129T201500Z-ab12cd", created: str = "2026-11-29
         "clients": {"redis_py": "8.1.0", "hiredis": "3.5.0", "conveyor": "0.1.0"},
         "method": {"repetitions": 1 if quick else 3, "warmup": 0 if quick else 1,
                    "process_per_repetition": True, "quick": quick,
-                   "statistics": "median, MAD, min, max of per-repetition values"},
+                   "statistics": "median, MAD, min, max of per-repetition values",
+                   "process_per_case": True, "flush_per_case": True,
+                   "case_order": "cases in plan order, one process each", "complete": True},
+        "library_defaults": {"queue.pool_size": 16, "queue.maintenance_batch": 100,
+                             "queue.lease": 30.0, "worker.concurrency": 1},
         "servers": copy.deepcopy(SERVERS),
         "results": results,
     }

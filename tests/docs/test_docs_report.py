@@ -261,3 +261,29 @@ def test_every_section_renders_from_a_complete_file(tmp_path: Path) -> None:
     for name in report.SECTIONS:
         if name not in ("dragonfly_section", "history_section"):  # need a Dragonfly run / several runs
             assert "No results yet" not in render(ds, name), name
+
+
+def test_fields_added_by_the_harness_are_shown(tmp_path: Path) -> None:
+    doc = make_run()
+    doc["library_defaults"]["queue.pool_size"] = 4  # the default when this file was measured
+    ds = dataset(tmp_path, doc)
+    assert "synthetic worker, 32 no-op handlers at once" in render(ds, "headline")
+    latency = render(ds, "latency_section")
+    assert "| partly busy" in latency and "16 of the 32 handler slots" in latency
+    assert latency.index("| unloaded") < latency.index("| partly busy")
+    pool = render(ds, "pool_section")
+    assert "8 callers" in pool and "32 callers" in pool
+    assert f"`pool_size={QueueSettings().pool_size}` (4 when measured)" in pool
+    assert 'value="20000"' in render(ds, "calculator")  # memory per connection, measured
+
+
+def test_files_without_the_new_fields_still_render(tmp_path: Path) -> None:
+    doc = make_run()
+    del doc["library_defaults"]
+    for key in ("process_per_case", "flush_per_case", "case_order", "complete"):
+        del doc["method"][key]
+    for row in doc["results"]:
+        row.pop("headline", None)
+    ds = dataset(tmp_path, doc)
+    assert "a process per repetition" in render(ds, "environments_section")
+    assert "no-op handlers at once" in render(ds, "headline")
