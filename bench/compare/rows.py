@@ -21,6 +21,7 @@ class Row:
     result: Comparison
     aa: Comparison | None
     headline: bool
+    values: dict[str, list[float]]  # every run's value per side ("base", "head", "aa")
 
     @property
     def reference(self) -> bool:
@@ -33,6 +34,7 @@ class Row:
             "scenario": self.case.scenario, "variant": self.case.variant, "case": self.case.label,
             "metric": self.metric, "headline": self.headline, "reference": self.reference,
             **self.result.as_dict(), "aa": self.aa.as_dict() if self.aa else None,
+            "values": self.values,
         }
 
 
@@ -63,7 +65,10 @@ def build_rows(
         except TooFewRuns as exc:
             raise CompareError(f"{case.scenario} {case.label}: {exc}") from exc
         headline = case.scenario == REFERENCE or metric in headline_metrics(case.scenario)
-        rows.append(Row(case, metric, result, floor, headline))
+        values = {"base": base.values[key], "head": head.values[key]}
+        if floor is not None and aa is not None:
+            values["aa"] = aa.values[key]
+        rows.append(Row(case, metric, result, floor, headline, values))
     return rows
 
 

@@ -60,6 +60,7 @@ def test_injected_slowdown_is_reported_slower(tmp_path: Path, capsys) -> None:
     rows = [r for r in report["rows"] if r["metric"] == "jobs_per_s"]
     assert rows and all(r["verdict"] == "slower" and r["p_value"] < 0.01 for r in rows)
     assert all(r["diff_pct"] == pytest.approx(-20, abs=2) for r in rows)
+    assert all(len(r["values"]["base"]) == len(r["values"]["head"]) == 8 for r in rows)
     assert report["summary"]["regressed"] >= len(rows)
     assert report["method"]["interleaved"] is False
 
