@@ -40,6 +40,15 @@ def ha(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def soak(session: nox.Session) -> None:
+    """The chaos soak on every local server: `nox -s soak -- 600` runs 600 s per server (default 300)."""
+    _install(session, "test")
+    seconds = session.posargs[0] if session.posargs else "300"
+    session.run("pytest", "tests/chaos", "-m", "soak", "-p", "no:cacheprovider", "-s", *session.posargs[1:],
+                env={"CONVEYOR_SOAK_SECONDS": seconds})
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff on everything, mypy --strict on the library."""
     _install(session, "lint")

@@ -1,0 +1,103 @@
+"""Worker process of the chaos suite (run as a script, not collected by pytest).
+
+    python _chaos_worker.py sync|async URL QUEUE RUNS_DIR SETTINGS_JSON
+
+Runs one `Worker` (threads) or `AsyncWorker` (asyncio) on QUEUE at URL (the test's proxy) until
+SIGTERM. The single task `chaos` takes a payload {"ms": duration, "kind": "ok" | "flaky" | "doomed"}:
+ok jobs sleep and succeed, flaky jobs fail their first attempt, doomed jobs always fail.
+
+Every run is recorded in RUNS_DIR/<pid>.runs with one os.write per line, so the record survives a
+SIGKILL of this process:  `start|ok|fail <job id> <attempt> <pid> <unix time>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from conveyor import AsyncQueue, AsyncWorker, Backoff, Job, Queue, Worker
+
+PID = os.getpid()
+
+
+class Recorder:
+    def __init__(self, runs_dir: Path) -> None:
+        self._fd = os.open(runs_dir / f"{PID}.runs", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def __call__(self, event: str, job: Job) -> None:
+        os.write(self._fd, f"{event} {job.id} {job.attempts} {PID} {time.time():.6f}\n".encode())
+
+
+def outcome(job: Job) -> tuple[float, bool]:
+    """(seconds to sleep, whether this run fails)."""
+    payload: dict[str, Any] = job.payload
+    kind = payload["kind"]
+    fails = kind == "doomed" or (kind == "flaky" and job.attempts <= 1)
+    return payload["ms"] / 1000.0, fails
+
+
+class HandlerFailure(RuntimeError):
+    """The chaos handler's deliberate failure."""
+
+
+def sync_handler(record: Recorder):
+    def chaos(job: Job) -> None:
+        record("start", job)
+        seconds, fails = outcome(job)
+        time.sleep(seconds)
+        record("fail" if fails else "ok", job)
+        if fails:
+            raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")
+
+    return chaos
+
+
+def async_handler(record: Recorder):
+    async def chaos(job: Job) -> None:
+        record("start", job)
+        seconds, fails = outcome(job)
+        await asyncio.sleep(seconds)
+        record("fail" if fails else "ok", job)
+        if fails:
+            raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")
+
+    return chaos
+
+
+def queue_settings(raw: dict[str, Any]) -> dict[str, Any]:
+    settings = dict(raw["queue"])
+    settings["backoff"] = Backoff(**settings.pop("backoff"))
+    return settings
+
+
+def main() -> None:
+    mode, url, name, runs_dir, raw = sys.argv[1:6]
+    config = json.loads(raw)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {PID} %(name)s %(message)s")
+    record = Recorder(Path(runs_dir))
+    settings, options = queue_settings(config), config["worker"]
+    if mode == "sync":
+        q = Queue.from_url(url, name, **settings)
+        stats = Worker(q, {"chaos": sync_handler(record)}, **options).run()
+        q.close()
+    else:
+
+        async def run() -> dict[str, int]:
+            aq = AsyncQueue.from_url(url, name, **settings)
+            try:
+                return await AsyncWorker(aq, {"chaos": async_handler(record)}, **options).run()
+            finally:
+                await aq.aclose()
+
+        stats = asyncio.run(run())
+    logging.getLogger("chaos").info("worker %s exits: %s", mode, stats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""The end of a chaos run: what happened to every job, every run and every signalled worker.
+
+Rules (issue 7): no job lost, none stuck, none failed that should not have, re-enqueued ids created
+nothing, every SIGTERMed worker exited within its deadline, and a job ran again only after the
+worker running it was SIGKILLed (at most that worker's capacity of repeats per killed worker).
+A run that follows a run ended by the handler's own failure is a retry, not a repeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from _fleet import Fleet, read_runs
+from conveyor import ConveyorError, Queue
+
+from bench.servers import RunningServer
+
+if TYPE_CHECKING:
+    from _chaos import ChaosConfig, Faults, Plan
+
+TERMINAL = {"completed", "failed"}
+SUMMARIES: list[str] = []  # one line per run, printed at the end of the session (conftest)
+
+
+@dataclass
+class Verdict:
+    summary: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    fault_log: list[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        s = self.summary
+        faults = ", ".join(f"{k} {v}" for k, v in s["faults"].items())
+        return (
+            f"{s['server']}: {s['seconds']:.0f} s, faults [{faults}], jobs {s['jobs']} "
+            f"({s['by_kind']}), runs {s['runs']}, attempts spent without a run {s['attempts_without_run']}, "
+            f"duplicate runs {s['duplicate_runs']} "
+            f"(bound {s['duplicate_bound']}, runs open at kills {s['open_at_kills']}), "
+            f"lost {s['lost']}, stuck {s['stuck']}, wrongly failed {s['wrongly_failed']}, "
+            f"re-enqueue created {s['reenqueue_created']}, slowest SIGTERM exit "
+            f"{s['slowest_term_exit']:.1f} s of {s['term_deadline']:.0f} s"
+            + (f", memory {s['memory']}" if s.get("memory") else "")
+            + (f", disabled faults {s['disabled_faults']}" if s.get("disabled_faults") else "")
+        )
+
+
+def sample_memory(server: RunningServer, out: list[tuple[float, int]], stop: threading.Event) -> None:
+    """used_memory every second through a direct connection; gaps while the server restarts."""
+    began = time.monotonic()
+    while not stop.wait(1.0):
+        with contextlib.suppress(redis.RedisError, OSError), server.client(socket_timeout=5) as c:
+            out.append((time.monotonic() - began, int(c.info("memory")["used_memory"])))
+
+
+def states(admin: Queue, ids: list[str]) -> dict[str, str | None]:
+    """State of each id (None: no such job) with pipelined HGETs on a direct connection."""
+    out: dict[str, str | None] = {}
+    names = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed"}
+    for i in range(0, len(ids), 1000):
+        chunk = ids[i : i + 1000]
+        pipe = admin.client.pipeline(transaction=False)
+        for job_id in chunk:
+            pipe.hget(admin.core.keys.job(job_id), "s")
+        for job_id, raw in zip(chunk, pipe.execute(), strict=True):
+            out[job_id] = None if raw is None else names.get(raw.decode(), raw.decode())
+    return out
+
+
+@dataclass
+class Repeats:
+    total: int  # runs that followed a run not ended by the handler's own failure
+    bound: int  # what the kills can explain
+    skipped: int  # attempts spent without a run
+    unexplained: list[str]
+    by_job: dict[str, list[list[str]]]
+
+
+def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
+    """Repeat runs and attempts spent without a run, from every process's run record."""
+    by_job: dict[str, list[list[str]]] = defaultdict(list)
+    for path in fleet.runs_dir.glob("*.runs"):
+        for record in read_runs(path):
+            by_job[record[1]].append(record)
+    killed = {k.pid: k for k in fleet.kills}
+    per_pid: Counter[int] = Counter()
+    unexplained: list[str] = []
+    total = skipped = 0
+    for job_id, records in by_job.items():
+        records.sort(key=lambda r: float(r[4]))
+        runs = [r for r in records if r[0] == "start"]
+        numbers = [0, *sorted(int(r[2]) for r in runs)]
+        skipped += sum(max(0, b - a - 1) for a, b in itertools.pairwise(numbers))
+        for prev, run in itertools.pairwise(runs):
+            prev_pid = int(prev[3])
+            ended = [r[0] for r in records if r[3] == prev[3] and r[2] == prev[2] and r[0] != "start"]
+            if ended == ["fail"]:
+                continue  # the handler failed: a retry, as asked for
+            total += 1
+            if prev_pid in killed:
+                per_pid[prev_pid] += 1
+            else:
+                unexplained.append(f"{job_id} ran again (attempt {run[2]} in pid {run[3]}) after "
+                                   f"attempt {prev[2]} in pid {prev_pid}, which was not killed "
+                                   f"(that run ended: {ended or 'never'})")  # fmt: skip
+    bound = sum(cfg.capacity(k.mode) for k in fleet.kills)
+    # A killed worker may also have held claimed jobs it had not started: their attempt is spent
+    # without a run. Anything beyond that is a claim whose reply was lost (orphaned jobs).
+    unstarted = sum(cfg.capacity(k.mode) - k.open_runs for k in fleet.kills)
+    if skipped > unstarted:
+        unexplained.append(f"{skipped} attempts were spent without a run; killed workers can "
+                           f"explain at most {unstarted} (claimed, not yet started)")  # fmt: skip
+    for pid, n in per_pid.items():
+        if n > cfg.capacity(killed[pid].mode):
+            unexplained.append(f"pid {pid} ({killed[pid].mode}) was killed holding at most "
+                               f"{cfg.capacity(killed[pid].mode)} jobs, yet {n} ran again")  # fmt: skip
+    return Repeats(total, bound, skipped, unexplained, by_job)
+
+
+def memory_growth(memory: list[tuple[float, int]]) -> dict[str, int] | None:
+    """Highest used_memory of the first and of the last third, after the first 20% (warm-up)."""
+    if len(memory) < 15:
+        return None
+    end = memory[-1][0]
+    warm = [m for t, m in memory if t >= 0.2 * end]
+    third = max(1, len(warm) // 3)
+    return {"early_max": max(warm[:third]), "late_max": max(warm[-third:])}
+
+
+def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faults,
+          memory: list[tuple[float, int]], *, drained: dict[str, int], crashed: list[str],
+          seconds: float) -> Verdict:  # fmt: skip
+    problems: list[str] = []
+    ids = sorted(plan.enqueued)
+    expect_fail = {i for i in ids if plan.kinds[i] == "doomed"}
+    counts = admin.counts()
+    retained = cfg.keep_completed == -1
+    lost: list[str] = []
+    stuck: list[str] = []
+    wrong: list[str] = []
+    if retained:
+        found = states(admin, ids)
+        lost = [i for i, s in found.items() if s is None]
+        stuck = [f"{i}: {s}" for i, s in found.items() if s is not None and s not in TERMINAL]
+        wrong = [i for i, s in found.items() if (s == "failed") != (i in expect_fail) and s in TERMINAL]
+        for job_id in wrong[:5]:
+            job = admin.get_job(job_id)
+            problems.append(f"{job_id} ({plan.kinds[job_id]}) ended {job and job.state}: {job and job.error}")
+    else:
+        busy = counts["waiting"] + counts["delayed"] + counts["active"]
+        stuck = [f"{busy} jobs still waiting, delayed or active"] if busy else []
+    want = (len(ids) - len(expect_fail), len(expect_fail))
+    got = (counts["total_completed"], counts["total_failed"])
+    if got != want:
+        problems.append(f"(completed, failed) totals are {got}, expected {want}")
+        if not retained and sum(got) < sum(want):
+            lost.append(f"{sum(want) - sum(got)} jobs never finished")
+    rep = repeats(fleet, cfg)
+    by_job = rep.by_job
+    never_ran = [i for i in ids if i not in by_job]
+    no_success = [i for i in ids if i not in expect_fail and not any(r[0] == "ok" for r in by_job.get(i, []))]
+    problems += [f"lost: {x}" for x in lost[:10]] + [f"stuck: {x}" for x in stuck[:10]]
+    problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
+    problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
+    problems += rep.unexplained[:20]
+    problems += [f"re-enqueue created {i}" for i in plan.reenqueue_created[:10]]
+    problems += [f"producer gave up: {x}" for x in plan.gave_up[:10]]
+    problems += [f"worker crashed: {c}" for c in crashed]
+    deadline = cfg.shutdown_timeout + cfg.exit_grace
+    for t in fleet.term_exits:
+        if t.seconds > deadline or t.returncode != 0:
+            problems.append(f"SIGTERMed {t.mode} pid {t.pid}: exit {t.returncode} after {t.seconds:.1f} s "
+                            f"(deadline {deadline:.0f} s)")  # fmt: skip
+    growth = memory_growth(memory) if cfg.jobs is None else None
+    if growth and growth["late_max"] > growth["early_max"] * 1.25 + 2_000_000:
+        problems.append(f"server memory grew: {growth}")
+    summary = {
+        "server": f"{admin_server(admin)}", "seconds": seconds, "seed": cfg.seed,
+        "faults": {k: v for k, v in faults.count.items()}, "disabled_faults": list(cfg.disabled_faults),
+        "jobs": len(ids), "by_kind": dict(Counter(plan.kinds[i] for i in ids)),
+        "runs": sum(1 for rs in by_job.values() for r in rs if r[0] == "start"),
+        "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "attempts_without_run": rep.skipped,
+        "open_at_kills": sum(k.open_runs for k in fleet.kills),
+        "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
+        "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,
+        "term_exits": len(fleet.term_exits), "term_deadline": deadline,
+        "slowest_term_exit": max((t.seconds for t in fleet.term_exits), default=0.0),
+        "drained_counts": drained, "memory": growth,
+    }  # fmt: skip
+    return Verdict(summary, problems, faults.log)
+
+
+def admin_server(admin: Queue) -> str:
+    with contextlib.suppress(redis.RedisError, ConveyorError):
+        info = admin.client.info("server")
+        return f"{info.get('server_name', 'redis')}-{info.get('valkey_version') or info['redis_version']}"
+    return "?"
