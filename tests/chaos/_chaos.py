@@ -20,7 +20,7 @@ import redis
 from _fleet import Fleet
 from _proxy import TcpProxy
 from _verdict import Verdict, judge, sample_memory
-from conveyor import ConveyorError, JobSpec, Queue
+from conveyor import Backoff, ConveyorError, JobSpec, Queue
 
 from bench.servers import RunningServer
 
@@ -218,8 +218,7 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         faults = Faults(server, proxy, fleet, cfg)
         kinds = faults.schedule(began)
         production = cfg.seconds if cfg.jobs is None else max(10.0, len(kinds) * cfg.fault_gap)
-        producer_q = Queue.from_url(proxy.url(), name, socket_timeout=cfg.socket_timeout,
-                                    connect_timeout=1.0, keep_completed=cfg.keep_completed)  # fmt: skip
+        producer_q = Queue.from_url(proxy.url(), name, **queue_settings(cfg))
         stack.callback(producer_q.close)
         plan, stop = Plan(), threading.Event()
         stack.callback(stop.set)
@@ -234,7 +233,7 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
             faults.inject(kind, time.monotonic() - began)
             time.sleep(cfg.fault_gap)
         producer.join()
-        admin = Queue.from_url(server.url, name, keep_completed=cfg.keep_completed)
+        admin = Queue.from_url(server.url, name, **{**queue_settings(cfg), "socket_timeout": 10.0})
         stack.callback(admin.close)
         drained = wait_drained(admin, plan, cfg.drain_timeout)
         crashed = [f"{p.mode} pid {p.pid} exit {p.popen.returncode}:\n{p.log_tail()}"
@@ -245,6 +244,13 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         return judge(admin, cfg, plan, fleet, faults, memory,
                      drained=drained, crashed=crashed, seconds=time.monotonic() - began)  # fmt: skip
     raise AssertionError("unreachable")
+
+
+def queue_settings(cfg: ChaosConfig) -> dict[str, Any]:
+    """The workers' queue settings, for the producer and the final inspection (same max_attempts)."""
+    settings = dict(cfg.worker_settings()["queue"])
+    settings["backoff"] = Backoff(**settings["backoff"])
+    return settings
 
 
 def wait_drained(admin: Queue, plan: Plan, timeout: float) -> dict[str, int]:
