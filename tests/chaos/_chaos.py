@@ -24,7 +24,7 @@ from conveyor import Backoff, ConveyorError, JobSpec, Queue
 
 from bench.servers import RunningServer
 
-FAULTS = ("kill", "cut", "term", "pause", "restart")
+FAULTS = ("kill", "cut", "term", "partition", "pause", "restart")
 TRANSIENT = (ConveyorError, redis.RedisError, OSError)
 
 
@@ -34,7 +34,7 @@ class ChaosConfig:
     jobs: int | None = 400  # None: produce until `seconds` have passed (soak)
     seconds: float = 0.0  # soak length; CI runs are sized by `faults` instead
     faults: dict[str, int] = field(
-        default_factory=lambda: {"kill": 3, "cut": 2, "term": 2, "pause": 2, "restart": 1}
+        default_factory=lambda: {"kill": 3, "cut": 2, "term": 2, "partition": 1, "pause": 2, "restart": 1}
     )
     disabled_faults: tuple[str, ...] = ()  # fault classes switched off, reported in the summary
     fault_gap: float = 3.0  # seconds between faults
@@ -49,13 +49,15 @@ class ChaosConfig:
     exit_grace: float = 5.0  # process start-up/exit slack on a loaded machine
     over_lease_share: float = 0.03
     keep_completed: int = -1  # soak: bounded, so memory can stay flat
+    keep_failed: int = 5_000
+    rate: float = 15.0  # soak: jobs per second, below what the workers can run
     drain_timeout: float = 90.0
 
     def worker_settings(self) -> dict[str, Any]:
         return {
             "queue": {
                 "lease": self.lease, "socket_timeout": self.socket_timeout, "connect_timeout": 1.0,
-                "max_attempts": 6, "keep_completed": self.keep_completed, "keep_failed": 5_000,
+                "max_attempts": 6, "keep_completed": self.keep_completed, "keep_failed": self.keep_failed,
                 "maintenance_interval": 0.5, "backoff": {"base": 0.2, "cap": 1.0, "jitter": 0.5},
             },
             "worker": {"shutdown_timeout": self.shutdown_timeout, "block_timeout": 1.0},
@@ -123,7 +125,7 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
     """Enqueue in chunks (batches and singles); after each chunk re-enqueue the previous one."""
     rng = random.Random(cfg.seed * 1_000_003)
     index, previous = 0, []
-    pace = (until - time.monotonic()) / cfg.jobs * 8 if cfg.jobs else 0.05
+    per_job = (until - time.monotonic()) / cfg.jobs if cfg.jobs else 1 / cfg.rate
     while not stop.is_set():
         done = index >= cfg.jobs if cfg.jobs is not None else time.monotonic() >= until
         if done:
@@ -142,7 +144,7 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
             plan.enqueued.add(str(spec.job_id))
         plan.reenqueue_created += reenqueue(q, previous, rng, plan)
         previous = specs
-        time.sleep(pace * rng.random())
+        time.sleep(per_job * len(chunk) * (2 * rng.random() if cfg.jobs else 1))
     plan.reenqueue_created += reenqueue(q, previous, rng, plan)
 
 
@@ -166,9 +168,12 @@ class Faults:
         self.log: list[str] = []
 
     def schedule(self, started: float) -> list[str]:
-        if self.cfg.jobs is None:
+        if self.cfg.jobs is None:  # soak: every kind in turn, in a new random order each round
             n = max(1, int(self.cfg.seconds / self.cfg.fault_gap))
-            kinds = [self.rng.choice(FAULTS) for _ in range(n)]
+            kinds = []
+            while len(kinds) < n:
+                kinds += self.rng.sample(FAULTS, len(FAULTS))
+            kinds = kinds[:n]
         else:
             kinds = [kind for kind, n in self.cfg.faults.items() for _ in range(n)]
             self.rng.shuffle(kinds)
@@ -190,6 +195,11 @@ class Faults:
     def _cut(self) -> str:
         return f"{self.proxy.cut()} sockets"
 
+    def _partition(self) -> str:
+        hold = self.cfg.shutdown_timeout + self.cfg.exit_grace + 3
+        proc = self.fleet.partition_one(self.rng, hold)
+        return f"{proc.mode} pid {proc.pid} cut off for {hold:.0f} s and SIGTERMed"
+
     def _pause(self) -> str:
         with self.server.client(socket_timeout=10) as admin:
             admin.execute_command("CLIENT", "PAUSE", int(self.cfg.pause * 1000), "ALL")
@@ -210,7 +220,7 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         proxy = stack.enter_context(TcpProxy(server.host, server.port))
-        fleet = Fleet(proxy.url(), name, runs_dir, logs_dir, cfg.worker_settings(), cfg.exit_grace)
+        fleet = Fleet(proxy, name, runs_dir, logs_dir, cfg.worker_settings(), cfg.exit_grace)
         stack.callback(fleet.force_kill_all)
         for mode, n in (("sync", cfg.sync_workers), ("async", cfg.async_workers)):
             for _ in range(n):
@@ -218,7 +228,7 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         faults = Faults(server, proxy, fleet, cfg)
         kinds = faults.schedule(began)
         production = cfg.seconds if cfg.jobs is None else max(10.0, len(kinds) * cfg.fault_gap)
-        producer_q = Queue.from_url(proxy.url(), name, **queue_settings(cfg))
+        producer_q = Queue.from_url(proxy.url(proxy.listen()), name, **queue_settings(cfg))
         stack.callback(producer_q.close)
         plan, stop = Plan(), threading.Event()
         stack.callback(stop.set)
@@ -228,7 +238,8 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         sampler = threading.Thread(target=sample_memory, args=(server, memory, stop), daemon=True)
         producer.start()
         sampler.start()
-        time.sleep(2.0)
+        fleet.wait_started(timeout=60)
+        time.sleep(1.0)
         for kind in kinds:
             faults.inject(kind, time.monotonic() - began)
             time.sleep(cfg.fault_gap)

@@ -7,7 +7,7 @@ SIGTERM. The single task `chaos` takes a payload {"ms": duration, "kind": "ok" |
 ok jobs sleep and succeed, flaky jobs fail their first attempt, doomed jobs always fail.
 
 Every run is recorded in RUNS_DIR/<pid>.runs with one os.write per line, so the record survives a
-SIGKILL of this process:  `start|ok|fail <job id> <attempt> <pid> <unix time>`.
+SIGKILL of this process:  `start|ok|fail <job id> <attempt> <pid> <unix time> <handler ms>`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ class Recorder:
         self._fd = os.open(runs_dir / f"{PID}.runs", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, event: str, job: Job) -> None:
-        os.write(self._fd, f"{event} {job.id} {job.attempts} {PID} {time.time():.6f}\n".encode())
+        ms = job.payload["ms"]
+        os.write(self._fd, f"{event} {job.id} {job.attempts} {PID} {time.time():.6f} {ms}\n".encode())
 
 
 def outcome(job: Job) -> tuple[float, bool]:
@@ -76,7 +78,29 @@ def queue_settings(raw: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+class EarlyStop:
+    """SIGTERM before the worker's own handler is installed (a process still starting) stops the
+    worker as soon as it exists, as an application's entry point would; the worker's handler
+    replaces this one while it runs."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.worker: Worker | AsyncWorker | None = None
+        signal.signal(signal.SIGTERM, self)
+
+    def __call__(self, *_: Any) -> None:
+        self.requested = True
+        if self.worker is not None:
+            self.worker.stop()
+
+    def attach(self, worker: Worker | AsyncWorker) -> None:
+        self.worker = worker
+        if self.requested:
+            worker.stop()
+
+
 def main() -> None:
+    early = EarlyStop()
     mode, url, name, runs_dir, raw = sys.argv[1:6]
     config = json.loads(raw)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {PID} %(name)s %(message)s")
@@ -84,14 +108,18 @@ def main() -> None:
     settings, options = queue_settings(config), config["worker"]
     if mode == "sync":
         q = Queue.from_url(url, name, **settings)
-        stats = Worker(q, {"chaos": sync_handler(record)}, **options).run()
+        worker = Worker(q, {"chaos": sync_handler(record)}, **options)
+        early.attach(worker)
+        stats = worker.run()
         q.close()
     else:
 
         async def run() -> dict[str, int]:
             aq = AsyncQueue.from_url(url, name, **settings)
             try:
-                return await AsyncWorker(aq, {"chaos": async_handler(record)}, **options).run()
+                worker = AsyncWorker(aq, {"chaos": async_handler(record)}, **options)
+                early.attach(worker)
+                return await worker.run()
             finally:
                 await aq.aclose()
 

@@ -1,4 +1,8 @@
-"""Worker processes of a chaos run: spawn, SIGKILL, SIGTERM (timed), replace, watch for crashes."""
+"""Worker processes of a chaos run: spawn, SIGKILL, SIGTERM (timed), partition, replace, watch.
+
+Each worker process connects through its own port of the test's proxy, so the test can cut every
+connection at once or cut off one worker alone.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _proxy import TcpProxy
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SCRIPT = HERE / "_chaos_worker.py"
@@ -24,7 +30,9 @@ class Proc:
     mode: str
     popen: subprocess.Popen[bytes]
     log: Path
-    signalled: str | None = None  # "kill" / "term" once the test signalled it
+    port: int  # its proxy port
+    runs: Path  # its run record
+    signalled: str | None = None  # "kill" / "term" / "partition" once the test signalled it
 
     @property
     def pid(self) -> int:
@@ -49,24 +57,27 @@ class TermExit:
 
 
 @dataclass
-class Kill:
+class Abandoned:
+    """A worker that left its jobs behind: SIGKILLed, or SIGTERMed while cut off from the server."""
+
     pid: int
     mode: str
-    open_runs: int  # runs started in that process with no end record at the kill
+    how: str  # "kill" or "partition"
+    open_runs: int  # runs started in that process with no end record at the time
 
 
 @dataclass
 class Fleet:
     """A fixed number of sync and async worker processes on one queue, kept at strength."""
 
-    url: str
+    proxy: TcpProxy
     queue: str
     runs_dir: Path
     logs_dir: Path
     settings: dict[str, Any]
     exit_grace: float
     procs: list[Proc] = field(default_factory=list)
-    kills: list[Kill] = field(default_factory=list)
+    abandoned: list[Abandoned] = field(default_factory=list)
     term_exits: list[TermExit] = field(default_factory=list)
     _watchers: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,13 +90,20 @@ class Fleet:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "queue"), str(ROOT), env.get("PYTHONPATH", "")])
         log = self.logs_dir / f"{mode}-{len(self.procs)}.log"
-        argv = [sys.executable, str(SCRIPT), mode, self.url, self.queue, str(self.runs_dir),
-                json.dumps(self.settings)]
+        port = self.proxy.listen()
+        argv = [sys.executable, str(SCRIPT), mode, self.proxy.url(port), self.queue, str(self.runs_dir),
+                json.dumps(self.settings)]  # fmt: skip
         with log.open("wb") as out:
             popen = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-        proc = Proc(mode, popen, log)
+        proc = Proc(mode, popen, log, port, self.runs_dir / f"{popen.pid}.runs")
         self.procs.append(proc)
         return proc
+
+    def wait_started(self, timeout: float) -> None:
+        """Until every worker process has opened its run record (it is about to run its worker)."""
+        deadline = time.monotonic() + timeout
+        while not all(p.runs.exists() for p in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def living(self) -> list[Proc]:
         return [p for p in self.procs if p.signalled is None and p.alive()]
@@ -94,29 +112,44 @@ class Fleet:
         """Processes that exited although the test never signalled them."""
         return [p for p in self.procs if p.signalled is None and not p.alive()]
 
-    def kill_one(self, rng: random.Random) -> Kill:
+    def busiest(self, rng: random.Random) -> Proc:
+        """The living worker with the most handler time still to run (ties at random): a shutdown
+        with long handlers in progress is the case that must lose no lease."""
+        living = self.living()
+        rng.shuffle(living)
+        return max(living, key=lambda p: remaining_work(p.runs))
+
+    def kill_one(self, rng: random.Random) -> Abandoned:
         proc = rng.choice(self.living())
         proc.signalled = "kill"
         proc.popen.send_signal(signal.SIGKILL)
         proc.popen.wait(30)
-        kill = Kill(proc.pid, proc.mode, open_runs(self.runs_dir / f"{proc.pid}.runs"))
-        self.kills.append(kill)
+        gone = Abandoned(proc.pid, proc.mode, "kill", open_runs(proc.runs))
+        self.abandoned.append(gone)
         self.spawn(proc.mode)
-        return kill
+        return gone
 
-    def term_one(self, rng: random.Random, replace: bool = True) -> Proc:
-        """SIGTERM the worker with the most runs in progress (ties at random): a graceful shutdown
-        with handlers still running is the case that must lose no lease."""
-        living = self.living()
-        rng.shuffle(living)
-        proc = max(living, key=lambda p: open_runs(self.runs_dir / f"{p.pid}.runs"))
+    def term_one(self, rng: random.Random) -> Proc:
+        proc = self.busiest(rng)
         self._term(proc)
-        if replace:
-            self.spawn(proc.mode)
+        self.spawn(proc.mode)
         return proc
 
-    def _term(self, proc: Proc) -> None:
-        proc.signalled = "term"
+    def partition_one(self, rng: random.Random, hold: float) -> Proc:
+        """Cut one worker off from the server, SIGTERM it, and let it reconnect only after `hold`
+        seconds: it must still exit by its shutdown deadline."""
+        proc = self.busiest(rng)
+        self.proxy.block(proc.port)
+        self._term(proc, how="partition")
+        self.abandoned.append(Abandoned(proc.pid, proc.mode, "partition", open_runs(proc.runs)))
+        timer = threading.Timer(hold, self.proxy.unblock, args=(proc.port,))
+        timer.daemon = True
+        timer.start()
+        self.spawn(proc.mode)
+        return proc
+
+    def _term(self, proc: Proc, how: str = "term") -> None:
+        proc.signalled = how
         sent = time.monotonic()
         proc.popen.send_signal(signal.SIGTERM)
         limit = self.shutdown_timeout + self.exit_grace + 30
@@ -157,6 +190,17 @@ def open_runs(path: Path) -> int:
     for event, job_id, *_ in read_runs(path):
         open_ids[job_id] = open_ids.get(job_id, 0) + (1 if event == "start" else -1)
     return sum(1 for n in open_ids.values() if n > 0)
+
+
+def remaining_work(path: Path) -> float:
+    """Seconds of handler time still to run in a process's open runs (0 if none)."""
+    now, started = time.time(), {}
+    for event, job_id, *rest in read_runs(path):
+        if event == "start":
+            started[job_id] = float(rest[2]) + float(rest[3]) / 1000
+        else:
+            started.pop(job_id, None)
+    return max((end - now for end in started.values()), default=0.0)
 
 
 def read_runs(path: Path) -> list[list[str]]:
