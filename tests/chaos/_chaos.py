@@ -50,7 +50,8 @@ class ChaosConfig:
     over_lease_share: float = 0.03
     keep_completed: int = -1  # soak: bounded, so memory can stay flat
     keep_failed: int = 5_000
-    rate: float = 15.0  # soak: jobs per second, below what the workers can run
+    rate: float = 15.0  # soak: jobs per second at most...
+    backlog: int = 150  # ...and no more while this many jobs wait (a loaded machine runs fewer)
     drain_timeout: float = 90.0
 
     def worker_settings(self) -> dict[str, Any]:
@@ -130,6 +131,9 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
         done = index >= cfg.jobs if cfg.jobs is not None else time.monotonic() >= until
         if done:
             break
+        if cfg.jobs is None and backlogged(q, cfg.backlog):
+            time.sleep(0.2)
+            continue
         limit = cfg.jobs - index if cfg.jobs is not None else 50
         chunk = [make_job(rng, cfg, index + i) for i in range(min(limit, rng.randint(1, 16)))]
         index += len(chunk)
@@ -146,6 +150,15 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
         previous = specs
         time.sleep(per_job * len(chunk) * (2 * rng.random() if cfg.jobs else 1))
     plan.reenqueue_created += reenqueue(q, previous, rng, plan)
+
+
+def backlogged(q: Queue, limit: int) -> bool:
+    """True while more than `limit` jobs wait (or the server cannot say): the soak then holds off,
+    so its length measures time under faults, not a backlog the workers never catch up with."""
+    try:
+        return q.counts()["waiting"] > limit
+    except TRANSIENT:
+        return True
 
 
 def reenqueue(q: Queue, specs: list[JobSpec], rng: random.Random, plan: Plan) -> list[str]:
@@ -246,7 +259,9 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         producer.join()
         admin = Queue.from_url(server.url, name, **{**queue_settings(cfg), "socket_timeout": 10.0})
         stack.callback(admin.close)
+        drain_began = time.monotonic()
         drained = wait_drained(admin, plan, cfg.drain_timeout)
+        drained["seconds"] = round(time.monotonic() - drain_began, 1)
         crashed = [f"{p.mode} pid {p.pid} exit {p.popen.returncode}:\n{p.log_tail()}"
                    for p in fleet.crashed()]  # fmt: skip
         fleet.stop_all()

@@ -200,7 +200,7 @@ def remaining_work(path: Path) -> float:
             started[job_id] = float(rest[2]) + float(rest[3]) / 1000
         else:
             started.pop(job_id, None)
-    return max((end - now for end in started.values()), default=0.0)
+    return max([0.0, *(end - now for end in started.values())])
 
 
 def read_runs(path: Path) -> list[list[str]]:

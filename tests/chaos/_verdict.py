@@ -168,6 +168,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     never_ran = [i for i in ids if i not in by_job]
     no_success = [i for i in ids if i not in expect_fail and not any(r[0] == "ok" for r in by_job.get(i, []))]
     problems += [f"lost: {x}" for x in lost[:10]] + [f"stuck: {x}" for x in stuck[:10]]
+    problems += describe_stuck(admin) if stuck else []
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
     problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
     problems += rep.unexplained[:20]
@@ -196,6 +197,25 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "drained_counts": drained, "memory": growth,
     }  # fmt: skip
     return Verdict(summary, problems, faults.log)
+
+
+def describe_stuck(admin: Queue) -> list[str]:
+    """A few jobs of each unfinished state with their fields (payload left out), for diagnosis."""
+    k, c = admin.core.keys, admin.client
+    now = c.time()
+    out = [f"server time {int(now[0]) * 1000 + int(now[1]) // 1000} ms"]
+    found = {
+        "waiting": [(i, None) for i in c.lrange(k.waiting, -10, -1)],
+        "delayed": c.zrange(k.delayed, 0, 9, withscores=True),
+        "active": c.zrange(k.active, 0, 9, withscores=True),
+    }
+    for state, members in found.items():
+        for raw_id, score in members:
+            job_id = raw_id.decode()
+            raw = c.hgetall(k.job(job_id))
+            fields = {f.decode(): v.decode(errors="replace")[:80] for f, v in raw.items() if f != b"d"}
+            out.append(f"  {state} {job_id} score {score}: {fields}")
+    return out
 
 
 def admin_server(admin: Queue) -> str:
