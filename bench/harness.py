@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,8 +174,9 @@ def _run_case(
     except Exception as exc:  # the server went away: fail the case, loudly
         return _fail("flush", _describe(exc))
     case = cell.cases[i] if not warmup else warmup_case(cell.cases[i])
+    began = time.monotonic()
     [outcome] = run_repetition(cell.scenario, cell.target, [case], timeout, rep)
-    return outcome
+    return {**outcome, "wall_s": time.monotonic() - began}
 
 
 def warmup_case(case: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +223,8 @@ def aggregate(
     return {
         "scenario": cell.scenario, "server": t.server, "config": t.config,
         "protocol": t.protocol, "parser": t.parser, "params": cell.cases[i],
-        "method": {"repetitions": repetitions, "warmup": warmup},
+        "method": {"repetitions": repetitions, "warmup": warmup,
+                   "seconds": round(sum(o.get("wall_s", 0.0) for o in outcomes), 2)},
         "metrics": metrics,
         "exactly_once": outcomes[0].get("exactly_once"),
         "extra": dict(outcomes[0].get("extra") or {}),
