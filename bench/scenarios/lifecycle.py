@@ -35,7 +35,7 @@ HEADLINE = ("lifecycles_per_s",)
 HEADLINE_CASE = {"metric": "lifecycles_per_s", "params": {"payload_bytes": 64, "concurrency": 8},
                  "conditions": "enqueue, claim and ack of one job at a time by 8 concurrent tasks, "
                                "64 B payload, RESP3, hiredis"}
-DEFAULTS: dict[str, Any] = {"payloads": [64, 1024, 16384], "concurrencies": [1, 8, 32],
+DEFAULTS: dict[str, Any] = {"payloads": [64, 16384], "concurrencies": [1, 8, 32],
                             "min_seconds": 2.0, "variant_payload": 64, "variant_concurrency": 8}
 QUICK: dict[str, Any] = {"payloads": [64, 16384], "concurrencies": [1, 32], "min_seconds": 0.3,
                          "variant_payload": 64, "variant_concurrency": 8}
