@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.compare import CompareError
-from bench.compare.build import Revision, build, group_requirements, resolve, suite_changes
+from bench.compare.build import group_requirements, resolve, suite_changes
 from bench.compare.cli import main, parser, session_params
 from bench.compare.session import round_order
 from bench.results import RESULTS_DIR, load_results
 from bench.stats import summarize
+
+REPO = Path(__file__).resolve().parents[2]
+BROKEN_PYPROJECT = (
+    '[build-system]\nrequires = []\nbuild-backend = "no_such_backend_module"\n'
+    '[project]\nname = "conveyor"\nversion = "0"\n[dependency-groups]\nbench = []\n'
+)
 
 
 def template() -> dict[str, Any]:
@@ -147,19 +154,6 @@ def test_too_few_runs_option_is_refused(capsys) -> None:
     assert_one_line_error(code, err, "at least 3 runs")
 
 
-def test_revision_that_does_not_build_is_named(tmp_path: Path, monkeypatch) -> None:
-    source = tmp_path / "src"
-    source.mkdir()
-    # Valid TOML with a bench group, but a build backend that is not installed: pip fails locally.
-    (source / "pyproject.toml").write_text(
-        '[build-system]\nrequires = []\nbuild-backend = "no_such_backend_module"\n'
-        '[project]\nname = "conveyor"\nversion = "0"\n[dependency-groups]\nbench = []\n'
-    )
-    monkeypatch.setattr("bench.compare.build.ENV_CACHE", tmp_path / "envs")
-    with pytest.raises(CompareError, match=r"revision 'broken' \(0000000000\) does not build"):
-        build(Revision("broken", "0" * 40), source, tmp_path / "build.log")
-
-
 def test_resolve_and_groups() -> None:
     assert len(resolve("HEAD").commit) == 40
     pyproject = {"dependency-groups": {"a": ["x"], "b": [{"include-group": "a"}, "y"]}}
@@ -186,3 +180,26 @@ def test_session_params_keep_short_memory_defaults_unless_overridden() -> None:
 def test_suite_changes_between_a_commit_and_itself_is_zero() -> None:
     head = resolve("HEAD")
     assert suite_changes(head, head) == 0
+
+
+def broken_commit(tmp_path: Path) -> str:
+    """A commit object (on no branch) whose pyproject names a build backend that does not exist."""
+    def git(*args: str, stdin: str | None = None) -> str:
+        env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "index"), "GIT_AUTHOR_NAME": "t",
+               "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+        return subprocess.run(["git", *args], cwd=REPO, env=env, input=stdin, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    blob = git("hash-object", "-w", "--stdin", stdin=BROKEN_PYPROJECT)
+    git("read-tree", "HEAD")
+    git("update-index", "--add", "--cacheinfo", f"100644,{blob},pyproject.toml")
+    return git("commit-tree", git("write-tree"), "-p", "HEAD", "-m", "test: does not build")
+
+
+def test_revision_that_does_not_build_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("bench.compare.build.ENV_CACHE", tmp_path / "envs")
+    commit = broken_commit(tmp_path)
+    code, _, err = run(capsys, "HEAD", commit, "--workdir", tmp_path / "work")
+    lines = [line for line in err.splitlines() if line.startswith("compare: error:")]
+    assert code == 2 and "Traceback" not in err
+    assert lines == [lines[0]] and f"revision '{commit}' ({commit[:10]}) does not build" in lines[0]
