@@ -1,0 +1,81 @@
+"""What the reworked scenarios record (one quick run on one server, baseline variant only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.results import load_results
+from bench.scenarios import connections, latency
+
+pytestmark = pytest.mark.timeout(400)
+BASELINE = ["--quick", "--configs", "default", "--protocols", "3", "--parsers", "hiredis"]
+
+
+@pytest.fixture(scope="module")
+def doc(bench_server, tmp_path_factory) -> dict[str, Any]:
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "queue")])}
+    out: Path = tmp_path_factory.mktemp("rows")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--servers", bench_server, *BASELINE,
+         "--scenarios", "process,latency,connections", "--output", str(out)],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=380, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [result] = load_results(out)
+    return result
+
+
+def rows(doc: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
+    return [r for r in doc["results"] if r["scenario"] == scenario]
+
+
+def value(row: dict[str, Any], metric: str) -> float:
+    return row["metrics"][metric]["median"]
+
+
+def test_process_times_the_claim_to_ack_window_inside_the_worker_run(doc) -> None:
+    for row in rows(doc, "process"):
+        assert 0 < value(row, "elapsed_s") <= value(row, "worker_run_s")
+        assert value(row, "jobs") >= row["params"]["calibration_jobs"]
+        assert value(row, "jobs_per_s") == pytest.approx(value(row, "jobs") / value(row, "elapsed_s"))
+
+
+def test_latency_rows_record_samples_capacity_and_the_partly_busy_case(doc) -> None:
+    by_load = {r["params"]["load"]: r for r in rows(doc, "latency")}
+    assert set(by_load) == {"unloaded", "partly-busy", *latency.QUICK["loads"]}
+    for load in ("unloaded", "partly-busy"):
+        assert value(by_load[load], "samples") == latency.QUICK["unloaded_jobs"]
+    busy = by_load["partly-busy"]["params"]
+    assert 0 < busy["busy"] < busy["concurrency"]
+    loaded = by_load[latency.QUICK["loads"][0]]
+    assert value(loaded, "capacity_jobs_per_s") > 0 and value(loaded, "samples") > 0
+    assert 1 <= value(loaded, "producers") <= latency.QUICK["max_producers"]
+    assert value(loaded, "target_per_s") == pytest.approx(
+        value(loaded, "capacity_jobs_per_s") * latency.QUICK["loads"][0])
+    assert value(loaded, "offered_load") > 0
+
+
+def test_connection_roles_at_each_concurrency_and_memory_per_connection(doc) -> None:
+    found = rows(doc, "connections")
+    roles = {r["params"]["concurrency"]: r for r in found if r["params"]["kind"] == "roles"}
+    assert sorted(roles) == connections.QUICK["worker_concurrencies"]
+    for row in roles.values():
+        assert value(row, "connections_pump") == value(row, "connections_waiter") == 1
+    [memory] = [r for r in found if r["params"]["kind"] == "memory"]
+    assert value(memory, "bytes_per_connection") > 0
+    assert all(value(r, "jobs") > 0 for r in found if r["params"]["kind"] == "pool")
+
+
+def test_headline_rows_carry_their_stated_conditions(doc) -> None:
+    marked = {r["scenario"]: r for r in doc["results"] if "headline" in r}
+    assert marked["process"]["params"]["concurrency"] == 32
+    assert marked["latency"]["params"]["load"] == "unloaded"
+    assert marked["connections"]["params"] == {"kind": "roles", "concurrency": 32}
+    assert set(doc["method"]["headlines"]) == {"process", "latency", "connections"}
+    assert doc["library_defaults"]["queue.pool_size"] >= 1
