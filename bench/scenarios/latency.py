@@ -11,11 +11,14 @@ charges the delay to the job (no coordinated omission).
 - ``load = "partly-busy"``: as unloaded, while ``busy`` of the worker's ``concurrency`` slots
   run slow handlers (``slow_ms`` each; every slow job enqueues its successor, so they stay
   busy): the pickup delay of a partly busy worker.
-- ``load = 0.9`` (``loads``): open loop at that fraction of the *capacity*: the worker's drain rate,
-  measured once per case just before the load (``capacity_jobs`` jobs enqueued in bulk, then
-  drained; completions per second from the first handler call to the last). Enough producer
-  processes to offer that rate are started (from one producer's measured send rate, at most
-  ``max_producers``); each sends its share on a common schedule for ``duration_s`` seconds.
+- ``load = 0.9`` (``loads``): open loop at that fraction of the *capacity*: the worker's drain rate
+  with handlers that take ``handler_ms`` after pickup (so that capacity is bounded by the
+  worker's slots, a rate producers on the same small machine can offer; ``handler_ms`` 0 gives
+  no-op handlers), measured once per case just before the load (``capacity_jobs`` jobs enqueued
+  in bulk, then drained; completions per second from the first handler call to the last).
+  Enough producer processes to offer that rate are started (for twice the rate one producer
+  reached alone, as they share the CPU; at most ``max_producers``); each sends its share on a
+  common schedule for ``duration_s`` seconds.
   ``offered_per_s`` is the rate actually sent and ``offered_load`` its share of capacity, so a
   machine that cannot offer the load says so.
 
@@ -23,7 +26,8 @@ Metrics: ``p50_ms``, ``p90_ms``, ``p99_ms``, ``p99_9_ms``, ``max_ms``, ``samples
 measured: read a p99.9 of few samples as a maximum); open loop adds ``capacity_jobs_per_s``,
 ``target_per_s``, ``offered_per_s``, ``offered_load``, ``producers``.
 Params: ``load``, ``concurrency`` (worker), ``jobs`` (unloaded, partly busy), ``busy``,
-``slow_ms`` (partly busy), ``duration_s``, ``capacity_jobs``, ``max_producers`` (open loop).
+``slow_ms`` (partly busy), ``duration_s``, ``capacity_jobs``, ``handler_ms``, ``max_producers``
+(open loop).
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ HEADLINE_CASE = {"metric": "p99_ms", "params": {"load": "unloaded"},
                                "worker concurrency 32, RESP3, hiredis"}
 QUANTILES = (50, 90, 99, 99.9)
 DEFAULTS: dict[str, Any] = {"loads": [0.9], "unloaded_jobs": 2000, "duration_s": 2.0,
-                            "capacity_jobs": 20000, "concurrency": 32, "max_producers": 8,
-                            "busy": 16, "slow_ms": 50}
+                            "capacity_jobs": 5000, "concurrency": 32, "max_producers": 8,
+                            "busy": 16, "slow_ms": 50, "handler_ms": 5}
 QUICK: dict[str, Any] = {"loads": [0.9], "unloaded_jobs": 100, "duration_s": 0.5,
                          "capacity_jobs": 1000, "concurrency": 32, "max_producers": 4,
-                         "busy": 16, "slow_ms": 50}
+                         "busy": 16, "slow_ms": 50, "handler_ms": 5}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,7 +76,7 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"load": "partly-busy", "jobs": options["unloaded_jobs"],
                      "busy": options["busy"], "slow_ms": options["slow_ms"], **base})
         rows += [{"load": x, "duration_s": options["duration_s"],
-                  "capacity_jobs": options["capacity_jobs"],
+                  "capacity_jobs": options["capacity_jobs"], "handler_ms": options["handler_ms"],
                   "max_producers": options["max_producers"], **base} for x in options["loads"]]
     return rows
 
@@ -80,7 +84,8 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
 class Probe:
     """Handler-side state; ``count`` and ``handled`` are shared with the producer processes."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, handler_s: float = 0.0) -> None:
+        self.handler_s = handler_s
         self.tracker = Tracker()
         self.latencies: list[float] = []
         self.count = ctx.Value("q", 0)
@@ -105,6 +110,8 @@ class Probe:
             if self.count.value == self.drain_target:
                 self.drained.set()
         self.handled.set()
+        if self.handler_s:
+            await asyncio.sleep(self.handler_s)  # the work a handler does after pickup
 
 
 class Busy:
@@ -198,7 +205,7 @@ async def _run_producers(target: Target, name: str, params: dict[str, Any], prob
     if "capacity_jobs_per_s" in extra:
         rate = extra["capacity_jobs_per_s"] * float(params["load"])
         count = min(params["max_producers"],
-                    max(1, math.ceil(1.25 * rate / extra["one_producer_per_s"])))
+                    max(1, math.ceil(2 * rate / extra["one_producer_per_s"])))
         plan = {"rate": rate, "producers": count, "duration_s": params["duration_s"]}
     else:
         plan = {"jobs": params["jobs"]}
@@ -254,7 +261,7 @@ async def _merge(reports: list[tuple], probe: Probe, plan: dict[str, Any],
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition of one load level."""
     ctx = multiprocessing.get_context("spawn")
-    probe = Probe(ctx)
+    probe = Probe(ctx, params.get("handler_ms", 0) / 1e3)
     preload_scripts(target.url)
     extra = asyncio.run(_measure(target, params, probe, ctx))
     report = probe.tracker.verify()
