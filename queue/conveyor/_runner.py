@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +68,10 @@ class Runner:
         if self.signals > 1:
             # Jobs still leased are redelivered when their lease expires: nothing is lost.
             log.warning("received %s again: exiting without waiting for running jobs", name)
-            raise SystemExit(FORCED_EXIT_CODE)
+            # os._exit: a task thread still running would otherwise hold up interpreter exit.
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(FORCED_EXIT_CODE)
         log.info("received %s: stopping gracefully (again to exit at once)", name)
         self.stop()
 

@@ -132,6 +132,31 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
     default.close()
 
 
+@pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
+def test_a_second_signal_exits_at_once_with_code_3(redis_url, queue_name, app_dir):
+    cwd, module = app_dir
+    out = cwd / "out.txt"
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    args = ["worker", f"{module}:app", "-q", default.name, "--shutdown-timeout", "120"]
+    proc = subprocess.Popen([*COMMAND, *args], cwd=cwd, env=_env(redis_url, queue_name, out),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        default.enqueue("slow", {"args": [120]})
+        _wait(lambda: out.exists() and "slow started" in out.read_text(), 60, "the slow job to start")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 3, stderr
+    assert "received SIGINT again: exiting without waiting" in stderr and "Traceback" not in stderr
+    assert default.counts()["active"] == 1  # still leased: lease recovery redelivers it later
+    default.close()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["worker", "missing_module_xyz:app"], "cannot import module 'missing_module_xyz': ModuleNotFoundError"),
     (["worker", "raising:app"], "cannot import module 'raising': RuntimeError: this module fails to import"),
