@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ._dispatch import RECOVERABLE, log
@@ -25,14 +25,19 @@ DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed")
 
 
 class QueueDepth(Collector):
-    """``conveyor_queue_jobs{queue, state}``: jobs per state, read from the server on collect."""
+    """Read from the server on collect: ``conveyor_queue_jobs{queue, state}`` (jobs per state) and
+    ``conveyor_queue_finished_total{queue, outcome}`` (jobs completed or failed since the queue was
+    created, all workers together)."""
 
     def __init__(self, app: Conveyor) -> None:
         self.app = app
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        depth = GaugeMetricFamily(
             "conveyor_queue_jobs", "Jobs per queue and state.", labels=["queue", "state"]
+        )
+        finished = CounterMetricFamily(
+            "conveyor_queue_finished", "Jobs finished per queue, all workers.", labels=["queue", "outcome"]
         )
         for queue in self.app.queue_names():
             try:
@@ -41,8 +46,11 @@ class QueueDepth(Collector):
                 log.warning("queue depth of %s unavailable (%s)", queue, exc)
                 continue
             for state in DEPTH_STATES:
-                family.add_metric([queue, state], counts[state])
-        yield family
+                depth.add_metric([queue, state], counts[state])
+            finished.add_metric([queue, "completed"], counts["total_completed"])
+            finished.add_metric([queue, "failed"], counts["total_failed"])
+        yield depth
+        yield finished
 
 
 class Metrics:

@@ -58,6 +58,8 @@ def test_exporter_counts_calls_and_reads_queue_depth(redis_url, queue_name):
     depth = {state: samples[("conveyor_queue_jobs", (("queue", queue_name), ("state", state)))]
              for state in ("waiting", "delayed", "active", "failed")}  # fmt: skip
     assert depth == {"waiting": 0, "delayed": 1, "active": 0, "failed": 1}
+    finished = (("outcome", "completed"), ("queue", queue_name))
+    assert samples[("conveyor_queue_finished_total", finished)] == 3
     app.close()
 
 
