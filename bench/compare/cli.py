@@ -52,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=("own", "head"), default="own",
                    help="benchmark suite each side runs: its own revision's (default), or the head's "
                         "for both (same measurement code, only the library differs)")
+    p.add_argument("--aa", type=Path, metavar="PATH",
+                   help="with result files: a second set of base runs, for the A/A noise floor")
     p.add_argument("--no-aa", action="store_true", help="skip the A/A (base against base) runs")
     p.add_argument("--min-effect", type=float, default=100 * DEFAULT_MIN_EFFECT,
                    help="smallest difference in %% that can be flagged (default %(default)g)")
@@ -107,7 +109,11 @@ def _revisions(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             envs[side] = build(rev, source, workdir / f"build-{side}.log", suite=suite)
         plan = SessionPlan(scenarios=_csv(args.scenarios), servers=_csv(args.servers), runs=args.runs,
                            quick=args.quick, params=session_params(args), aa=not args.no_aa)
-        return run_session(envs, plan, workdir, _progress)
+        docs = run_session(envs, plan, workdir, _progress)
+        again = f" --aa {workdir / 'aa'}" if plan.aa else ""
+        _progress(f"result files kept; render again: python -m bench.compare {workdir / 'base'} "
+                  f"{workdir / 'head'}{again}")
+        return docs
     finally:
         shutil.rmtree(workdir / "src", ignore_errors=True)
 
@@ -155,12 +161,15 @@ def compare_main(args: argparse.Namespace) -> str:
         raise CompareError("BASE and HEAD must both be result files (or directories) or both git "
                            f"revisions; only {args.base if exists[0] else args.head!r} is a path")
     session = not exists[0]
+    if session and args.aa:
+        raise CompareError("--aa takes a result file or directory and goes with result files, "
+                           "not revisions (revisions get their A/A runs by default)")
     if session:
         docs = _revisions(args)
         base, head, aa = docs["base"], docs["head"], docs.get("aa")
     else:
         base, head = load_pair(Path(args.base), Path(args.head))
-        aa = None
+        aa = load_pair(Path(args.base), args.aa)[1] if args.aa else None
     check_same_schema(base, head)
     rows = build_rows(side_from_docs(base), side_from_docs(head), side_from_docs(aa) if aa else None,
                       min_effect=args.min_effect / 100, alpha=args.alpha)

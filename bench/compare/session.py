@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.compare import CompareError
 from bench.compare.build import Env
-from bench.results import ResultsError, load_file
+from bench.results import ResultsError, load_file, write_results
 from bench.servers import ServerStartError, ServerUnavailable, start_server
 
 SIDES = ("base", "head", "aa")
@@ -72,10 +72,13 @@ def _run_once(env: Env, command: list[str], log: Path, output: Path, what: str) 
         doc = load_file(output)
     except ResultsError as exc:
         raise CompareError(f"{what}: {str(exc).splitlines()[0]}") from exc
-    # Record what ran: the exported tree has no .git, so the suite could not see the commit.
+    # Record what ran: the exported tree has no .git, so the suite could not see the commit; and
+    # the servers, external to the suite, were started in their default configuration. The file is
+    # rewritten so that a report rendered from the kept files says the same.
     doc["git"] = {"commit": env.revision.commit, "dirty": False}
     for row in doc["results"]:
         row["config"] = "default" if row["config"] == "external" else row["config"]
+    write_results(doc, output)
     return doc
 
 

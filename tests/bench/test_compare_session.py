@@ -35,6 +35,11 @@ def test_head_against_itself_quick(tmp_path: Path, capsys, server_available) -> 
     # Three runs a side cannot reach p < 0.01, and the report says so instead of flagging anything.
     assert report["summary"]["regressed"] == report["summary"]["improved"] == 0
     assert any("smallest reachable p" in note for note in report["notes"])
-    # One result file per run and side, kept for re-rendering with the file form of the command.
+    assert {r["variant"] for r in report["rows"]} == {f"{SERVER}/default/resp3/hiredis"}
+    # One result file per run and side, kept: the file form of the command renders the same report.
     assert len(list((tmp_path / "head").glob("run-*.json"))) == 3
-    assert main([str(tmp_path / "base"), str(tmp_path / "head")]) == 0
+    args = [str(tmp_path / "base"), str(tmp_path / "head"), "--aa", str(tmp_path / "aa"), "--format", "json"]
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["rows"] == report["rows"]
+    assert again["base"]["commits"] == report["base"]["commits"]
