@@ -121,6 +121,10 @@ def options_from_args(args: argparse.Namespace) -> Options:
     """Validate arguments and build run options."""
     urls = parse_urls(args.server_url)
     servers = args.servers if args.servers is not None else ([] if urls else list(DEFAULT_SERVERS))
+    if not servers and not urls:
+        raise SystemExit("--servers: name at least one server (or pass --server-url NAME=URL)")
+    if (args.repetitions is not None and args.repetitions < 1) or (args.warmup or 0) < 0:
+        raise SystemExit("--repetitions must be at least 1 and --warmup at least 0")
     bad_servers = [s for s in servers if s not in KIND_IDS]
     if bad_servers:
         raise SystemExit(f"unknown server(s) {bad_servers}; choose from {', '.join(KIND_IDS)} "

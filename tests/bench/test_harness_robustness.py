@@ -90,6 +90,8 @@ def test_a_run_that_dies_keeps_the_cells_measured_before(run_bench, bench_server
     (["--scenarios", "nope"], ["unknown scenario", "process"]),
     (["--param", "nope.x=1"], ["unknown scenario", "nope"]),
     (["--param", "process.nope=1"], ["unknown key", "min_seconds"]),
+    (["--servers", ""], ["at least one server"]),
+    (["--repetitions", "0"], ["at least 1"]),
 ])
 def test_bad_names_get_a_clear_error_and_no_traceback(run_bench, args: list[str],
                                                        words: list[str]) -> None:
