@@ -22,7 +22,7 @@ def _install(session: nox.Session, *groups: str, project: bool = True) -> None:
         requirements += nox.project.dependency_groups(PYPROJECT, group)
     session.install("-q", *requirements)
     if project:
-        session.install("-q", "-e", ".[hiredis,cli,cron,prometheus]")
+        session.install("-q", "-e", ".[hiredis,cli,cron,prometheus,otel]")
 
 
 @nox.session(python=PYTHON)

@@ -26,6 +26,7 @@ from ._retry import Backoff
 from ._schedule import Schedule
 from ._serialize import JSONSerializer, Serializer
 from ._tasks import Task
+from ._tracing import instrument_tracing
 from ._worker import Worker
 
 __version__ = "0.1.0"
@@ -60,5 +61,6 @@ __all__ = [
     "__version__",
     "acl_rules",
     "instrument",
+    "instrument_tracing",
     "redact_url",
 ]

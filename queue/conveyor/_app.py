@@ -40,6 +40,7 @@ class Conveyor:
         self.tasks: dict[str, Task[..., Any]] = {}
         self.hooks = Hooks()
         self.schedules: dict[str, Schedule] = {}
+        self.trace_carrier: Callable[[], dict[str, str]] | None = None  # set by instrument_tracing
         self._queues: dict[str, Queue] = {}
         self._async_queues: dict[str, AsyncQueue] = {}
         TaskOptions(queue=default_queue)  # validates the name now, not at the first task

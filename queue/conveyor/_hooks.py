@@ -3,8 +3,9 @@
 Order (like nested middleware): ``before`` hooks run in registration order, then the task; ``after``,
 ``on_retry`` and ``on_failure`` hooks run in reverse registration order. ``on_retry`` runs when the
 failed attempt will be retried, ``on_failure`` when the job fails for good. A ``before`` hook that
-raises fails the attempt like the task would; an exception in any other hook is logged and ignored
-(the job's outcome is already decided). Without hooks the handler is the bare call: no hook cost.
+raises fails the attempt like the task would (the task is not called, the failure hooks run); an
+exception in any other hook is logged and ignored (the job's outcome is already decided). Without
+hooks the handler is the bare call: no hook cost.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
         return bare
 
     def hooked(job: Job) -> Any:
-        for hook in hooks.before:
-            hook(job)
         try:
+            for hook in hooks.before:
+                hook(job)
             result = bare(job)
         except Exception as exc:
             for hook in hooks.after_failure(job, exc):
@@ -124,9 +125,9 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         return bare
 
     async def hooked(job: Job) -> Any:
-        for hook in hooks.before:
-            await _call(hook, job)
         try:
+            for hook in hooks.before:
+                await _call(hook, job)
             result = await bare(job)
         except Exception as exc:
             for hook in hooks.after_failure(job, exc):

@@ -1,7 +1,8 @@
 """Typed tasks: a registered function plus its defaults, enqueued with the function's own signature.
 
-A task's payload is ``{"args": [...], "kwargs": {...}}`` (either part omitted when empty), encoded by
-the queue's serializer (JSON by default). Arguments are checked against the function's signature
+A task's payload is ``{"args": [...], "kwargs": {...}}`` (either part omitted when empty, plus
+``"trace"``, the W3C trace context, when tracing is on), encoded by the queue's serializer (JSON by
+default). Arguments are checked against the function's signature
 before anything is sent, so a wrong call fails in the caller, not later in a worker.
 """
 
@@ -19,6 +20,7 @@ from ._models import Job, JobSpec
 if TYPE_CHECKING:
     from ._app import Conveyor
 
+PAYLOAD_KEYS = frozenset({"args", "kwargs", "trace"})
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -63,7 +65,7 @@ def unpack_arguments(job: Job) -> tuple[list[Any], dict[str, Any]]:
     payload = job.payload
     if payload is None:
         return [], {}
-    if isinstance(payload, dict) and set(payload) <= {"args", "kwargs"}:
+    if isinstance(payload, dict) and set(payload) <= PAYLOAD_KEYS:
         args, kwargs = payload.get("args", []), payload.get("kwargs", {})
         if isinstance(args, list) and isinstance(kwargs, dict):
             return args, kwargs
@@ -123,8 +125,10 @@ class Task(Generic[P, R]):
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"task {self.name!r}: {exc}") from None
-        o = self.options
-        return JobSpec(self.name, pack_arguments(args, kwargs), o.job_id, o.delay, o.max_attempts)
+        o, payload = self.options, pack_arguments(args, kwargs)
+        if self.app.trace_carrier is not None and (carrier := self.app.trace_carrier()):
+            payload["trace"] = carrier  # the enqueuing span's context, for the handler's span
+        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (synchronous client)."""

@@ -140,6 +140,10 @@ def test_a_failing_before_hook_fails_the_attempt(redis_url, queue_name):
     def veto(job: Job) -> None:
         raise PermissionError("vetoed by a hook")
 
+    @app.on_failure
+    def failed(job: Job, exc: BaseException) -> None:
+        ran.append(f"on_failure: {exc}")
+
     @app.task
     def work() -> None:
         ran.append("task")
@@ -147,7 +151,8 @@ def test_a_failing_before_hook_fails_the_attempt(redis_url, queue_name):
     job = work.enqueue()
     assert _run(app, [queue_name])[queue_name]["failed"] == 1
     stored = app.queue(queue_name).get_job(job.id)
-    assert ran == [] and stored is not None and "vetoed by a hook" in (stored.error or "")
+    assert ran == ["on_failure: vetoed by a hook"]  # the task never ran; failure hooks did
+    assert stored is not None and "vetoed by a hook" in (stored.error or "")
 
 
 def test_async_and_sync_tasks_share_an_asyncio_worker(redis_url, queue_name):

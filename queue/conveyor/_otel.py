@@ -1,0 +1,80 @@
+"""OpenTelemetry spans around task calls (imported by ``instrument_tracing`` only).
+
+The enqueuing side injects the current context into the payload's ``trace`` field; the ``before``
+hook extracts it, starts a consumer span with it as parent and makes that span current for the task
+(threads and asyncio tasks alike: the hooks run in the task's own context); the ``after`` and
+failure hooks end the span, with the exception recorded on failure.
+"""
+
+from __future__ import annotations
+
+from contextvars import Token
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ._models import Job
+
+if TYPE_CHECKING:
+    from ._app import Conveyor
+
+
+class Tracing:
+    """Span bookkeeping for one app: the open span and context token of each running job."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self.tracer = tracer
+        self._open: dict[str, tuple[trace.Span, Token[otel_context.Context]]] = {}
+
+    @staticmethod
+    def carrier() -> dict[str, str]:
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return carrier
+
+    def before(self, job: Job) -> None:
+        payload = job.payload
+        carrier = payload.get("trace") if isinstance(payload, dict) else None
+        parent = propagate.extract(carrier if isinstance(carrier, dict) else {})
+        span = self.tracer.start_span(
+            f"conveyor.run {job.task}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "conveyor",
+                "messaging.message.id": job.id,
+                "conveyor.task": job.task,
+                "conveyor.attempt": job.attempts,
+            },
+        )
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        self._open[job.id] = (span, token)
+
+    def _end(self, job: Job, exc: BaseException | None) -> None:
+        opened = self._open.pop(job.id, None)
+        if opened is None:
+            return
+        span, token = opened
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        span.end()
+        otel_context.detach(token)
+
+    def after(self, job: Job, result: Any) -> None:
+        self._end(job, None)
+
+    def failed(self, job: Job, exc: BaseException) -> None:
+        self._end(job, exc)
+
+
+def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
+    tracing = Tracing(trace.get_tracer("conveyor", tracer_provider=tracer_provider))
+    app.trace_carrier = tracing.carrier
+    app.before(tracing.before)
+    app.after(tracing.after)
+    app.on_retry(tracing.failed)
+    app.on_failure(tracing.failed)
+    return tracing

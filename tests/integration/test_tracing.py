@@ -1,0 +1,62 @@
+"""OpenTelemetry: the enqueuing span's trace context arrives in the handler, sync and asyncio."""
+
+from __future__ import annotations
+
+import pytest
+from conveyor import Conveyor, instrument_tracing
+from conveyor._runner import Runner
+
+pytest.importorskip("opentelemetry.sdk")
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_trace_context_travels_from_enqueue_to_handler(redis_url, queue_name, mode):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = Conveyor(redis_url, default_queue=queue_name, max_attempts=1)
+    instrument_tracing(app, provider)
+    seen: dict[str, int] = {}
+
+    def record(label: str) -> None:
+        context = trace.get_current_span().get_span_context()
+        seen[label] = context.trace_id
+        if label == "boom":
+            raise RuntimeError("boom")
+
+    if mode == "async":
+        @app.task
+        async def work(label: str) -> None:
+            record(label)
+    else:
+        @app.task
+        def work(label: str) -> None:
+            record(label)
+
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("web request") as request:
+        traced = work.enqueue("traced")
+        work.enqueue("boom")
+    untraced = work.enqueue("untraced")  # no current span: no context in the job
+    assert "trace" in (app.queue(queue_name).get_job(traced.id).payload or {})
+    assert "trace" not in (app.queue(queue_name).get_job(untraced.id).payload or {})
+
+    stats = Runner(app, [queue_name], burst=True, concurrency=2).run()
+    assert stats[queue_name]["processed"] == 2 and stats[queue_name]["failed"] == 1
+    trace_id = request.get_span_context().trace_id
+    assert seen["traced"] == trace_id and seen["boom"] == trace_id
+    assert seen["untraced"] not in (0, trace_id)  # a root span of its own
+
+    runs = {s.attributes["messaging.message.id"]: s for s in exporter.get_finished_spans()
+            if s.name == "conveyor.run work"}
+    assert len(runs) == 3
+    assert runs[traced.id].parent.span_id == request.get_span_context().span_id
+    assert runs[traced.id].kind == trace.SpanKind.CONSUMER
+    boom = next(s for s in runs.values() if s.status.status_code == trace.StatusCode.ERROR)
+    assert boom.events[0].name == "exception"
+    assert runs[untraced.id].parent is None
+    app.close()
