@@ -267,6 +267,7 @@ def run_chaos(server: RunningServer, cfg: ChaosConfig, workdir: Path) -> Verdict
         fleet.stop_all()
         stop.set()
         sampler.join(10)
+        (workdir / "memory.csv").write_text("".join(f"{t:.1f},{m}\n" for t, m in memory))
         return judge(admin, cfg, plan, fleet, faults, memory,
                      drained=drained, crashed=crashed, seconds=time.monotonic() - began)  # fmt: skip
     raise AssertionError("unreachable")
