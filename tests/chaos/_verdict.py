@@ -137,6 +137,10 @@ def memory_growth(memory: list[tuple[float, int]]) -> dict[str, int] | None:
     return {"early_mean": sum(warm[:quarter]) // quarter, "late_mean": sum(warm[-quarter:]) // quarter}
 
 
+def grew(growth: dict[str, int]) -> bool:
+    return growth["late_mean"] > growth["early_mean"] * 1.05 + MEMORY_SLACK
+
+
 def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faults,
           memory: list[tuple[float, int]], *, drained: dict[str, int], crashed: list[str],
           seconds: float) -> Verdict:  # fmt: skip
@@ -183,7 +187,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
             problems.append(f"SIGTERMed {t.mode} pid {t.pid}: exit {t.returncode} after {t.seconds:.1f} s "
                             f"(deadline {deadline:.0f} s)")  # fmt: skip
     growth = memory_growth(memory) if cfg.jobs is None else None
-    if growth and growth["late_mean"] > growth["early_mean"] * 1.05 + MEMORY_SLACK:
+    if growth and grew(growth):
         problems.append(f"server memory grew: {growth}")
     summary = {
         "server": f"{admin_server(admin)}", "seconds": seconds, "seed": cfg.seed,

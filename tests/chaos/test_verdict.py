@@ -7,7 +7,7 @@ from pathlib import Path
 
 from _chaos import ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
-from _verdict import repeats
+from _verdict import grew, memory_growth, repeats
 
 CFG = ChaosConfig(sync_concurrency=2, async_concurrency=2)
 
@@ -65,3 +65,13 @@ def test_open_runs_and_remaining_work(tmp_path: Path) -> None:
     (tmp_path / "2.runs").write_text("start c 1 2 9999999999.0 1000\n")
     assert remaining_work(tmp_path / "2.runs") > 1000
     assert remaining_work(tmp_path / "1.runs") == 0.0
+
+
+def test_memory_check_passes_noise_and_catches_a_leak() -> None:
+    noisy = [(float(t), 2_000_000 + (t % 7) * 30_000) for t in range(300)]
+    growth = memory_growth(noisy)
+    assert growth is not None and not grew(growth)
+    leaking = [(float(t), 2_000_000 + t * 3_000) for t in range(300)]  # ~3 KB/s: unretained jobs
+    growth = memory_growth(leaking)
+    assert growth is not None and grew(growth)
+    assert memory_growth(noisy[:10]) is None  # too short to judge
