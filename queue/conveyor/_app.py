@@ -41,6 +41,7 @@ class Conveyor:
         self.hooks = Hooks()
         self.schedules: dict[str, Schedule] = {}
         self.trace_carrier: Callable[[], dict[str, str]] | None = None  # set by instrument_tracing
+        self.enqueue_hooks: list[Callable[[str, Job], None]] = []  # (queue, job) of each job created
         self._queues: dict[str, Queue] = {}
         self._async_queues: dict[str, AsyncQueue] = {}
         TaskOptions(queue=default_queue)  # validates the name now, not at the first task

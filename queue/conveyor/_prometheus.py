@@ -59,6 +59,12 @@ class Metrics:
     def __init__(self, app: Conveyor, registry: CollectorRegistry) -> None:
         self.app, self.registry = app, registry
         labels = ["queue", "task"]
+        self.enqueued = Counter(
+            "conveyor_jobs_enqueued",
+            "Jobs created by task.enqueue / aenqueue in this process.",
+            labels,
+            registry=registry,
+        )
         self.completed = Counter(
             "conveyor_jobs_completed", "Task calls that succeeded.", labels, registry=registry
         )
@@ -86,6 +92,9 @@ class Metrics:
             self.duration.labels(*labels).observe(time.perf_counter() - started)
         return labels
 
+    def enqueued_job(self, queue: str, job: Job) -> None:
+        self.enqueued.labels(queue, job.task).inc()
+
     def before(self, job: Job) -> None:
         self._started[job.id] = time.perf_counter()
 
@@ -102,6 +111,7 @@ class Metrics:
 def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one)."""
     metrics = Metrics(app, REGISTRY if registry is None else registry)
+    app.enqueue_hooks.append(metrics.enqueued_job)
     app.before(metrics.before)
     app.after(metrics.after)
     app.on_retry(metrics.on_retry)

@@ -132,8 +132,17 @@ class Task(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (synchronous client)."""
-        return self.app.queue(self.queue).enqueue_many([self.spec(*args, **kwargs)])[0]
+        job = self.app.queue(self.queue).enqueue_many([self.spec(*args, **kwargs)])[0]
+        self._enqueued(job)
+        return job
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (asyncio client)."""
-        return (await self.app.async_queue(self.queue).enqueue_many([self.spec(*args, **kwargs)]))[0]
+        job = (await self.app.async_queue(self.queue).enqueue_many([self.spec(*args, **kwargs)]))[0]
+        self._enqueued(job)
+        return job
+
+    def _enqueued(self, job: Job) -> None:
+        if job.created:
+            for hook in self.app.enqueue_hooks:
+                hook(self.queue, job)

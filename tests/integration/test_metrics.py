@@ -51,6 +51,7 @@ def test_exporter_counts_calls_and_reads_queue_depth(redis_url, queue_name):
 
     samples = _samples(prometheus_client.generate_latest(registry).decode())
     labels = (("queue", queue_name), ("task", "work"))
+    assert samples[("conveyor_jobs_enqueued_total", labels)] == 5
     assert samples[("conveyor_jobs_completed_total", labels)] == 3
     assert samples[("conveyor_jobs_retried_total", labels)] == 1
     assert samples[("conveyor_jobs_failed_total", labels)] == 1
