@@ -2,7 +2,7 @@
 
 Every macro returns Markdown built from the result files under ``extra.results_dir``
 (``results/`` unless ``CONVEYOR_RESULTS_DIR`` says otherwise). All logic lives in
-bench/report.py, which is unit-tested without mkdocs.
+the bench/report/ package, which is unit-tested without mkdocs.
 """
 
 from __future__ import annotations

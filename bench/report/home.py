@@ -9,7 +9,7 @@ import pandas as pd
 from bench.report.common import REFERENCE_SERVER, primary_run, primary_server, server_label, source, stat_cell
 from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
-from bench.report.servers import POINTS, cell, comparisons, dragonfly_runs, recommendation
+from bench.report.servers import POINTS, cell, comparisons, dragonfly_runs, server_columns, verdict
 from bench.report.text import md_table, no_data, unit_of
 
 # (figure, scenario, metric, preferred params, conditions in words, link)
@@ -102,11 +102,9 @@ def headline(ds: Dataset, prefix: str = "") -> str:
     runs = list(dict.fromkeys(run for run, _ in found))
     table = md_table(pd.DataFrame([row for _, row in found]))
     main = runs[0]
-    others = [e["id"] for e in ds.runs.loc[main].doc["servers"]
-              if e["measured"] and e["id"] != REFERENCE_SERVER]
-    verdict = recommendation({s: comparisons(ds, main, s) for s in others}) if others else ""
+    found = verdict(ds, main) if server_columns(ds, main) else ""
     sources = "\n\n".join(source(ds, r, prefix) for r in runs)
-    return (f"{table}\n\n- **Servers**: {verdict.replace('**From this run:** ', '')} "
+    return (f"{table}\n\n- **Servers**: {found.replace('**From this run:** ', '')} "
             f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n{sources}\n")
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
-from bench.report.compare import ratio, select
+from bench.report.compare import ratio, same_method_runs, select
 from bench.report.figures import chart, figure, whiskers
 from bench.report.load import Dataset, same_method
 from bench.report.text import MISSING, md_table, no_data, params_text, span, times
@@ -98,6 +98,29 @@ def recommendation(columns: dict[str, pd.DataFrame]) -> str:
     return f"**From this run:** {pick}. Beyond noise: {wins}."
 
 
+def server_columns(ds: Dataset, run: str) -> dict[str, pd.DataFrame]:
+    """Comparisons of every measured server but the reference, in ``run``."""
+    others = [e["id"] for e in servers(ds, run) if e["measured"] and e["id"] != REFERENCE_SERVER]
+    found = {s: comparisons(ds, run, s) for s in sorted(others, key=server_rank)}
+    return {s: f for s, f in found.items() if not f.empty}
+
+
+def verdict(ds: Dataset, run: str) -> str:
+    """The recommendation of ``run``, or the disagreement of comparable runs about it."""
+    text = recommendation(server_columns(ds, run))
+    others = {r: recommendation(server_columns(ds, r)) for r in same_method_runs(ds, run)
+              if r != run and server_columns(ds, r)}
+    differ = {r: t for r, t in others.items() if t.split(".")[0] != text.split(".")[0]}
+    if not differ:
+        agree = {0: "", 1: " The other comparable run agrees."}
+        return text + agree.get(len(others), f" The {len(others)} other comparable runs agree.")
+    listed = "; ".join(f"run `{r}`: {t.split('.')[0].replace('**From this run:** ', '')}"
+                       for r, t in differ.items())
+    return (text.replace("**From this run:**", "**This run alone:**")
+            + f" Other runs of the same method on this machine disagree ({listed}), so this "
+            "is not a recommendation.")
+
+
 def servers_table(ds: Dataset, run: str) -> str:
     """Server, version, allocator and status; long reasons go to footnotes."""
     rows, notes = [], []
@@ -120,9 +143,7 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
     run = primary_run(ds, "process")
     if run is None:
         return no_data("any server")
-    others = [e["id"] for e in servers(ds, run) if e["measured"] and e["id"] != REFERENCE_SERVER]
-    columns = {s: comparisons(ds, run, s) for s in sorted(others, key=server_rank)}
-    columns = {s: f for s, f in columns.items() if not f.empty}
+    columns = server_columns(ds, run)
     if not columns:
         return servers_table(ds, run) + "\n\n" + source(ds, run, prefix)
     points = [p[0] for p in POINTS]
@@ -133,7 +154,7 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
             "Baseline configuration, RESP3, hiredis. *noise*: the repetitions' ranges overlap "
             f"or the difference is under 10%.\n\n{md_table(table)}\n\n"
             f"{ratio_chart(columns, 'servers', 'Each server against ' + REFERENCE_SERVER)}\n\n"
-            f"{recommendation(columns)}\n\n{source(ds, run, prefix)}\n")
+            f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 
 
 def dragonfly_runs(ds: Dataset) -> list[str]:

@@ -287,3 +287,17 @@ def test_files_without_the_new_fields_still_render(tmp_path: Path) -> None:
     ds = dataset(tmp_path, doc)
     assert "a process per repetition" in render(ds, "environments_section")
     assert "no-op handlers at once" in render(ds, "headline")
+
+
+def test_a_server_verdict_that_flips_between_runs_is_not_a_recommendation(tmp_path: Path) -> None:
+    older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
+    for row in older["results"]:  # in the older run redis-7.0 is far ahead in lifecycles
+        if row["server"] == "redis-7.0":
+            rate = row["metrics"]["lifecycles_per_s"]
+            row["metrics"]["lifecycles_per_s"] = metric(rate["median"] * 3, rate["unit"])
+    ds = dataset(tmp_path, make_run(), older)
+    out = render(ds, "servers_section")
+    assert "disagree" in out and "not a recommendation" in out
+    assert "From this run" not in out
+    assert "The other comparable run agrees" in render(dataset(tmp_path / "one", make_run(),
+        make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")), "servers_section")
