@@ -106,7 +106,7 @@ def md_table(frame: pd.DataFrame) -> str:
 
 
 def wrapped(code: str) -> str:
-    """A code block whose long lines wrap on screen (``pre.cv-wrap``, see charts.css)."""
+    """A code block of generated text (its long lines wrap on screen, see charts.css)."""
     return f'<pre class="cv-wrap"><code>{html.escape(code)}</code></pre>\n'
 
 
