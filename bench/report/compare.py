@@ -28,13 +28,6 @@ def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
     return frame[mask]
 
 
-def metric(ds: Dataset, run_id: str, scenario: str, name: str, **where: Any) -> pd.DataFrame:
-    """Summary rows of one metric of ``scenario`` in one run, baseline variant by default."""
-    chosen = {**BASELINE, "config": list(DEFAULT_CONFIGS), **where}
-    rows = select(ds.summary, run_id=run_id, scenario=scenario, metric=name, **chosen)
-    return rows.dropna(axis=1, how="all")
-
-
 def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
     """``a / b`` for two summary rows: ratio of medians, whiskers and whether it is noise."""
     value = a["median"] / b["median"]
@@ -42,27 +35,6 @@ def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
     apart = a["min"] > b["max"] or a["max"] < b["min"]
     return {"ratio": value, "lo": lo, "hi": hi,
             "noise": not (apart and abs(value - 1) > THRESHOLD)}
-
-
-def ratios(frame: pd.DataFrame, on: list[str], against: pd.DataFrame) -> pd.DataFrame:
-    """Each row of ``frame`` divided by the row of ``against`` equal on ``on``."""
-    merged = frame.merge(against, on=on, suffixes=("", "_ref"))
-    out = [ratio(row, pd.Series({k: row[f"{k}_ref"] for k in ("median", "min", "max")}))
-           for _, row in merged.iterrows()]
-    return pd.concat([merged.reset_index(drop=True), pd.DataFrame(out)], axis=1)
-
-
-def varying(frame: pd.DataFrame, columns: list[str]) -> list[str]:
-    """The columns of ``columns`` whose value differs between rows."""
-    return [c for c in columns if c in frame.columns and frame[c].nunique(dropna=False) > 1]
-
-
-def param_columns(ds: Dataset, scenario: str) -> list[str]:
-    """Parameter columns of ``scenario`` (from its cases' params)."""
-    keys: dict[str, None] = {}
-    for params in ds.cases.loc[ds.cases.scenario == scenario, "params"]:
-        keys.update(dict.fromkeys(k for k, v in params.items() if not isinstance(v, list)))
-    return list(keys)
 
 
 def same_method_runs(ds: Dataset, run_id: str) -> list[str]:
