@@ -128,8 +128,9 @@ def _method(args: argparse.Namespace, session: bool) -> dict[str, Any]:
                 "(base, head, base again for A/A, order rotated each round) on the same fresh servers; "
                 f"scenarios {args.scenarios}{' (--quick sizes)' if args.quick else ''}; {rule}.")
     else:
-        text = ("values are the repetitions stored in each side's result files; the sides were not "
-                f"measured in one interleaved session, so drift between them counts as a difference; {rule}.")
+        text = ("values are the repetitions stored in each side's result files; unless the files come "
+                "from one `compare` session, the sides were not measured interleaved, so drift between "
+                f"them counts as a difference; {rule}.")
     return {"description": text, "runs": args.runs if session else None, "interleaved": session,
             "suite": args.suite if session else None,
             "min_effect_pct": args.min_effect, "alpha": args.alpha, "scenarios": _csv(args.scenarios)}

@@ -19,8 +19,9 @@ MIN_RUNS = 3
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_ALPHA = 0.01
 
-# Metrics that describe the load offered or a count of events, not how well Conveyor did.
-NOT_JUDGED = frozenset({"offered_per_s", "sweeps"})
+# Metrics that describe the load offered or the size a case chose (job counts, the duration of a
+# run sized to last min_seconds), not how well Conveyor did. Counts other than failures are sizes.
+NOT_JUDGED = frozenset({"offered_per_s", "offered_load", "elapsed_s", "worker_run_s"})
 TIME_UNITS = frozenset({"1/s", "ms", "s", "us"})
 
 
@@ -52,7 +53,7 @@ class Comparison:
 
 def better_direction(metric: str, unit: str) -> str | None:
     """"higher" for rates, "lower" for times, bytes, connections and failures, None if not judged."""
-    if metric in NOT_JUDGED:
+    if metric in NOT_JUDGED or unit == "ratio" or (unit == "count" and not metric.startswith("failed")):
         return None
     return "higher" if unit == "1/s" else "lower"
 

@@ -92,6 +92,9 @@ def test_better_direction() -> None:
     assert better_direction("p99_ms", "ms") == "lower"
     assert better_direction("bytes_per_job", "B") == "lower"
     assert better_direction("offered_per_s", "1/s") is None
+    assert better_direction("jobs", "count") is None  # the size a min_seconds case chose
+    assert better_direction("elapsed_s", "s") is None
+    assert better_direction("failed_calls", "count") == "lower"
 
 
 def test_metric_not_judged_gets_no_verdict() -> None:
