@@ -12,16 +12,20 @@ from typing import Any
 from ._async_client import AsyncQueue
 from ._dispatch import (
     RECOVERABLE,
+    WAKE_MEMBER,
     Dispatcher,
     WorkerOptions,
+    fail_call,
     failure_of,
     idle_wait,
     log,
     missing_handler,
+    report_pump_error,
     validate_handlers,
 )
 from ._errors import LeaseLostError
 from ._models import Job
+from ._ops import held_token
 from ._retry import RECONNECT
 from ._topology import ASYNC, role_client
 
@@ -32,8 +36,12 @@ class AsyncWorker:
     """Process jobs of ``queue`` with ``concurrency`` asyncio tasks.
 
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
-    (ack and claim), ``waiter`` (blocks in BZPOPMIN while idle) and ``maint`` (heartbeats,
-    promotion, lease recovery, retention). Handler tasks never touch the server.
+    (ack and claim), ``waiter`` (blocks in BZPOPMIN while the worker has a free slot) and ``maint``
+    (heartbeats, promotion, lease recovery, retention). Handler tasks never touch the server.
+
+    Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
+    finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
+    deadline, handlers still running are cancelled and their jobs released (the attempt counts).
     """
 
     def __init__(self, queue: AsyncQueue, handlers: Mapping[str, AsyncHandler], **options: Any) -> None:
@@ -42,8 +50,9 @@ class AsyncWorker:
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: asyncio.Queue[Job] = asyncio.Queue()
-        self._wake, self._stop = asyncio.Event(), asyncio.Event()
-        self._idle: asyncio.Task[Any] | None = None
+        self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self._idle: asyncio.Future[Any] | None = None
+        self._slots: list[asyncio.Task[None]] = []
 
     @property
     def stats(self) -> dict[str, int]:
@@ -53,8 +62,6 @@ class AsyncWorker:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
         self._stop.set()
         self._wake.set()
-        if self._idle is not None:
-            self._idle.cancel()
 
     def _role(self, role: str) -> AsyncQueue:
         q = self.queue
@@ -64,20 +71,28 @@ class AsyncWorker:
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
-        tasks = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
-        tasks.append(asyncio.create_task(self._maintain(maint)))
+        self._slots = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
+        maintenance = asyncio.create_task(self._maintain(maint))
         self._signals(install=True)
         try:
             await self._pump(pump, waiter)
         finally:
             self._signals(install=False)
             self._stop.set()
+            self._finished.set()
+            tasks: list[asyncio.Future[Any]] = [*self._slots, maintenance]
+            if self._idle is not None:
+                tasks.append(self._idle)
             for task in tasks:
-                task.cancel()
+                if task is not maintenance:  # it ends on its own after its current call
+                    task.cancel()
             # redis-py can swallow a cancellation mid-command; never wait on it without a bound.
-            await asyncio.wait(tasks, timeout=5.0)
+            _, pending = await asyncio.wait(tasks, timeout=2.0)
+            for task in pending:
+                task.cancel()
             for q in (pump, waiter, maint):
-                await q.aclose()
+                with contextlib.suppress(Exception):
+                    await q.aclose()
         return self.stats
 
     def _signals(self, install: bool) -> None:
@@ -96,17 +111,21 @@ class AsyncWorker:
         d = self._dispatch
         while True:
             job = await self._ready.get()
-            d.started.add(job.id)
+            d.on_started(job)
             handler = self.handlers.get(job.task)
+            failure = None
             try:
                 if handler is None:
-                    d.failures.append(missing_handler(job))
+                    failure = missing_handler(job)
                 else:
                     job.payload  # noqa: B018 - decode before the handler; a bad payload fails the job
                     await handler(job)
-                    d.done.append(job)
             except Exception as exc:
-                d.failures.append(failure_of(job, exc))
+                failure = failure_of(job, exc)
+            except asyncio.CancelledError:
+                d.running.discard(held_token(job))  # cancelled at the deadline: released as started
+                raise
+            d.on_finished(job, failure)
             self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
@@ -119,63 +138,84 @@ class AsyncWorker:
             try:
                 claimed, until_due = await self._exchange(pump)
                 attempt = 0
-            except RECOVERABLE as exc:
+            except Exception as exc:
                 attempt += 1
-                log.warning("worker lost the server (%s); retrying", exc)
-                await self._sleep(RECONNECT.delay(attempt))
+                report_pump_error(exc)
+                if d.stopping and time.monotonic() >= deadline:
+                    await self._cancel_slots()
+                    return  # unreachable at the deadline: the leases expire and are redelivered
+                await self._sleep(RECONNECT.delay(attempt), deadline)
                 continue
             if d.stopping and (d.quiet() or time.monotonic() >= deadline):
+                await self._cancel_slots()
                 await self._release_unsettled(pump)
                 return
             if claimed:
                 continue
             if d.quiet() and self.options.burst:
                 return
-            await self._wait(waiter, until_due)
+            await self._wait(waiter, until_due, deadline)
 
     async def _exchange(self, pump: AsyncQueue) -> tuple[bool, float]:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
         d = self._dispatch
         for failure in list(d.failures):
             with contextlib.suppress(LeaseLostError):
-                await pump._run(pump.core.fail(failure.job, failure.error, failure.retry))
+                await pump._run(fail_call(pump.core, failure))
             d.on_failed(failure)
         acks = d.pending_acks()
         budget = d.claim_budget(len(acks))
         if not acks and not budget:
             return False, -1.0
-        statuses, claimed, until_due = await pump._run(pump.core.ack(acks, budget))
+        request = d.on_sending(acks)
+        statuses, claimed, until_due = await pump._run(pump.core.ack(acks, budget, request=request))
         d.on_acked(acks, statuses)
         d.on_claimed(claimed)
         for job in claimed:
             self._ready.put_nowait(job)
         return bool(claimed), until_due
 
-    async def _sleep(self, seconds: float) -> None:
+    async def _sleep(self, seconds: float, deadline: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            await asyncio.wait_for(self._wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
         self._wake.clear()
 
-    async def _wait(self, waiter: AsyncQueue, until_due: float) -> None:
+    async def _wait(self, waiter: AsyncQueue, until_due: float, deadline: float) -> None:
+        """Sleep until a handler finishes, a wake-up arrives (while a slot is free) or a delayed
+        job is due. One BZPOPMIN stays pending across calls, so a free slot is filled at once even
+        while other slots are busy."""
         d = self._dispatch
         if d.done or d.failures:
             return
-        if d.held:
-            await self._sleep(0.5)
-            return
         timeout = idle_wait(self.options.block_timeout, until_due)
-        self._idle = asyncio.ensure_future(waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout))
-        try:
-            await self._idle
-        except asyncio.CancelledError:
-            if not self._stop.is_set():
-                raise
-        except RECOVERABLE as exc:
+        if self._idle is not None and self._idle.done():
+            await self._settle_idle(waiter, self._idle)
+        if self._idle is None and d.wants_marker():
+            self._idle = asyncio.ensure_future(waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout))
+            self._idle.add_done_callback(lambda _: self._wake.set())
+        await self._sleep(timeout, deadline)
+
+    async def _settle_idle(self, waiter: AsyncQueue, idle: asyncio.Future[Any]) -> None:
+        """Read a finished BZPOPMIN; a wake-up this worker cannot use is passed on."""
+        self._idle = None
+        if idle.cancelled():
+            return
+        exc = idle.exception()
+        if exc is not None:
             # The pump notices a lost server on its next call and backs off; do not spin here.
             log.debug("idle wait interrupted (%s)", exc)
-            await self._sleep(RECONNECT.delay(1))
-        finally:
-            self._idle = None
+            await asyncio.sleep(RECONNECT.delay(1))
+        elif idle.result() and not self._dispatch.wants_marker():
+            with contextlib.suppress(*RECOVERABLE):
+                await waiter.client.zadd(waiter.core.keys.marker, {WAKE_MEMBER: 0})
+
+    async def _cancel_slots(self) -> None:
+        """Cancel handlers still running at the deadline; their jobs are then released."""
+        if not self._dispatch.running:
+            return
+        for task in self._slots:
+            task.cancel()
+        await asyncio.wait(self._slots, timeout=1.0)
 
     async def _release_buffered(self, pump: AsyncQueue) -> None:
         jobs = [self._ready.get_nowait() for _ in range(self._ready.qsize())]
@@ -193,12 +233,14 @@ class AsyncWorker:
 
     # -- maintenance ------------------------------------------------------------------------------
     async def _maintain(self, maint: AsyncQueue) -> None:
+        """Heartbeats and sweeps until run() ends (not at stop(): a graceful shutdown still holds
+        the leases of the jobs it is finishing)."""
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
-        while not self._stop.is_set():
+        while not self._finished.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), tick)
+                await asyncio.wait_for(self._finished.wait(), tick)
                 return
             try:
                 jobs = d.needs_heartbeat()

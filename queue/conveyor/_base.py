@@ -42,6 +42,28 @@ class QueueBase(Generic[ClientT]):
                 "wait_replicas is not supported on Redis Cluster yet (WAIT must follow the write on "
                 "the same connection to the slot owner); use Sentinel or leave it at 0"
             )
+        self._no_client_retries()
+
+    def _no_client_retries(self) -> None:
+        """Turn redis-py's client-side retries off on this client (each twin sets its Retry).
+
+        A script call re-sent after a socket timeout can run twice on the server (the first one
+        may have run; only its reply was lost): a re-sent enqueue_many stored its batch twice and
+        reported success. Conveyor retries only where a re-sent call is safe (a worker's
+        ack+claim carries a request id), so the client itself must never re-send.
+        """
+        raise NotImplementedError
+
+    def _set_retry(self, retry: Any) -> None:
+        client: Any = self.client
+        try:
+            client.set_retry(retry)
+        except AttributeError:
+            # redis-py's BlockingConnectionPool.set_retry reads attributes it does not have: set
+            # it for the connections the pool creates from now on (it creates them lazily).
+            pool = getattr(client, "connection_pool", None)
+            if pool is not None:
+                pool.connection_kwargs["retry"] = retry
 
     @property
     def name(self) -> str:

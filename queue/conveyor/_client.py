@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 import redis
 from redis import exceptions as redis_errors
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._connection import check_policy
@@ -19,7 +21,14 @@ T = TypeVar("T")
 
 
 class Queue(QueueBase[redis.Redis]):
-    """A queue on a Redis-compatible server, used from synchronous code."""
+    """A queue on a Redis-compatible server, used from synchronous code.
+
+    Given a client (``Queue(name, client)``), Conveyor turns that client's own retries off
+    (``set_retry``), because a command re-sent after a timeout may run twice. Give Conveyor a
+    client of its own if other code needs retries. A call that times out (``TimeoutError`` or
+    :class:`ConnectionFailedError`) may or may not have run on the server: enqueue with
+    caller-given ``job_id`` values and re-send the same call, which is then idempotent.
+    """
 
     @classmethod
     def from_url(
@@ -33,6 +42,9 @@ class Queue(QueueBase[redis.Redis]):
         """
         resolved = resolve_settings(settings, overrides)
         return cls(name, connect(SYNC, url, resolved), settings=resolved)
+
+    def _no_client_retries(self) -> None:
+        self._set_retry(Retry(NoBackoff(), 0))
 
     # -- execution --------------------------------------------------------------------------------
     def _evalsha(self, call: Call[Any]) -> Any:

@@ -11,6 +11,7 @@ import inspect
 import logging
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +21,13 @@ import redis
 from ._errors import ConveyorError, SerializationError
 from ._keys import validate_name
 from ._models import Job
-from ._ops import LEASE_STATUS, MAX_BATCH
+from ._ops import LEASE_STATUS, MAX_BATCH, Call, QueueCore, held_token
 
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
 RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
+# The member every wake-up adds to the marker (as wake() in _lua/_lib.lua does).
+WAKE_MEMBER = "0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,11 @@ def missing_handler(job: Job) -> Failure:
 
 @dataclass
 class Dispatcher:
-    """Book-keeping of leased jobs for one worker."""
+    """Book-keeping of leased jobs for one worker.
+
+    Leases are keyed by token, not job id: a job redelivered to this worker while an older
+    attempt's handler still runs holds two leases here, and settling one never touches the other.
+    """
 
     options: WorkerOptions
     lease: float
@@ -98,9 +105,13 @@ class Dispatcher:
     done: list[Job] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
     stopping: bool = False
     processed: int = 0
     failed: int = 0
+    worker_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    sequence: int = 0
+    inflight: list[Job] | None = None
 
     @property
     def held(self) -> int:
@@ -111,16 +122,29 @@ class Dispatcher:
             return 0
         return max(0, self.options.capacity - self.held + acking)
 
+    def wants_marker(self) -> bool:
+        """True when a wake-up on the marker is of use: this worker could claim more now."""
+        return not self.stopping and self.held < self.options.capacity
+
     def pending_acks(self) -> list[Job]:
-        return self.done[:MAX_BATCH]
+        """Jobs to ack in the next ack+claim call. After a failed call, the same jobs again: a
+        re-sent call must match the lost one (same request id, same acks) to be answered from
+        the server's record of it."""
+        return self.done[:MAX_BATCH] if self.inflight is None else self.inflight
+
+    def on_sending(self, acks: list[Job]) -> tuple[str, int]:
+        """An ack+claim call is about to be sent: pin its acks; returns its request id."""
+        self.inflight = acks
+        return self.worker_id, self.sequence
 
     def on_claimed(self, jobs: Sequence[Job]) -> None:
         now = time.monotonic()
         for job in jobs:
-            self.leases[job.id] = (job, now)
+            self.leases[held_token(job)] = (job, now)
 
     def on_acked(self, acked: Sequence[Job], statuses: Sequence[int]) -> None:
         del self.done[: len(acked)]
+        self.inflight, self.sequence = None, self.sequence + 1
         for job, status in zip(acked, statuses, strict=True):
             self._settle(job)
             if status == 1:
@@ -128,33 +152,54 @@ class Dispatcher:
             else:
                 log.warning("ack of job %s refused: %s", job.id, LEASE_STATUS.get(status, status))
 
+    def on_started(self, job: Job) -> None:
+        self.started.add(held_token(job))
+        self.running.add(held_token(job))
+
+    def on_finished(self, job: Job, failure: Failure | None) -> None:
+        """A handler returned or raised (failure None: success). A cancelled handler reports
+        nothing: its job is released as started at shutdown."""
+        self.running.discard(held_token(job))
+        if failure is None:
+            self.done.append(job)
+        else:
+            self.failures.append(failure)
+
     def on_failed(self, failure: Failure) -> None:
         self.failures.remove(failure)
         self.failed += 1
         self._settle(failure.job)
 
     def _settle(self, job: Job) -> None:
-        self.leases.pop(job.id, None)
-        self.started.discard(job.id)
+        token = job.token or next((t for t, (j, _) in self.leases.items() if j is job), "")
+        # (a sent fail clears job.token: find its lease by identity)
+        self.leases.pop(token, None)
+        self.started.discard(token)
+        self.running.discard(token)
 
     def needs_heartbeat(self) -> list[Job]:
         """Leased jobs whose lease is a third used up: extend them before it runs out."""
         cutoff = time.monotonic() - self.lease / 3
-        return [job for job, since in list(self.leases.values()) if since <= cutoff][:MAX_BATCH]
+        leased = list(self.leases.values())
+        return [job for job, since in leased if since <= cutoff and job.token][:MAX_BATCH]
 
     def on_extended(self, jobs: Sequence[Job], statuses: Sequence[int]) -> None:
         now = time.monotonic()
         for job, status in zip(jobs, statuses, strict=True):
-            if status == 1 and job.id in self.leases:
-                self.leases[job.id] = (job, now)
+            token = held_token(job)
+            if status == 1 and token in self.leases:
+                self.leases[token] = (job, now)
             elif status != 1:
                 log.warning("lease of job %s lost: %s", job.id, LEASE_STATUS.get(status, status))
 
     def unsettled(self) -> tuple[list[Job], list[bool]]:
-        """Leased jobs with nothing to report, for release at shutdown: (jobs, started flags)."""
-        reporting = {job.id for job in self.done} | {f.job.id for f in self.failures}
-        jobs = [job for job, _ in self.leases.values() if job.id not in reporting][:MAX_BATCH]
-        return jobs, [job.id in self.started for job in jobs]
+        """Leased jobs to release at shutdown: (jobs, started flags). Jobs with something to report
+        are left out, and so are jobs whose handler still runs (a thread cannot be stopped): their
+        lease is left to expire, so no other worker runs them while this handler still does."""
+        keep = {j.token for j in self.done} | {f.job.token for f in self.failures}
+        keep |= self.running
+        jobs = [job for token, (job, _) in self.leases.items() if token not in keep][:MAX_BATCH]
+        return jobs, [held_token(job) in self.started for job in jobs]
 
     def on_released(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
@@ -166,6 +211,23 @@ class Dispatcher:
 
     def stats(self) -> dict[str, int]:
         return {"processed": self.processed, "failed": self.failed, "held": self.held}
+
+
+def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
+    """The fail script call of a failure; one job's retry arithmetic can never stop a worker."""
+    try:
+        return core.fail(failure.job, failure.error, failure.retry)
+    except Exception:
+        log.exception("cannot schedule a retry of job %s; failing it for good", failure.job.id)
+        return core.fail(failure.job, failure.error + "\n(no retry: it could not be scheduled)", False)
+
+
+def report_pump_error(exc: BaseException) -> None:
+    """Lost servers are expected (a warning); anything else is a bug worth its traceback."""
+    if isinstance(exc, RECOVERABLE):
+        log.warning("worker lost the server (%s); retrying", exc)
+    else:
+        log.error("worker pump error; retrying", exc_info=exc)
 
 
 def idle_wait(block_timeout: float, until_due: float) -> float:

@@ -53,10 +53,15 @@ class QueueKeys:
     marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
     schedules: str  # hash: periodic schedule name -> next fire time (ms)
     jobs: str  # prefix of job hashes; never a key on its own
+    requests: str  # prefix of per-worker claim records (string, expires after one lease)
 
     def job(self, job_id: str) -> str:
         """Key of one job hash."""
         return self.jobs + job_id
+
+    def request(self, worker: str) -> str:
+        """Key of one worker's record of its last ack+claim call (for re-sent calls)."""
+        return self.requests + worker
 
 
 def queue_keys(prefix: str, queue: str) -> QueueKeys:
@@ -74,4 +79,5 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         marker=base + "m",
         schedules=base + "cron",
         jobs=base + "j:",
+        requests=base + "rc:",
     )

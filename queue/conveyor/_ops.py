@@ -24,7 +24,7 @@ MAX_ERROR_CHARS = 4096
 CLAIM_FIELDS = 7
 LEASE_STATUS = {
     0: "the token does not hold the lease (the job was redelivered or already settled)",
-    -1: "the lease expired",
+    -1: "the lease expired",  # no longer returned: a matching token is accepted even when late
     -2: "no such job",
 }
 
@@ -168,9 +168,17 @@ class QueueCore:
         return round(lease * 1000)
 
     def ack(
-        self, jobs: Sequence[Job], claim: int = 0, lease: float | None = None
+        self,
+        jobs: Sequence[Job],
+        claim: int = 0,
+        lease: float | None = None,
+        request: tuple[str, int] | None = None,
     ) -> Call[tuple[list[int], list[Job], float]]:
-        """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due)."""
+        """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due).
+
+        ``request`` = (worker id, sequence number) makes the call safe to re-send: a second call
+        with the same pair answers what the first did (see ack.lua) instead of claiming again.
+        """
         if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
         args: list[Any] = [
@@ -178,6 +186,7 @@ class QueueCore:
             claim,
             self.settings.maintenance_batch,
             self.settings.keep_completed,
+            "" if request is None else str(request[1]),
             len(jobs),
         ]
         for job in jobs:
@@ -188,7 +197,8 @@ class QueueCore:
         def parse(r: Any) -> tuple[list[int], list[Job], float]:
             return [int(s) for s in r[:n]], self._parse_claimed(r, n + 2), until_due(r[n], r[n + 1])
 
-        keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs)
+        record = k.requests if request is None else k.request(request[0])
+        keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record)
         return Call(Scripts.ACK.value, keys, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
@@ -302,7 +312,7 @@ class QueueCore:
             int(f.get("a", 0)),
             int(f.get("m", 1)),
             int(f.get("e", 0)) / 1000,
-            text(f["k"]) if "k" in f else None,
+            None,  # the lease token stays with its holder: with it, anyone could ack the job
             text(f["r"]) if "r" in f else None,
             int(f["t"]) / 1000 if "t" in f else None,
             created=False,

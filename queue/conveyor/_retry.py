@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -19,9 +20,15 @@ class Backoff:
         if self.base < 0 or self.cap < 0 or self.factor < 1 or not 0 <= self.jitter <= 1:
             raise ValueError(f"invalid backoff {self!r}: need base, cap >= 0, factor >= 1, 0 <= jitter <= 1")
 
+    def _max_exponent(self) -> int:
+        """The exponent past which base * factor**n is above the cap (so n never overflows)."""
+        if self.factor <= 1 or self.base <= 0 or self.cap <= self.base:
+            return 0 if self.factor > 1 else 1
+        return math.ceil(math.log(self.cap / self.base) / math.log(self.factor)) + 1
+
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait before retry number ``attempt`` (1 = the first retry)."""
-        raw = min(self.cap, self.base * self.factor ** max(0, attempt - 1))
+        raw = min(self.cap, self.base * self.factor ** min(max(0, attempt - 1), self._max_exponent()))
         spread = (rng or random).uniform(1.0 - self.jitter, 1.0)
         return raw * spread
 

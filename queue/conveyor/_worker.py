@@ -13,18 +13,21 @@ from typing import Any
 from ._client import Queue
 from ._dispatch import (
     RECOVERABLE,
+    WAKE_MEMBER,
     Dispatcher,
     WorkerOptions,
+    fail_call,
     failure_of,
     idle_wait,
     log,
     missing_handler,
+    report_pump_error,
     validate_handlers,
 )
 from ._errors import LeaseLostError
 from ._models import Job
 from ._retry import RECONNECT
-from ._topology import SYNC, node_of, role_client
+from ._topology import SYNC, role_client
 
 Handler = Callable[[Job], Any]
 
@@ -33,8 +36,14 @@ class Worker:
     """Process jobs of ``queue`` with ``concurrency`` threads.
 
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
-    (ack and claim), ``waiter`` (blocks in BZPOPMIN while idle) and ``maint`` (heartbeats,
-    promotion, lease recovery, retention). Handler threads never touch the server.
+    (ack and claim), ``waiter`` (blocks in BZPOPMIN while the worker has a free slot) and ``maint``
+    (heartbeats, promotion, lease recovery, retention). Handler threads never touch the server.
+
+    Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
+    finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
+    deadline, jobs that never started are released; a handler thread that still runs cannot be
+    interrupted, so its job is not released (another worker would run it at the same time): its
+    lease is left to expire and the job is redelivered after ``lease`` seconds.
     """
 
     def __init__(self, queue: Queue, handlers: Mapping[str, Handler], **options: Any) -> None:
@@ -43,9 +52,9 @@ class Worker:
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: stdlib_queue.SimpleQueue[Job | None] = stdlib_queue.SimpleQueue()
-        self._wake, self._stop = threading.Event(), threading.Event()
+        self._wake, self._stop, self._finished = threading.Event(), threading.Event(), threading.Event()
+        self._watch, self._watching, self._watch_timeout = threading.Event(), False, 0.0
         self._lock = threading.Lock()
-        self._waiter_id: int | None = None
 
     @property
     def stats(self) -> dict[str, int]:
@@ -55,14 +64,6 @@ class Worker:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
         self._stop.set()
         self._wake.set()
-        if self._waiter_id is not None:
-            # The pump may be blocked in BZPOPMIN for up to block_timeout: end the block now.
-            threading.Thread(target=self._unblock_waiter, args=(self._waiter_id,), daemon=True).start()
-
-    def _unblock_waiter(self, client_id: int) -> None:
-        client, marker = self.queue.client, self.queue.core.keys.marker
-        with contextlib.suppress(*RECOVERABLE):
-            client.client_unblock(client_id, **node_of(client, marker))
 
     def _role(self, role: str) -> Queue:
         q = self.queue
@@ -72,24 +73,27 @@ class Worker:
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
-        with contextlib.suppress(*RECOVERABLE):
-            self._waiter_id = int(waiter.client.client_id(**node_of(waiter.client, waiter.core.keys.marker)))
         threads = [
             threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
             for i in range(self.options.concurrency)
         ]
         threads.append(threading.Thread(target=self._maintain, args=(maint,), daemon=True))
+        threads.append(threading.Thread(target=self._watcher, args=(waiter,), daemon=True))
         with self._signals():
             for thread in threads:
                 thread.start()
             try:
-                self._pump(pump, waiter)
+                self._pump(pump)
             finally:
                 self._stop.set()
+                self._finished.set()
                 for _ in range(self.options.concurrency):
                     self._ready.put(None)
+                # Closing the waiter's socket also ends a BZPOPMIN in progress (no CLIENT UNBLOCK,
+                # which Dragonfly lacks).
                 for q in (pump, waiter, maint):
-                    q.close()
+                    with contextlib.suppress(Exception):
+                        q.close()
         return self.stats
 
     @contextlib.contextmanager
@@ -111,8 +115,10 @@ class Worker:
 
     # -- handler threads --------------------------------------------------------------------------
     def _slot(self) -> None:
+        d = self._dispatch
         while (job := self._ready.get()) is not None:
-            self._dispatch.started.add(job.id)
+            with self._lock:
+                d.on_started(job)
             handler = self.handlers.get(job.task)
             try:
                 if handler is None:
@@ -124,11 +130,11 @@ class Worker:
             except Exception as exc:
                 failure = failure_of(job, exc)
             with self._lock:
-                (self._dispatch.failures.append(failure) if failure else self._dispatch.done.append(job))
+                d.on_finished(job, failure)
             self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
-    def _pump(self, pump: Queue, waiter: Queue) -> None:
+    def _pump(self, pump: Queue) -> None:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
             if self._stop.is_set() and not d.stopping:
@@ -137,11 +143,12 @@ class Worker:
             try:
                 claimed, until_due = self._exchange(pump)
                 attempt = 0
-            except RECOVERABLE as exc:
+            except Exception as exc:
                 attempt += 1
-                log.warning("worker lost the server (%s); retrying", exc)
-                self._wake.wait(RECONNECT.delay(attempt))
-                self._wake.clear()
+                report_pump_error(exc)
+                if d.stopping and time.monotonic() >= deadline:
+                    return  # unreachable at the deadline: the leases expire and are redelivered
+                self._sleep(RECONNECT.delay(attempt), deadline)
                 continue
             if d.stopping and (d.quiet() or time.monotonic() >= deadline):
                 self._release_unsettled(pump)
@@ -150,20 +157,23 @@ class Worker:
                 continue
             if d.quiet() and self.options.burst:
                 return
-            self._wait(waiter, until_due)
+            self._wait(until_due, deadline)
 
     def _exchange(self, pump: Queue) -> tuple[bool, float]:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
         d = self._dispatch
         for failure in list(d.failures):
             with contextlib.suppress(LeaseLostError):
-                pump._run(pump.core.fail(failure.job, failure.error, failure.retry))
-            d.on_failed(failure)
-        acks = d.pending_acks()
+                pump._run(fail_call(pump.core, failure))
+            with self._lock:
+                d.on_failed(failure)
+        with self._lock:
+            acks = d.pending_acks()
         budget = d.claim_budget(len(acks))
         if not acks and not budget:
             return False, -1.0
-        statuses, claimed, until_due = pump._run(pump.core.ack(acks, budget))
+        request = d.on_sending(acks)
+        statuses, claimed, until_due = pump._run(pump.core.ack(acks, budget, request=request))
         with self._lock:
             d.on_acked(acks, statuses)
             d.on_claimed(claimed)
@@ -171,21 +181,44 @@ class Worker:
             self._ready.put(job)
         return bool(claimed), until_due
 
-    def _wait(self, waiter: Queue, until_due: float) -> None:
+    def _sleep(self, seconds: float, deadline: float) -> None:
+        self._wake.wait(max(0.0, min(seconds, deadline - time.monotonic())))
+        self._wake.clear()
+
+    def _wait(self, until_due: float, deadline: float) -> None:
+        """Sleep until a handler finishes, a wake-up arrives (while a slot is free) or a delayed
+        job is due. The watcher thread blocks on the marker, so a free slot is filled at once even
+        while other slots are busy."""
         d = self._dispatch
         if d.done or d.failures:
             return
-        if d.held:
-            self._wake.wait(0.5)
-            self._wake.clear()
-            return
         timeout = idle_wait(self.options.block_timeout, until_due)
-        try:
-            waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout)
-        except RECOVERABLE as exc:
-            # The pump notices a lost server on its next call and backs off; do not spin here.
-            log.debug("idle wait interrupted (%s)", exc)
-            self._wake.wait(RECONNECT.delay(1))
+        with self._lock:
+            if d.wants_marker() and not self._watching:
+                self._watching, self._watch_timeout = True, timeout
+                self._watch.set()
+        self._sleep(timeout, deadline)
+
+    def _watcher(self, waiter: Queue) -> None:
+        """Block on the marker when the pump asks, and wake the pump when a wake-up arrives."""
+        marker = waiter.core.keys.marker
+        while not self._finished.is_set():
+            if not self._watch.wait(1.0):
+                continue
+            self._watch.clear()
+            try:
+                popped = waiter.client.bzpopmin(marker, timeout=self._watch_timeout)
+                if popped and not self._dispatch.wants_marker():
+                    waiter.client.zadd(marker, {WAKE_MEMBER: 0})  # not ours to use: pass it on
+            except Exception as exc:
+                if self._finished.is_set():
+                    return
+                # The pump notices a lost server on its next call and backs off; do not spin here.
+                log.debug("idle wait interrupted (%s)", exc)
+                self._finished.wait(RECONNECT.delay(1))
+            with self._lock:
+                self._watching = False
+            self._wake.set()
 
     def _release_buffered(self, pump: Queue) -> None:
         jobs: list[Job] = []
@@ -197,29 +230,42 @@ class Worker:
         if jobs:
             with contextlib.suppress(*RECOVERABLE):
                 pump.release(jobs, started=False)
-            self._dispatch.on_released(jobs)
+            with self._lock:
+                self._dispatch.on_released(jobs)
 
     def _release_unsettled(self, pump: Queue) -> None:
-        jobs, started = self._dispatch.unsettled()
+        with self._lock:
+            jobs, started = self._dispatch.unsettled()
         if jobs:
             with contextlib.suppress(*RECOVERABLE):
                 pump._run(pump.core.release(jobs, started))
-            self._dispatch.on_released(jobs)
+            with self._lock:
+                self._dispatch.on_released(jobs)
+        if self._dispatch.running:
+            log.warning("%d handler(s) still running at the shutdown deadline; their leases are "
+                        "left to expire", len(self._dispatch.running))
 
     # -- maintenance ------------------------------------------------------------------------------
     def _maintain(self, maint: Queue) -> None:
+        """Heartbeats and sweeps until run() ends (not at stop(): a graceful shutdown still holds
+        the leases of the jobs it is finishing)."""
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
-        while not self._stop.wait(tick):
+        while not self._finished.wait(tick):
             try:
-                jobs = d.needs_heartbeat()
+                with self._lock:
+                    jobs = d.needs_heartbeat()
                 if jobs:
-                    d.on_extended(jobs, maint._run(maint.core.extend(jobs, None)))
+                    statuses = maint._run(maint.core.extend(jobs, None))
+                    with self._lock:
+                        d.on_extended(jobs, statuses)
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     maint.promote()
                     maint.recover()
                     maint.trim()
-            except RECOVERABLE as exc:
+            except Exception as exc:
+                if self._finished.is_set():
+                    return
                 log.warning("maintenance failed (%s); will retry", exc)

@@ -21,17 +21,40 @@ local function bounded(n, limit, what)
   return n
 end
 
--- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease,
--- -1 the lease expired, -2 no such job. The token (k) and lease deadline (l, ms) live in the job
--- hash while it is active (the active set holds the same deadline), so the check is one HMGET.
-local function check_lease(key, token, now)
-  local f = redis.call('HMGET', key, 'k', 'l')
-  if f[1] ~= token then
-    if redis.call('EXISTS', key) == 0 then return -2 end
-    return 0
+-- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease, -2 no such job.
+-- A matching token is accepted even past the lease deadline: recovery clears the token (k) when it
+-- redelivers, so a token that still matches proves nobody else holds the job (a late ack after a
+-- GC pause or a blocked event loop then settles the job instead of causing a second run).
+-- (-1, "lease expired", is no longer returned; callers still name it for older servers' scripts.)
+local function check_lease(key, token)
+  local held = redis.call('HGET', key, 'k')
+  if held == token then return 1 end
+  if not held and redis.call('EXISTS', key) == 0 then return -2 end
+  return 0
+end
+
+-- Lua's unpack fails past a few thousand values: every variadic write goes in chunks of CHUNK
+-- (even, so ZADD score/member pairs never split).
+local CHUNK = 1000
+
+local function call_chunked(command, key, items)
+  for i = 1, #items, CHUNK do
+    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
   end
-  if tonumber(f[2]) < now then return -1 end
-  return 1
+end
+
+-- Split a record on '{' (never part of an id: hash-tag characters are refused in names).
+local function split_braces(text)
+  local parts, start = {}, 1
+  while true do
+    local at = string.find(text, '{', start, true)
+    if not at then
+      parts[#parts + 1] = string.sub(text, start)
+      return parts
+    end
+    parts[#parts + 1] = string.sub(text, start, at - 1)
+    start = at + 1
+  end
 end
 
 local function wake(marker)
@@ -44,9 +67,11 @@ local function promote_due(delayed, waiting, jobs, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
   local n = bounded(#ids, limit, 'promote')
   if n == 0 then return 0 end
-  redis.call('ZREM', delayed, unpack(ids))
+  -- Add before removing: should a write fail midway, a job is in both places (it may run twice),
+  -- never in neither (lost).
   for i = 1, n do redis.call('HSET', jobs .. ids[i], 's', 'w') end
-  redis.call('LPUSH', waiting, unpack(ids))
+  call_chunked('LPUSH', waiting, ids)
+  call_chunked('ZREM', delayed, ids)
   return n
 end
 
@@ -63,8 +88,9 @@ local function trim_by_count(set, jobs, keep, limit)
   if excess <= 0 then return 0 end
   if excess > limit then excess = limit end
   local ids = redis.call('ZRANGE', set, 0, excess - 1)
-  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  -- Index first, then hashes: a failure in between leaves unindexed hashes, never ids without one.
   redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
+  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
   return #ids
 end
 
@@ -72,8 +98,8 @@ local function trim_by_age(set, jobs, cutoff, limit)
   local ids = redis.call('ZRANGEBYSCORE', set, '-inf', '(' .. cutoff, 'LIMIT', 0, limit)
   bounded(#ids, limit, 'trim')
   if #ids == 0 then return 0 end
+  call_chunked('ZREM', set, ids)
   for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
-  redis.call('ZREM', set, unpack(ids))
   return #ids
 end
 
@@ -114,7 +140,7 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
       out[o + 7] = tonumber(f[5]) or 0
     end
   end
-  if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end
+  if #zargs > 0 then call_chunked('ZADD', active, zargs) end
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
   if redis.call('LLEN', waiting) > 0 then wake(marker) end
   return #zargs / 2

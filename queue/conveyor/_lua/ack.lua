@@ -1,23 +1,59 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests
+--       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
---       4 keep completed (-1 all, 0 none, N newest), 5 n acks (<= 1000), then n pairs: id, token
--- Returns: {status per ack (1 ok, 0 token does not hold the lease, -1 lease expired, -2 no such job),
+--       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none),
+--       6 n acks (<= 1000), then n pairs: id, token
+-- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
-local meta, waiting, delayed, active, completed, marker, jobs =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- Retry safety: with a request id, the call records its ack statuses and claimed (id, token)
+-- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
+-- a socket timeout) changes nothing and answers the recorded batch again, each job read afresh and
+-- only while the recorded token still holds it.
+local meta, waiting, delayed, active, completed, marker, jobs, record =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local lease_ms, count, promote_batch = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local keep, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+local keep, request, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 bounded(count, 1000, 'claim')
 bounded(n, 1000, 'ack')
 local now = now_ms()
 
+-- Record layout: request id, statuses joined by ',', then id, token pairs, all split by '{'.
+local function replay(parts)
+  local out = {}
+  for status in string.gmatch(parts[2], '[^,]+') do out[#out + 1] = tonumber(status) end
+  if #out ~= n then return nil end
+  out[#out + 1] = now
+  out[#out + 1] = next_due(delayed)
+  for i = 3, #parts - 1, 2 do
+    local id, token = parts[i], parts[i + 1]
+    local f = redis.call('HMGET', jobs .. id, 'k', 'n', 'd', 'a', 'm', 'e')
+    if f[1] == token then
+      local o = #out
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, token, f[2], f[3]
+      out[o + 5], out[o + 6], out[o + 7] = tonumber(f[4]), tonumber(f[5]) or 1, tonumber(f[6]) or 0
+    end
+  end
+  return out
+end
+
+if request ~= '' then
+  local stored = redis.call('GET', record)
+  if stored then
+    local parts = split_braces(stored)
+    if parts[1] == request then
+      local out = replay(parts)
+      if out then return out end
+    end
+  end
+end
+
 local out, done, finished = {}, {}, {}
 for i = 1, n do
-  local id, token = ARGV[4 + 2 * i], ARGV[5 + 2 * i]
+  local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   local key = jobs .. id
-  local status = check_lease(key, token, now)
+  local status = check_lease(key, token)
   out[i] = status
   if status == 1 then
     done[#done + 1] = id
@@ -32,11 +68,11 @@ for i = 1, n do
   end
 end
 if #done > 0 then
-  redis.call('ZREM', active, unpack(done))
+  call_chunked('ZREM', active, done)
   redis.call('HINCRBY', meta, 'completed', #done)
 end
 if #finished > 0 then
-  redis.call('ZADD', completed, unpack(finished))
+  call_chunked('ZADD', completed, finished)
   -- Amortised retention: remove up to twice what was added, so the set converges to `keep`.
   trim_by_count(completed, jobs, keep, 2 * #done + 10)
 end
@@ -48,5 +84,13 @@ if count > 0 then
   promote_due(delayed, waiting, jobs, now, promote_batch)
   local got = claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
   if got < count then out[next_pos] = next_due(delayed) end
+end
+if request ~= '' then
+  local rec = {request, table.concat(out, ',', 1, n)}
+  for i = next_pos + 1, #out, 7 do
+    rec[#rec + 1] = out[i]
+    rec[#rec + 1] = out[i + 1]
+  end
+  redis.call('SET', record, table.concat(rec, '{'), 'PX', lease_ms)
 end
 return out

@@ -45,8 +45,8 @@ for i = 0, n - 1 do
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
   end
 end
-if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
-if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
+call_chunked('LPUSH', waiting, ready)
+call_chunked('ZADD', delayed, later)
 if #ready > 0 or #later > 0 then wake(marker) end
 for i = 1, #existing do out[#out + 1] = existing[i] end
 return out

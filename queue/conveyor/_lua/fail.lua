@@ -1,7 +1,7 @@
 -- fail: record a failed attempt; retry later through the delayed set, or end in the failed state.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs
 -- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all)
--- Returns: {status (1 ok, 0 token does not hold the lease, -1 lease expired, -2 no such job),
+-- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
 local meta, waiting, delayed, active, failed, marker, jobs =
@@ -9,7 +9,7 @@ local meta, waiting, delayed, active, failed, marker, jobs =
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
-local status = check_lease(key, token, now)
+local status = check_lease(key, token)
 if status ~= 1 then return {status, '', 0} end
 
 local f = redis.call('HMGET', key, 'a', 'm')
