@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aredis
 from redis import exceptions as redis_errors
-from redis.backoff import NoBackoff
 from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._connection import check_policy

@@ -191,7 +191,9 @@ class AsyncWorker:
         if self._idle is not None and self._idle.done():
             await self._settle_idle(waiter, self._idle)
         if self._idle is None and d.wants_marker():
-            self._idle = asyncio.ensure_future(waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout))
+            self._idle = asyncio.ensure_future(
+                waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout)
+            )
             self._idle.add_done_callback(lambda _: self._wake.set())
         await self._sleep(timeout, deadline)
 

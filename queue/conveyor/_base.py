@@ -78,15 +78,17 @@ class QueueBase(Generic[ClientT]):
         return translate_error(where(self.client), exc, getattr(pool, "max_connections", None))
 
     def _queue_startup(self, pipe: Any) -> None:
-        """Layout version check and maxmemory-policy read, sent as one pipeline.
+        """Layout version check and eviction policy read, sent as one pipeline.
 
-        A cluster pipeline only carries keyed commands: there CONFIG GET is sent on its own, to
-        the queue's slot owner (see ``_policy_target``).
+        The policy is read from INFO (``maxmemory_policy``, and Dragonfly's ``cache_mode``), which
+        every server reports; Dragonfly answers CONFIG GET maxmemory-policy with nothing. A cluster
+        pipeline only carries keyed commands: there CONFIG GET is sent on its own, to the queue's
+        slot owner (see ``_policy_target``).
         """
         pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
         pipe.hget(self.core.keys.meta, "v")
         if not self._cluster:
-            pipe.config_get("maxmemory-policy")
+            pipe.info()  # default sections: where Dragonfly puts the field is not documented
 
     def _policy_target(self) -> dict[str, Any]:
         return node_of(self.client, self.core.keys.meta)

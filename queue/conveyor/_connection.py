@@ -78,14 +78,28 @@ def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
 
 
-def check_policy(settings: QueueSettings, reply: Any) -> None:
-    """Warn (or raise in strict mode) unless maxmemory-policy is noeviction."""
-    if isinstance(reply, BaseException) or not reply:
-        log.warning("could not read maxmemory-policy (%s); make sure it is noeviction", reply)
+def eviction_policy(info: Any) -> str:
+    """The server's eviction policy from an INFO (or CONFIG GET) reply ('' when it has none).
+
+    Redis and Valkey report ``maxmemory_policy``; Dragonfly reports it too (its CONFIG GET does
+    not) and evicts only in ``cache_mode:cache``, which counts as an evicting policy here.
+    """
+    if isinstance(info, BaseException) or not info:
+        return ""
+    values = {_text(k): _text(v) for k, v in (info.items() if isinstance(info, dict) else _pairs(info))}
+    if values.get("cache_mode") == "cache":
+        return "cache_mode=cache"
+    # (a CONFIG GET reply, still used on Redis Cluster, names it maxmemory-policy)
+    return values.get("maxmemory_policy") or values.get("maxmemory-policy", "")
+
+
+def check_policy(settings: QueueSettings, info: Any) -> None:
+    """Warn (or raise in strict mode) unless the server's eviction policy is noeviction."""
+    policy = eviction_policy(info)
+    if not policy:
+        log.warning("could not read maxmemory_policy from INFO (%s); make sure it is noeviction", info)
         return
-    values = {_text(k): _text(v) for k, v in (reply.items() if isinstance(reply, dict) else _pairs(reply))}
-    policy = values.get("maxmemory-policy", "")
-    if policy in ("noeviction", ""):
+    if policy == "noeviction":
         return
     message = (
         f"the server's maxmemory-policy is {policy!r}: under memory pressure it can silently "

@@ -242,8 +242,10 @@ class Worker:
             with self._lock:
                 self._dispatch.on_released(jobs)
         if self._dispatch.running:
-            log.warning("%d handler(s) still running at the shutdown deadline; their leases are "
-                        "left to expire", len(self._dispatch.running))
+            log.warning(
+                "%d handler(s) still running at the shutdown deadline; their leases are left to expire",
+                len(self._dispatch.running),
+            )
 
     # -- maintenance ------------------------------------------------------------------------------
     def _maintain(self, maint: Queue) -> None:

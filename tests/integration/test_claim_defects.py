@@ -15,7 +15,8 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
     wait_until,
 )
-from conveyor import AsyncQueue, Queue
+from conveyor import AsyncQueue, JobSpec, Queue
+
 
 def _busy_server(api, ms: int) -> threading.Thread:
     """Stall the server for ``ms`` (DEBUG SLEEP: it reads nothing meanwhile, then serves what
@@ -39,7 +40,7 @@ async def test_timed_out_enqueue_on_a_callers_client_is_not_sent_twice(api):
     try:
         await _maybe(q.counts())  # start-up checks done before the stall
         busy = _busy_server(api, 1500)
-        with pytest.raises(Exception, match="(?i)timeout|timed out"):
+        with pytest.raises(Exception, match=r"(?i)timeout|timed out"):
             await _maybe_thread(q.enqueue_many, [("t", i) for i in range(10)])
         await asyncio.to_thread(busy.join, 10)
         # The server may or may not have run the one call it received; never twice.
@@ -133,8 +134,6 @@ def test_largest_maintenance_batch_promotes_and_trims(server, queue_name):
 
 
 def _delayed(i: int):
-    from conveyor import JobSpec
-
     return JobSpec("t", i, delay=0.01)
 
 

@@ -117,14 +117,17 @@ async def test_unreachable_server_names_the_address_never_the_password(api):
 
 
 async def test_maxmemory_policy_warns_or_raises_in_strict_mode(api, caplog):
-    original = api.config("maxmemory-policy")
-    assert original == "noeviction"  # the launcher's setting
+    assert api.admin.info()["maxmemory_policy"] == "noeviction"  # the launcher's setting
     caplog.set_level(logging.WARNING, logger="conveyor")
 
     quiet = api.queue()
     await quiet.counts()
     await quiet.enqueue("t", 1)
-    assert not [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+    assert not [r for r in caplog.records if "maxmemory" in r.getMessage()]
+    if api.server.family == "dragonfly":
+        pytest.skip("Dragonfly evicts only with --cache_mode=true, not by CONFIG SET maxmemory-policy; "
+                    "the INFO parsing is unit-tested in tests/unit/test_server_differences.py")
+    original = api.config("maxmemory-policy")
 
     api.admin.config_set("maxmemory-policy", "allkeys-lru")
     try:

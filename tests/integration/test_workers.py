@@ -16,13 +16,21 @@ from conveyor import Backoff, ConnectionFailedError
 
 
 def _names(api, q) -> list[tuple[str, str]]:
-    """(role, current command) of every connection named after this queue."""
+    """(role, current command) of every connection named after this queue. Dragonfly's CLIENT
+    LIST has no cmd= field; a client blocked there shows flags=b, read here as "bzpopmin" (the
+    only blocking command Conveyor sends)."""
     prefix = f"conveyor:{q.name}:"
     return sorted(
-        (c["name"][len(prefix):], c.get("cmd", ""))
+        (c["name"][len(prefix):], _command(c))
         for c in api.admin.client_list()
         if c.get("name", "").startswith(prefix)
     )
+
+
+def _command(client: dict) -> str:
+    if "cmd" in client:
+        return client["cmd"]
+    return "bzpopmin" if "b" in client.get("flags", "") else ""
 
 
 async def _completed(q, n: int) -> bool:
@@ -330,8 +338,9 @@ async def test_stop_is_prompt_while_maintenance_runs(api):
 
 async def test_stop_ends_an_idle_wait_at_once(api):
     """An idle worker blocked in BZPOPMIN (block_timeout 5 s) returns from run() well before
-    the block would end: the sync Worker unblocks its waiter (CLIENT UNBLOCK), the async one
-    cancels the wait. No wake-up marker is dropped here, unlike WorkerHandle.stop()."""
+    the block would end: neither waits for the block (the sync Worker's pump waits on an event and
+    closes the waiter's socket at the end; no CLIENT UNBLOCK, which Dragonfly lacks); the async
+    one cancels the wait. No wake-up marker is dropped here, unlike WorkerHandle.stop()."""
     q = api.queue()
     w = api.worker(q, {"t": api.handler()}, concurrency=1, block_timeout=5.0)
     await wait_until(lambda: any(cmd == "bzpopmin" for _, cmd in _names(api, q)),
@@ -340,3 +349,5 @@ async def test_stop_ends_an_idle_wait_at_once(api):
     w.worker.stop()
     await w.join(4)
     assert time.monotonic() - t0 < 1.0
+    stats = api.admin.info("commandstats")
+    assert not [name for name in stats if "unblock" in name], "CLIENT UNBLOCK is missing on Dragonfly"
