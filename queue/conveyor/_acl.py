@@ -2,26 +2,27 @@
 
 Conveyor needs its own keys (``<prefix>:{<queue>}:*``), the commands its clients send, and the
 commands its Lua scripts call (a script runs with the caller's permissions). Nothing else: no
-pub/sub channel, no other key, no administrative command except CLIENT UNBLOCK, which lets
-``Worker.stop()`` end its own idle wait at once (without it, stop waits up to ``block_timeout``).
+pub/sub channel, no other key, no administrative command (INFO is read once per queue, for the
+eviction policy).
 """
 
 from __future__ import annotations
 
 from ._keys import validate_name
 
-# Sent by Queue, AsyncQueue and the workers (CONFIG GET only reads maxmemory-policy; refused, it
-# costs a warning instead of the check). HELLO and CLIENT SETNAME are sent by redis-py on connect.
-# LRANGE, ZRANGE and ZREVRANGE list jobs by state (`conveyor jobs`).
+# Sent by Queue, AsyncQueue and the workers (INFO, or CONFIG GET on a Cluster, only reads the
+# eviction policy; refused, it costs a warning instead of the check). HELLO and CLIENT SETNAME are
+# sent by redis-py on connect. ZADD passes on a wake-up a full worker cannot use. LRANGE, ZRANGE
+# and ZREVRANGE list jobs by state (`conveyor jobs`).
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
-    "ping", "hello", "client|setname", "client|id", "client|unblock", "config|get", "wait",
+    "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd",
     "lrange", "zrange", "zrevrange",
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (
-    "del", "exists", "hdel", "hget", "hincrby", "hmget", "hset", "llen", "lpush", "lrem", "rpop",
-    "rpush", "time", "zadd", "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank",
+    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "llen", "lpush", "lrem",
+    "rpop", "rpush", "set", "time", "zadd", "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank",
 )  # fmt: skip
 
 
