@@ -12,6 +12,7 @@ from redis.retry import Retry
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._connection import check_policy
+from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
 from ._scripts import is_noscript
@@ -163,6 +164,40 @@ class Queue(QueueBase[redis.Redis]):
             return self.core.parse_job(job_id, self.client.hgetall(self.core.keys.job(job_id)))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
+
+    def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
+        """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
+        completed and failed newest first. Jobs that change state meanwhile are left out."""
+        command, key, start, stop = list_range(self.core, state, offset, limit)
+        try:
+            ids = listed_ids(state, getattr(self.client, command)(key, start, stop))
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hgetall(self.core.keys.job(job_id))
+            found = pipe.execute() if ids else []
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
+        return [j for i, f in zip(ids, found, strict=True) if (j := self.core.parse_job(i, f))]
+
+    def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
+        """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
+        when the call starts; one script call per ``batch``. Returns how many were re-queued."""
+        return self._failed_batches(retry_failed, job_ids, batch)
+
+    def purge_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
+        """Delete failed jobs: the given ids, or (None) every job failed when the call starts; one
+        script call per ``batch``. Returns how many were deleted."""
+        return self._failed_batches(purge_failed, job_ids, batch)
+
+    def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
+        batches = id_batches(job_ids, batch)
+        if batches is not None:
+            return sum([self._run(build(self.core, ids, batch)) for ids in batches])
+        # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
+        total, limit = 0, int(self.client.zcard(self.core.keys.failed))
+        while total < limit and (done := self._run(build(self.core, [], min(batch, limit - total)))):
+            total += done
+        return total
 
     def close(self) -> None:
         """Close the client and its pool."""

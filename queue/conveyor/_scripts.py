@@ -48,6 +48,8 @@ class Scripts(Enum):
     TRIM = _build("trim")
     CANCEL = _build("cancel")
     FIRE = _build("fire")
+    RETRY_FAILED = _build("retry_failed")
+    PURGE_FAILED = _build("purge_failed")
 
 
 def is_noscript(error: BaseException) -> bool:

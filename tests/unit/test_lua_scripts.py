@@ -7,6 +7,7 @@ from importlib import resources
 
 import pytest
 from conveyor import Job, QueueSettings
+from conveyor._inspect import purge_failed, retry_failed
 from conveyor._ops import QueueCore
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
@@ -60,6 +61,8 @@ def _calls() -> dict[str, object]:
         "recover": core.recover(None),
         "trim": core.trim(None),
         "cancel": core.cancel("x"),
+        "retry_failed": retry_failed(core, ["a"], 10),
+        "purge_failed": purge_failed(core, ["a"], 10),
         "fire": fire_call(core, Schedule("s", "t", "q", every=1), None, 1000, 0),
     }
 

@@ -145,3 +145,14 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
   if redis.call('LLEN', waiting) > 0 then wake(marker) end
   return #zargs / 2
 end
+
+-- Ids an operation on finished jobs acts on. ARGV: 1 n (<= 1000), 2 batch (1..1000), then n ids;
+-- n = 0 chooses the oldest `batch` members of `set` instead.
+local function chosen_ids(set, argv)
+  local n = bounded(tonumber(argv[1]), 1000, 'ids')
+  local batch = bounded(tonumber(argv[2]), 1000, 'batch')
+  if n == 0 then return redis.call('ZRANGE', set, 0, batch - 1) end
+  local ids = {}
+  for i = 1, n do ids[i] = argv[2 + i] end
+  return ids
+end

@@ -1,0 +1,61 @@
+"""Sans-I/O helpers of the job-inspection and failed-job operations (list, retry, purge)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._keys import validate_name
+from ._ops import MAX_BATCH, Call, QueueCore, text
+from ._scripts import Scripts
+
+LISTABLE = ("waiting", "delayed", "active", "completed", "failed")
+
+
+def list_range(core: QueueCore, state: str, offset: int, limit: int) -> tuple[str, str, int, int]:
+    """(command, key, start, stop) reading ids of ``state`` in display order: waiting in claim
+    order, delayed and active by due time / lease deadline, completed and failed newest first."""
+    if state not in LISTABLE:
+        raise ValueError(f"state must be one of {', '.join(LISTABLE)}, got {state!r}")
+    if offset < 0 or not 1 <= limit <= MAX_BATCH:
+        raise ValueError(f"offset must be >= 0 and limit in 1..{MAX_BATCH}, got {offset}, {limit}")
+    k = core.keys
+    if state == "waiting":  # the claim end is the right: read from the right, reverse after
+        return "lrange", k.waiting, -(offset + limit), -(offset + 1)
+    key = {"delayed": k.delayed, "active": k.active, "completed": k.completed, "failed": k.failed}[state]
+    command = "zrange" if state in ("delayed", "active") else "zrevrange"
+    return command, key, offset, offset + limit - 1
+
+
+def listed_ids(state: str, reply: Sequence[Any]) -> list[str]:
+    ids = [text(i) for i in reply]
+    return ids[::-1] if state == "waiting" else ids
+
+
+def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | None:
+    """Caller-given ids split into script-sized batches (None: 'all failed jobs')."""
+    if not 1 <= batch <= MAX_BATCH:
+        raise ValueError(f"batch must be in 1..{MAX_BATCH}, got {batch}")
+    if job_ids is None:
+        return None
+    if isinstance(job_ids, str):
+        raise TypeError("job_ids must be a sequence of ids, not one string")
+    ids = [validate_name("job id", i) for i in job_ids]
+    return [ids[i : i + batch] for i in range(0, len(ids), batch)]
+
+
+def retry_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
+    """One batch: the given failed ids, or (ids empty) the oldest ``batch`` failed jobs."""
+    k = core.keys
+    return Call(
+        Scripts.RETRY_FAILED.value,
+        (k.waiting, k.failed, k.marker, k.jobs),
+        (len(ids), batch, *ids),
+        lambda r: int(r[0]),
+    )
+
+
+def purge_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
+    """One batch: delete the given failed ids, or (ids empty) the oldest ``batch`` failed jobs."""
+    k = core.keys
+    return Call(Scripts.PURGE_FAILED.value, (k.failed, k.jobs), (len(ids), batch, *ids), int)

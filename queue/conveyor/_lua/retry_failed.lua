@@ -1,0 +1,23 @@
+-- retry_failed: give failed jobs a fresh start (attempts reset to 0) at the claim end of the queue.
+-- KEYS: 1 waiting, 2 failed, 3 marker, 4 jobs
+-- ARGV: 1 n (<= 1000; 0 = the oldest `batch` failed jobs), 2 batch (1..1000), then n ids
+-- Returns: {retried, then the ids retried}
+-- Errors: CONVEYOR_BOUND when n or batch exceeds 1000. Ids that are not failed are skipped.
+local waiting, failed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ids = chosen_ids(failed, ARGV)
+local moved = {}
+for i = 1, #ids do
+  local key = jobs .. ids[i]
+  if redis.call('HGET', key, 's') == 'f' then
+    redis.call('HSET', key, 's', 'w', 'a', 0)
+    redis.call('HDEL', key, 't')
+    moved[#moved + 1] = ids[i]
+  end
+end
+-- Add before removing (as in promote): a failure midway may duplicate, never lose.
+call_chunked('RPUSH', waiting, moved)
+call_chunked('ZREM', failed, moved)
+if #moved > 0 then wake(marker) end
+local out = {#moved}
+for i = 1, #moved do out[i + 1] = moved[i] end
+return out
