@@ -140,7 +140,7 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
       out[o + 7] = tonumber(f[5]) or 0
     end
   end
-  if #zargs > 0 then call_chunked('ZADD', active, zargs) end
+  if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
   if redis.call('LLEN', waiting) > 0 then wake(marker) end
   return #zargs / 2

@@ -68,11 +68,11 @@ for i = 1, n do
   end
 end
 if #done > 0 then
-  call_chunked('ZREM', active, done)
+  redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
 end
 if #finished > 0 then
-  call_chunked('ZADD', completed, finished)
+  redis.call('ZADD', completed, unpack(finished))
   -- Amortised retention: remove up to twice what was added, so the set converges to `keep`.
   trim_by_count(completed, jobs, keep, 2 * #done + 10)
 end

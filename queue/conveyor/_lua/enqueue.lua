@@ -45,8 +45,9 @@ for i = 0, n - 1 do
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
   end
 end
-call_chunked('LPUSH', waiting, ready)
-call_chunked('ZADD', delayed, later)
+-- At most 1000 ids / 2000 values (bounded above): within Lua's unpack limit, no chunks needed.
+if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
+if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
 if #ready > 0 or #later > 0 then wake(marker) end
 for i = 1, #existing do out[#out + 1] = existing[i] end
 return out
