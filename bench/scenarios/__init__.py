@@ -26,6 +26,7 @@ ORDER = (
     "maintenance",
     "memory",
     "connections",
+    "scale-out",
 )
 
 
