@@ -22,7 +22,8 @@ from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
 PAGES = ("common", "home", "performance", "workload", "takeaways", "servers", "tuning",
-         "connections", "methodology", "history")
+         "connections", "methodology", "history",
+         "ha")
 
 
 def _sections() -> dict[str, Section]:

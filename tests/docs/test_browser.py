@@ -42,7 +42,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 PAGES = ["", "performance/", "servers/", "tuning/", "connections/", "history/", "production/",
-         "methodology/", "api/"]
+         "high-availability/", "methodology/", "api/"]
 DRAW_TIMEOUT_MS = 15_000
 
 

@@ -1,0 +1,92 @@
+"""High availability and scaling page: the ACL rules (from the library) and the scale-out results.
+
+The ACL line is rendered from :func:`conveyor.acl_rules`, the same function the tests run a
+least-privilege user with, so the page cannot drift from what is tested. Figures come only from
+the newest result file holding the ``scale-out`` scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from bench.report.compare import select
+from bench.report.load import Dataset
+from bench.report.text import fmt, fmt_stat, md_table, no_data, source_line
+
+SCENARIO = "scale-out"
+
+
+def acl_setup(ds: Dataset, prefix: str) -> str:
+    """The ACL SETUSER commands for every queue under the default prefix, and for one queue."""
+    from conveyor import acl_rules  # noqa: PLC0415 (the docs environment installs the library)
+
+    return (
+        "```text\n"
+        f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}\n"
+        "```\n\n"
+        "Limited to one queue (here `emails`, default prefix `cv`):\n\n"
+        "```text\n"
+        f"ACL SETUSER conveyor-emails on >CHANGE-ME {acl_rules(queue='emails')}\n"
+        "```\n"
+    )
+
+
+def _rows(ds: Dataset, topology: str) -> tuple[pd.DataFrame, str | None]:
+    run_id = ds.latest(SCENARIO)
+    if run_id is None:
+        return ds.summary.iloc[0:0], None
+    return select(ds.summary, run_id=run_id, scenario=SCENARIO, topology=topology), run_id
+
+
+def _stat(rows: pd.DataFrame, metric: str) -> str:
+    row = rows[rows.metric == metric]
+    if row.empty:
+        return "\N{EM DASH}"
+    first = row.iloc[0]
+    return fmt_stat(float(first["median"]), float(first["mad"]), int(first["n"]))
+
+
+Column = Callable[[pd.DataFrame], str]
+
+
+def _table(ds: Dataset, prefix: str, topology: str, by: str, columns: dict[str, Column]) -> str:
+    """One row per (server, ``by``) of the newest scale-out run's ``topology`` cases."""
+    rows, run_id = _rows(ds, topology)
+    if run_id is None or rows.empty:
+        return no_data(f"the `{SCENARIO}` scenario's {topology} cases")
+    table = [
+        {"server": server, by: int(key), **{label: column(group) for label, column in columns.items()}}
+        for (server, key), group in rows.groupby(["server", by], sort=True)
+    ]
+    return md_table(pd.DataFrame(table)) + "\n\n" + source_line(ds.run(run_id), prefix)
+
+
+def _shards(group: pd.DataFrame) -> str:
+    return fmt(float(group[group.metric == "shards_used"]["median"].iloc[0]), 0)
+
+
+def scale_out_table(ds: Dataset, prefix: str) -> str:
+    """Jobs/s against the number of queues spread over the shards, with shard balance."""
+    return _table(ds, prefix, "cluster", "queues", {
+        "shards used": _shards,
+        "jobs/s (median ± MAD)": lambda g: _stat(g, "jobs_per_s"),
+        "shard balance (slowest / fastest)": lambda g: _stat(g, "shard_balance"),
+    })  # fmt: skip
+
+
+def durability_table(ds: Dataset, prefix: str) -> str:
+    """Cost of wait_replicas on one caller enqueueing one job per call (primary + one replica)."""
+    return _table(ds, prefix, "replicated", "wait_replicas", {
+        "jobs/s": lambda g: _stat(g, "jobs_per_s"),
+        "p50 ms": lambda g: _stat(g, "p50_ms"),
+        "p99 ms": lambda g: _stat(g, "p99_ms"),
+    })  # fmt: skip
+
+
+SECTIONS = {
+    "ha_acl_setup": acl_setup,
+    "ha_scale_out_table": scale_out_table,
+    "ha_durability_table": durability_table,
+}
