@@ -33,11 +33,11 @@ def acl_setup(ds: Dataset, prefix: str) -> str:
     )
 
 
-def _rows(ds: Dataset, topology: str) -> tuple[pd.DataFrame, str | None]:
-    run_id = ds.latest(SCENARIO)
+def _rows(ds: Dataset, scenario: str, **where: object) -> tuple[pd.DataFrame, str | None]:
+    run_id = ds.latest(scenario)
     if run_id is None:
         return ds.summary.iloc[0:0], None
-    return select(ds.summary, run_id=run_id, scenario=SCENARIO, topology=topology), run_id
+    return select(ds.summary, run_id=run_id, scenario=scenario, **where), run_id
 
 
 def _stat(rows: pd.DataFrame, metric: str) -> str:
@@ -51,16 +51,24 @@ def _stat(rows: pd.DataFrame, metric: str) -> str:
 Column = Callable[[pd.DataFrame], str]
 
 
-def _table(ds: Dataset, prefix: str, topology: str, by: str, columns: dict[str, Column]) -> str:
-    """One row per (server, ``by``) of the newest scale-out run's ``topology`` cases."""
-    rows, run_id = _rows(ds, topology)
+def _table(ds: Dataset, prefix: str, cases: tuple[str, str], by: str, columns: dict[str, Column]) -> str:
+    """One row per (server, ``by``) of the newest run's ``cases``: (scenario, topology or '')."""
+    scenario, topology = cases
+    rows, run_id = _rows(ds, scenario, **({"topology": topology} if topology else {}))
     if run_id is None or rows.empty:
-        return no_data(f"the `{SCENARIO}` scenario's {topology} cases")
+        return no_data(f"the `{scenario}` scenario" + (f"'s {topology} cases" if topology else ""))
     table = [
         {"server": server, by: int(key), **{label: column(group) for label, column in columns.items()}}
         for (server, key), group in rows.groupby(["server", by], sort=True)
     ]
     return md_table(pd.DataFrame(table)) + "\n\n" + source_line(ds.run(run_id), prefix)
+
+
+ONE_CALLER: dict[str, Column] = {
+    "jobs/s": lambda g: _stat(g, "jobs_per_s"),
+    "p50 ms": lambda g: _stat(g, "p50_ms"),
+    "p99 ms": lambda g: _stat(g, "p99_ms"),
+}
 
 
 def _shards(group: pd.DataFrame) -> str:
@@ -69,7 +77,7 @@ def _shards(group: pd.DataFrame) -> str:
 
 def scale_out_table(ds: Dataset, prefix: str) -> str:
     """Jobs/s against the number of queues spread over the shards, with shard balance."""
-    return _table(ds, prefix, "cluster", "queues", {
+    return _table(ds, prefix, (SCENARIO, "cluster"), "queues", {
         "shards used": _shards,
         "jobs/s (median ± MAD)": lambda g: _stat(g, "jobs_per_s"),
         "shard balance (slowest / fastest)": lambda g: _stat(g, "shard_balance"),
@@ -78,15 +86,17 @@ def scale_out_table(ds: Dataset, prefix: str) -> str:
 
 def durability_table(ds: Dataset, prefix: str) -> str:
     """Cost of wait_replicas on one caller enqueueing one job per call (primary + one replica)."""
-    return _table(ds, prefix, "replicated", "wait_replicas", {
-        "jobs/s": lambda g: _stat(g, "jobs_per_s"),
-        "p50 ms": lambda g: _stat(g, "p50_ms"),
-        "p99 ms": lambda g: _stat(g, "p99_ms"),
-    })  # fmt: skip
+    return _table(ds, prefix, (SCENARIO, "replicated"), "wait_replicas", ONE_CALLER)
+
+
+def tls_table(ds: Dataset, prefix: str) -> str:
+    """One caller enqueueing one job per call through the plain port (0) and the TLS port (1)."""
+    return _table(ds, prefix, ("tls", ""), "tls", ONE_CALLER)
 
 
 SECTIONS = {
     "ha_acl_setup": acl_setup,
     "ha_scale_out_table": scale_out_table,
     "ha_durability_table": durability_table,
+    "ha_tls_table": tls_table,
 }

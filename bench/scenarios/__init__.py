@@ -27,6 +27,7 @@ ORDER = (
     "memory",
     "connections",
     "scale-out",
+    "tls",
 )
 
 

@@ -55,7 +55,12 @@ def verify_stored(queue: Any, ids: list[str]) -> dict[str, Any]:
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """Enqueue ``jobs`` jobs one call at a time."""
-    queue = make_queue(target, NAME)
+    return one_at_a_time(make_queue(target, NAME), params)
+
+
+def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """One caller enqueueing one job per call on ``queue`` for ``min_seconds`` (also used by
+    the scale-out and tls scenarios on the topologies they start)."""
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
     ids: list[str] = []

@@ -23,9 +23,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, metric, payload_of, queue_name, run_for, specs
-from bench.scenarios.enqueue_single import verify_stored
-from bench.stats import latency_summary
+from bench.scenarios._common import Target, Variant, metric, queue_name, specs
+from bench.scenarios.enqueue_single import one_at_a_time, verify_stored
 
 NAME = "scale-out"
 NEEDS_CONVEYOR = True
@@ -148,23 +147,7 @@ def _replicated(target: Target, params: dict[str, Any]) -> dict[str, Any]:
         wait_until(lambda: _linked(replica), "the replica to sync")
         queue = Queue.from_url(primary.url, queue_name(NAME),
                                **target.settings(wait_replicas=params["wait_replicas"]))  # fmt: skip
-        payload = payload_of(params["payload_bytes"])
-        queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
-        ids: list[str] = []
-        lat: list[float] = []
-
-        def one() -> int:
-            t0 = time.perf_counter()
-            ids.append(queue.enqueue("noop", payload).id)
-            lat.append(time.perf_counter() - t0)
-            return 1
-
-        _, elapsed = run_for(params["min_seconds"], one)
-        report = verify_stored(queue, ids)
-        queue.close()
-    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s")}
-    metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
-    return {"metrics": metrics, "exactly_once": report, "extra": {}}
+        return one_at_a_time(queue, params)
 
 
 def _linked(replica: Any) -> bool:

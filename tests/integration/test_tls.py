@@ -7,57 +7,27 @@ never a shell string); the server listens for TLS on its own port beside the lau
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conveyor import AsyncQueue, AsyncWorker, ConnectionFailedError, Job, Queue, Worker
 
-from bench.servers import RunningServer, ServerUnavailable, _free_port, start_server
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_certificates(directory: Path) -> dict[str, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1, valid one day."""
-    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-             "-days", "1", "-subj", "/CN=conveyor-test-ca", cwd=directory)  # fmt: skip
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=127.0.0.1", cwd=directory)  # fmt: skip
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.crt", "-days", "1", "-extfile", "san.ext",
-             cwd=directory)  # fmt: skip
-    return {name: directory / f"{name}.crt" for name in ("ca", "server")} | {"key": directory / "server.key"}
+from bench.servers import ServerUnavailable
+from bench.tls import TlsServer, make_certificates, start_tls_server
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, int, Path]]:
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl CLI to generate certificates")
-    certs = make_certificates(tmp_path_factory.mktemp("tls"))
-    tls_port = _free_port()
-    args = ["--tls-port", str(tls_port), "--tls-cert-file", str(certs["server"]),
-            "--tls-key-file", str(certs["key"]), "--tls-ca-cert-file", str(certs["ca"]),
-            "--tls-auth-clients", "no"]  # fmt: skip
+def tls() -> Iterator[TlsServer]:
     try:
-        with start_server("redis-7.0", extra_args=args) as server:
-            yield server, tls_port, certs["ca"]
+        with start_tls_server() as running:
+            yield running
     except ServerUnavailable as exc:
         pytest.skip(exc.reason)
 
 
-def _url(tls: tuple[RunningServer, int, Path], ca: Path | None = None) -> str:
-    server, port, default_ca = tls
-    return f"rediss://{server.host}:{port}/0?ssl_ca_certs={ca or default_ca}"
-
-
-def test_queue_and_worker_over_tls(tls_server: tuple[RunningServer, int, Path]) -> None:
-    queue = Queue.from_url(_url(tls_server), "tls-sync")
+def test_queue_and_worker_over_tls(tls: TlsServer) -> None:
+    queue = Queue.from_url(tls.url(), "tls-sync")
     queue.enqueue_many([("t", i) for i in range(20)])
     seen: list[int] = []
     worker = Worker(queue, {"t": lambda job: seen.append(job.payload)}, burst=True,
@@ -67,8 +37,8 @@ def test_queue_and_worker_over_tls(tls_server: tuple[RunningServer, int, Path]) 
     queue.close()
 
 
-async def test_async_queue_and_worker_over_tls(tls_server: tuple[RunningServer, int, Path]) -> None:
-    queue = AsyncQueue.from_url(_url(tls_server), "tls-async")
+async def test_async_queue_and_worker_over_tls(tls: TlsServer) -> None:
+    queue = AsyncQueue.from_url(tls.url(), "tls-async")
     await queue.enqueue_many([("t", i) for i in range(20)])
     seen: list[int] = []
 
@@ -80,17 +50,15 @@ async def test_async_queue_and_worker_over_tls(tls_server: tuple[RunningServer, 
     await queue.aclose()
 
 
-def test_an_untrusted_certificate_is_a_connection_error(
-    tls_server: tuple[RunningServer, int, Path], tmp_path: Path
-) -> None:
+def test_an_untrusted_certificate_is_a_connection_error(tls: TlsServer, tmp_path: Path) -> None:
     other_ca = make_certificates(tmp_path)["ca"]
-    queue = Queue.from_url(_url(tls_server, other_ca), "tls-untrusted", connect_timeout=5)
+    queue = Queue.from_url(tls.url(other_ca), "tls-untrusted", connect_timeout=5)
     with pytest.raises(ConnectionFailedError, match=r"certificate verify failed"):
         queue.enqueue("t", 1)
 
 
-def test_plain_text_to_the_tls_port_fails_cleanly(tls_server: tuple[RunningServer, int, Path]) -> None:
-    server, port, _ = tls_server
+def test_plain_text_to_the_tls_port_fails_cleanly(tls: TlsServer) -> None:
+    server, port = tls.server, tls.tls_port
     queue = Queue.from_url(
         f"redis://{server.host}:{port}/0", "tls-plain", socket_timeout=2, connect_timeout=2
     )
