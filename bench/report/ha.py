@@ -7,6 +7,7 @@ the newest result file holding the ``scale-out`` scenario.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import pandas as pd
@@ -19,18 +20,22 @@ SCENARIO = "scale-out"
 
 
 def acl_setup(ds: Dataset, prefix: str) -> str:
-    """The ACL SETUSER commands for every queue under the default prefix, and for one queue."""
+    """The ACL SETUSER commands for every queue under the default prefix, and for one queue.
+
+    Each command is one line to copy; the page wraps it visually instead of scrolling.
+    """
     from conveyor import acl_rules  # noqa: PLC0415 (the docs environment installs the library)
 
     return (
-        "```text\n"
-        f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}\n"
-        "```\n\n"
-        "Limited to one queue (here `emails`, default prefix `cv`):\n\n"
-        "```text\n"
-        f"ACL SETUSER conveyor-emails on >CHANGE-ME {acl_rules(queue='emails')}\n"
-        "```\n"
+        _wrapped(f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}")
+        + "\n\nLimited to one queue (here `emails`, default prefix `cv`):\n\n"
+        + _wrapped(f"ACL SETUSER conveyor-emails on >CHANGE-ME {acl_rules(queue='emails')}")
     )
+
+
+def _wrapped(command: str) -> str:
+    style = "white-space: pre-wrap; overflow-wrap: anywhere"
+    return f'<div class="highlight"><pre><code style="{style}">{html.escape(command)}</code></pre></div>'
 
 
 def _rows(ds: Dataset, scenario: str, **where: object) -> tuple[pd.DataFrame, str | None]:

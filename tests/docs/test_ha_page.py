@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def _dataset(tmp_path: Path, with_scale_out: bool):  # type: ignore[no-untyped-d
 
 def test_the_acl_line_is_the_one_the_tests_use(tmp_path: Path) -> None:
     text = acl_setup(_dataset(tmp_path, False), "")
-    assert f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}" in text
+    assert html.escape(f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}") in text
     assert acl_rules(queue="emails") in text
 
 
