@@ -130,7 +130,7 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
     if message.startswith("CONVEYOR_") or "CONVEYOR_BOUND" in message:
         return ConveyorError(f"script refused: {message}")
     if isinstance(exc, MasterNotFoundError):
-        return ConnectionFailedError(f"no primary for Sentinel service at {where}: {exc}")
+        return ConnectionFailedError(f"no primary for {where}: {exc}")
     if isinstance(exc, redis_errors.RedisClusterException):
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
