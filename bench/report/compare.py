@@ -33,8 +33,9 @@ def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
     value = a["median"] / b["median"]
     lo, hi = a["min"] / b["max"], a["max"] / b["min"]
     apart = a["min"] > b["max"] or a["max"] < b["min"]
+    single = min(a.get("n", 2), b.get("n", 2)) < 2  # one repetition has no spread to judge by
     return {"ratio": value, "lo": lo, "hi": hi,
-            "noise": not (apart and abs(value - 1) > THRESHOLD)}
+            "noise": single or not (apart and abs(value - 1) > THRESHOLD)}
 
 
 def same_method_runs(ds: Dataset, run_id: str) -> list[str]:

@@ -24,8 +24,9 @@ def chart(fig: go.Figure, chart_id: str) -> str:
         raise ReportError(f"chart {chart_id}: trace labels must be unique and set, got {names}")
     if fig.layout.barmode not in (None, "group"):
         raise ReportError(f"chart {chart_id}: bars must be grouped, not {fig.layout.barmode}")
-    fig.update_layout(template="none", barmode="group", legend={"orientation": "h", "y": -0.25},
-                      separators=".,")
+    fig.update_layout(template="none", barmode="group", separators=".,",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right",
+                              "x": 1.0}, title={"x": 0.0, "xanchor": "left"})
     payload = html.escape(fig.to_json(), quote=True)
     return f'<div class="cv-chart" id="chart-{chart_id}" data-cv-chart="{payload}"></div>'
 

@@ -104,7 +104,7 @@ def process_section(ds: Dataset, prefix: str = "") -> str:
         text = (f"One thing changed at a time, at concurrency {point.iloc[0].concurrency}:"
                 f"\n\n{md_table(var)}\n\n")
     first = base.iloc[0]
-    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, {first.jobs:,} jobs of "
+    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, jobs of "
             f"{first.payload_bytes} B.\n\n{md_table(table)}\n\n{chart(fig, 'process')}\n\n"
             f"{text}{source(ds, run, prefix)}\n")
 

@@ -25,7 +25,7 @@ POINTS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
     ("process, concurrency 32", "process", "jobs_per_s", True, {"concurrency": 32}),
     ("enqueue, one per call", "enqueue-single", "jobs_per_s", True, {}),
     ("enqueue_many, 1 producer", "enqueue-bulk", "jobs_per_s", True, {"producers": 1}),
-    ("unloaded latency p99", "latency", "p99_ms", False, {"load": "unloaded"}),
+    ("latency p99, unloaded", "latency", "p99_ms", False, {"load": "unloaded"}),
     ("memory per job, 1 KiB", "memory", "bytes_per_job", False, {"payload_bytes": 1024}),
 )
 
@@ -50,8 +50,8 @@ def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> 
         if pair.empty:
             continue
         row = pair.iloc[0]
-        a = pd.Series({k: row[k] for k in ("median", "min", "max")})
-        b = pd.Series({k: row[f"{k}_ref"] for k in ("median", "min", "max")})
+        a = pd.Series({k: row[k] for k in ("median", "min", "max", "n")})
+        b = pd.Series({k: row[f"{k}_ref"] for k in ("median", "min", "max", "n")})
         out.append({"point": label, **(ratio(a, b) if higher else ratio(b, a))})
     return pd.DataFrame(out, columns=["point", "ratio", "lo", "hi", "noise"])
 
@@ -67,14 +67,17 @@ def cell(found: pd.DataFrame, point: str) -> str:
 
 def ratio_chart(columns: dict[str, pd.DataFrame], chart_id: str, title: str) -> str:
     """Grouped bars of ratios with whiskers; noise bars are pale and labelled."""
-    fig = figure(title, "comparison (stated conditions)",
+    fig = figure(f"{title} (pale: noise)", "",
                  f"ratio to {REFERENCE_SERVER} (above 1 = better)", category_x=True)
     for name, found in columns.items():
-        fig.add_trace(go.Bar(x=found.point, y=found.ratio, name=name,
+        fig.add_trace(go.Bar(x=found.point.str.replace(", ", ",<br>"), y=found.ratio, name=name,
                              error_y=whiskers(found, "ratio", "lo", "hi"),
-                             text=["noise" if n else "" for n in found.noise],
+                             text=["noise" if n else "" for n in found.noise], textangle=0,
+                             textposition="inside", insidetextanchor="start",
+                             textfont={"size": 9},
                              marker={"opacity": [0.35 if n else 1.0 for n in found.noise]}))
     fig.add_hline(y=1, line_dash="dot")
+    fig.update_xaxes(tickangle=0)
     return chart(fig, chart_id)
 
 
@@ -153,7 +156,7 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
             "(whiskers: worst to best pairing of repetitions); above 1 is better. "
             "Baseline configuration, RESP3, hiredis. *noise*: the repetitions' ranges overlap "
             f"or the difference is under 10%.\n\n{md_table(table)}\n\n"
-            f"{ratio_chart(columns, 'servers', 'Each server against ' + REFERENCE_SERVER)}\n\n"
+            f"{ratio_chart(columns, 'servers', 'Against ' + REFERENCE_SERVER)}\n\n"
             f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 
 

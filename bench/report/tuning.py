@@ -103,7 +103,7 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     found = aof_ratios(ds, run) if run else pd.DataFrame()
     if run is None or found.empty:
         return no_data("a persistence comparison (configurations `aof-everysec`, `aof-always`)")
-    runs = same_method_runs(ds, run)
+    runs = list(dict.fromkeys([run, *same_method_runs(ds, run)]))
     every = pd.concat([aof_ratios(ds, r) for r in runs])
     rows = []
     for (scenario, mode), part in found.groupby(["scenario", "mode"], sort=False):

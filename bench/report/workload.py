@@ -33,8 +33,8 @@ def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
                         label=lambda key: f"payload {key[0]} B")
             charts.append(chart(fig, f"lifecycle-{name.replace('_', '-')}"))
     first = rows.iloc[0]
-    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, {first.tasks:,} lifecycles "
-            f"per task; latency per lifecycle.\n\n{md_table(table)}\n\n"
+    return (f"{server_label(ds, run, first.server)}, RESP3, hiredis; latency per lifecycle."
+            f"\n\n{md_table(table)}\n\n"
             + "\n\n".join(charts) + f"\n\n{source(ds, run, prefix)}\n")
 
 
@@ -48,11 +48,14 @@ def load_label(load: object) -> str:
 def busy_text(rows: pd.DataFrame) -> str:
     """What *partly busy* means in this run, from its parameters."""
     busy = rows[rows["load"] == "partly busy"]
-    if busy.empty or "busy" not in busy:
-        return ""
-    first = busy.iloc[0]
-    return (f"*Partly busy*: {first.busy} of the {first.concurrency} handler slots run "
-            f"{first.slow_ms} ms jobs while the pickup delay of the others is measured. ")
+    text = ""
+    if not busy.empty and "busy" in busy:
+        first = busy.iloc[0]
+        text = (f"*Partly busy*: {first.busy} of the {first.concurrency} handler slots run "
+                f"{first.slow_ms} ms jobs while the pickup delay of the others is measured. ")
+    if "handler_ms" in rows and rows.handler_ms.notna().any():
+        text += f"Open-loop handlers take {rows.handler_ms.dropna().iloc[0]} ms each. "
+    return text
 
 
 def samples(ds: Dataset, rows: pd.DataFrame) -> pd.Series:
@@ -100,7 +103,8 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
             "to it: read it as the maximum." if few else "")
     conc = rows.iloc[0].concurrency
     return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {conc}, no-op "
-            "handlers. *Unloaded*: one job in flight at a time; *N% of capacity*: open loop at "
+            "handlers unless said otherwise. *Unloaded*: one job in flight at a time; "
+            "*N% of capacity*: open loop at "
             "that fraction of the capacity (the worker's drain rate where the file says so). "
             f"{busy_text(rows)}Open-loop jobs are timed from their intended send time, so a "
             "producer "

@@ -301,3 +301,9 @@ def test_a_server_verdict_that_flips_between_runs_is_not_a_recommendation(tmp_pa
     assert "From this run" not in out
     assert "The other comparable run agrees" in render(dataset(tmp_path / "one", make_run(),
         make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")), "servers_section")
+
+
+def test_one_repetition_never_supports_a_verdict() -> None:
+    one = pd.Series({"median": 200.0, "min": 200.0, "max": 200.0, "n": 1})
+    other = pd.Series({"median": 100.0, "min": 100.0, "max": 100.0, "n": 1})
+    assert compare.ratio(one, other)["noise"]
