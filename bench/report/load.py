@@ -49,6 +49,15 @@ class Dataset:
         """The ``runs`` row of ``run_id``."""
         return self.runs.loc[run_id]
 
+    def latest(self, scenario: str, **where: Any) -> str | None:
+        """Newest run id holding ``scenario`` (optionally on ``server=`` etc.)."""
+        rows = self.summary[self.summary.scenario == scenario]
+        for key, value in where.items():
+            rows = rows[rows[key] == value] if key in rows else rows.iloc[0:0]
+        if rows.empty:
+            return None
+        return str(self.runs[self.runs.run_id.isin(rows.run_id)].run_id.iloc[-1])
+
 
 def result_paths(root: Path) -> list[Path]:
     """Result JSON files below ``root`` (sorted), skipping ``schema/`` and ``quick/``."""
