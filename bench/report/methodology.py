@@ -7,6 +7,7 @@ import shlex
 import pandas as pd
 
 from bench.report.common import primary_run
+from bench.report.compare import same_method_runs
 from bench.report.load import Dataset
 from bench.report.servers import dragonfly_runs, flags
 from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
@@ -22,7 +23,10 @@ def role(ds: Dataset, run: str) -> str:
         return "Dragonfly, as ratios to its own Valkey 9.1"
     if ds.runs.loc[run].quick:
         return "nothing (quick run)"
-    return "run-to-run spread (Tuning) only: an older run of the same method"
+    main = primary_run(ds, MAIN_SCENARIO)
+    if main is not None and run in same_method_runs(ds, main):
+        return "run-to-run spread only: an older run of the same method and machine"
+    return "History only: an older method or another machine"
 
 
 def runs_section(ds: Dataset, prefix: str = "") -> str:

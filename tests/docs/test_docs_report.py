@@ -307,3 +307,12 @@ def test_one_repetition_never_supports_a_verdict() -> None:
     one = pd.Series({"median": 200.0, "min": 200.0, "max": 200.0, "n": 1})
     other = pd.Series({"median": 100.0, "min": 100.0, "max": 100.0, "n": 1})
     assert compare.ratio(one, other)["noise"]
+
+
+def test_methodology_says_what_each_older_run_is_used_for(tmp_path: Path) -> None:
+    older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
+    other = make_run("20261129T180000Z-000002", "2026-11-29T18:00:00Z")
+    other["method"]["repetitions"] = 5
+    out = render(dataset(tmp_path, make_run(), older, other), "runs_section")
+    assert "the figures on every page" in out
+    assert "run-to-run spread only" in out and "History only: an older method" in out
