@@ -20,11 +20,10 @@ from _verdict import SUMMARIES
 from bench.servers import RunningServer, start_server
 
 SEED = int(os.environ.get("CONVEYOR_CHAOS_SEED", "20261130"))
-# Fault classes that still expose open defects of issue 7, switched off until their fixes land on
-# main: "term" (a SIGTERMed worker stops heartbeats while its handlers finish, so a job that outlives
-# its lease runs twice: defect 1) and "partition" (a SIGTERMed worker cut off from the server never
-# meets its shutdown deadline: defect 3). CONVEYOR_CHAOS_DISABLE="" runs every fault class.
-AWAITING_FIXES = "term,partition"
+# Fault classes switched off by default while they exposed open library defects; empty since the
+# fixes of issue 7 (defect 1: heartbeats stopped during a graceful shutdown, so a SIGTERMed worker's
+# long job ran twice; defect 3: a SIGTERMed worker cut off from the server missed its deadline).
+AWAITING_FIXES = ""
 DISABLED = tuple(f for f in os.environ.get("CONVEYOR_CHAOS_DISABLE", AWAITING_FIXES).split(",") if f)
 SOAK_SECONDS = float(os.environ.get("CONVEYOR_SOAK_SECONDS", "0") or 0)
 
