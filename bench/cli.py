@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import estimate, scenarios
+from bench.peers import resolve as resolve_libraries
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
 from bench.servers import CONFIGS, KINDS
@@ -83,6 +84,10 @@ def parser() -> argparse.ArgumentParser:
                    help="override a scenario size option (value parsed as JSON)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds allowed per repetition process (default %(default)s)")
+    p.add_argument("--libraries", type=_csv, default=["conveyor"],
+                   help="conveyor (default: the Conveyor matrix), or a comma-separated list of "
+                        "libraries for the peer comparison (all = every peer and Conveyor); "
+                        "see bench/peers/")
     p.add_argument("--list", action="store_true", help="print the plan and exit")
     return p
 
@@ -158,7 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=160)
+    libraries = resolve_libraries(args.libraries)
     opts = options_from_args(args)
+    started = time.monotonic()
+    if libraries != ["conveyor"]:
+        from bench.peers.run import PeerRun  # noqa: PLC0415 (only for peer runs)
+
+        return PeerRun(opts, libraries, console, ["python", "-m", "bench", *raw]).run(started)
     plan = build_plan(opts)
     if args.list:
         for cell in plan.cells:
@@ -166,6 +177,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         minutes = estimate.plan_seconds(plan) / 60
         console.print(f"estimated duration on an idle 2-core machine: ~{minutes:.0f} min")
         return 0
-    started = time.monotonic()
     runner = Runner(opts, plan, console, command=["python", "-m", "bench", *raw])
     return runner.run(started)

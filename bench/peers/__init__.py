@@ -1,0 +1,140 @@
+"""Peers: Conveyor against the Python queues a team would otherwise pick, in the same run.
+
+Each library is installed from a pinned requirement in its own virtual environment (their
+redis-py pins conflict; see :mod:`bench.peers.venvs`) and driven as a subprocess through one
+adapter interface (:mod:`bench.peers.adapters`). This module holds only the registry: pins,
+settings at defaults and at the best documented tuning, and the recovery settings used by the
+crash table. It imports nothing beyond the standard library (the child processes import it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Cheapest result retention, applied to every flavour of a library (fairness rule).
+_BULLMQ_JOB = {"removeOnComplete": True}
+_SAQ_JOB = {"ttl": -1}
+_RQ_JOB = {"result_ttl": 0}
+_CELERY = {"task_ignore_result": True}
+
+
+@dataclass(frozen=True)
+class Library:
+    """One library: how to install it, and the settings each measured row uses."""
+
+    name: str
+    requirements: tuple[str, ...]  # empty: runs in the suite's own environment
+    adapter: str
+    flavors: dict[str, dict[str, Any]]  # row label -> adapter settings
+    recovery: dict[str, Any]  # settings for the crash table (documented recovery knobs)
+    retention: str  # what is stored per finished job at the settings used
+    concurrency_note: str = ""
+    caveats: str = ""
+    notes: dict[str, str] = field(default_factory=dict)  # flavor -> what the settings mean
+
+
+LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
+    Library(
+        "conveyor", (), "conveyor",
+        {"Worker": {"worker": "sync"}, "AsyncWorker": {"worker": "async"}},
+        {"lease": 5.0}, "nothing (keep_completed=0, the default)",
+        notes={"Worker": "sync Worker, one thread per slot",
+               "AsyncWorker": "asyncio AsyncWorker"},
+        caveats="Lease renewal by heartbeats; the worker acknowledges and claims in one script.",
+    ),
+    Library(
+        "bullmq", ("bullmq==3.4.4", "redis==8.1.0", "hiredis==3.5.0"), "bullmq",
+        {"default": {"job": _BULLMQ_JOB}},
+        {"job": _BULLMQ_JOB, "worker": {"stalledInterval": 5000, "maxStalledCount": 1}},
+        "nothing (removeOnComplete=True; the default keeps every completed job)",
+        notes={"default": "no throughput tuning documented beyond concurrency"},
+        caveats="Keeps a job hash, events stream entries and a lock per job.",
+    ),
+    Library(
+        "saq", ("saq==0.26.4", "redis==8.1.0", "hiredis==3.5.0"), "saq",
+        {"default": {"job": _SAQ_JOB}},
+        {"job": {**_SAQ_JOB, "timeout": 5, "retries": 3}, "worker": {"timers": {"sweep": 1}}},
+        "nothing (ttl=-1; the default keeps job and result for 600 s)",
+        notes={"default": "BLMOVE-based dequeue; no further tuning documented"},
+        caveats="Stores a job hash per job; the sweep recovers jobs past their timeout.",
+    ),
+    Library(
+        "arq", ("arq==0.28.0", "redis==5.3.1", "hiredis==3.5.0"), "arq",
+        {"default": {"worker": {"keep_result": 0}},
+         "tuned": {"worker": {"keep_result": 0, "poll_delay": 0.01}}},
+        {"worker": {"keep_result": 0, "poll_delay": 0.01, "job_timeout": 5, "max_tries": 5}},
+        "nothing (keep_result=0; the default keeps results 3600 s)",
+        notes={"default": "poll_delay 0.5 s (default)", "tuned": "poll_delay 0.01 s"},
+        caveats="Polls one sorted set; WATCH/MULTI per job instead of scripts.",
+    ),
+    Library(
+        "rq", ("rq==3.0.0", "redis==8.1.0", "hiredis==3.5.0"), "rq",
+        {"default": {"job": _RQ_JOB, "worker_class": "Worker"},
+         "tuned": {"job": _RQ_JOB, "worker_class": "SimpleWorker"}},
+        {"job": {**_RQ_JOB, "job_timeout": 5, "retry_max": 3}, "worker_class": "SimpleWorker"},
+        "nothing (result_ttl=0)",
+        concurrency_note="processes, at most 16 (RQ has no in-process concurrency)",
+        notes={"default": "Worker: forks a work horse per job",
+               "tuned": "SimpleWorker: runs jobs in the worker process"},
+        caveats="Concurrency is one process per slot, capped at 16 on this host.",
+    ),
+    Library(
+        "dramatiq", ("dramatiq[redis]==2.2.1", "redis==8.1.0", "hiredis==3.5.0"), "dramatiq",
+        {"default": {}},
+        {"broker": {"heartbeat_timeout": 5000}},
+        "nothing (no results middleware)",
+        notes={"default": "worker_threads = concurrency; prefetch by default"},
+        caveats="No bulk send; messages of a dead worker are requeued after heartbeat_timeout.",
+    ),
+    Library(
+        "taskiq", ("taskiq-redis==1.2.4", "taskiq==0.13.0", "redis==8.1.0", "hiredis==3.5.0"),
+        "taskiq",
+        {"default": {}},
+        {"broker": {"idle_timeout": 5000}},
+        "nothing (no result backend)",
+        notes={"default": "RedisStreamBroker (acknowledged streams), max_async_tasks"},
+        caveats="Unacknowledged messages are reclaimed after idle_timeout (default 10 min).",
+    ),
+    Library(
+        "streaq", ("streaq==7.2.0", "hiredis==3.5.0"), "streaq",
+        {"default": {"task": {"ttl": 0}}},
+        {"task": {"ttl": 0}, "worker": {"idle_timeout": 5}},
+        "nothing (ttl=0; the default keeps results 5 min)",
+        notes={"default": "pickle serializer (its default)"},
+        caveats="Needs Redis Functions (no Dragonfly); uses coredis, not redis-py.",
+    ),
+    Library(
+        "celery", ("celery[redis]==5.7.0", "redis==8.1.0", "hiredis==3.5.0"), "celery",
+        {"default": {"conf": _CELERY},
+         "tuned": {"conf": {**_CELERY, "worker_prefetch_multiplier": 16}}},
+        {"conf": {**_CELERY, "task_acks_late": True, "task_reject_on_worker_lost": True,
+                  "broker_transport_options": {"visibility_timeout": 5}}},
+        "nothing (task_ignore_result=True)",
+        concurrency_note="threads pool (prefork needs a process per slot)",
+        notes={"default": "threads pool, prefetch multiplier 4",
+               "tuned": "threads pool, prefetch multiplier 16"},
+        caveats="Acknowledges on receipt by default: acks_late is the recovery setting.",
+    ),
+    Library(
+        "huey", ("huey==3.5.4", "redis==8.1.0", "hiredis==3.5.0"), "huey",
+        {"default": {"huey": {"results": False}}},
+        {"huey": {"results": False}},
+        "nothing (results=False)",
+        notes={"default": "thread workers, blocking BRPOP"},
+        caveats="No acknowledgement: a job popped by a dead worker is gone (by design).",
+    ),
+)}
+
+PEERS = tuple(n for n in LIBRARIES if n != "conveyor")
+
+
+def resolve(names: list[str]) -> list[str]:
+    """``["all"]`` -> every library; unknown names raise SystemExit listing the known ones."""
+    if "all" in names:
+        return list(LIBRARIES)
+    unknown = [n for n in names if n not in LIBRARIES]
+    if unknown:
+        raise SystemExit(f"unknown librar{'y' if len(unknown) == 1 else 'ies'} "
+                         f"{', '.join(unknown)}; known: all, {', '.join(LIBRARIES)}")
+    return list(dict.fromkeys(names))
