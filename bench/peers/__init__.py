@@ -52,7 +52,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
         caveats="Keeps a job hash, events stream entries and a lock per job.",
     ),
     Library(
-        "saq", ("saq==0.26.4", "redis==8.1.0", "hiredis==3.5.0"), "saq",
+        "saq", ("saq==0.26.4", "typing-extensions==4.16.0", "redis==8.1.0", "hiredis==3.5.0"), "saq",
         {"default": {"job": _SAQ_JOB}},
         {"job": {**_SAQ_JOB, "timeout": 5, "retries": 3}, "worker": {"timers": {"sweep": 1}}},
         "nothing (ttl=-1; the default keeps job and result for 600 s)",

@@ -137,6 +137,8 @@ def main(spec_path: str, out_path: str) -> None:
     peer = _peer(spec)
     out: dict[str, Any] = {}
     if mode == "info":
+        for name in peer.imports:
+            importlib.import_module(name)
         out = {"versions": peer.versions(), "sync_enqueue": peer.sync_enqueue,
                "async_enqueue": peer.async_enqueue, "bulk": peer.bulk}
     elif mode == "enqueue":

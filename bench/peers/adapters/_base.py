@@ -61,6 +61,7 @@ class PeerBase:
     sync_enqueue = False
     async_enqueue = False
     bulk: str | None = None  # "sync" or "async"
+    imports: tuple[str, ...] = ()  # imported by the "info" mode: a broken install shows there
     queue = "bench"
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:

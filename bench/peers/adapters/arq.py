@@ -17,6 +17,7 @@ async def noop(ctx: Any, data: dict[str, Any]) -> None:
 
 
 class Peer(_base.PeerBase):
+    imports = ("arq",)
     async_enqueue = True
 
     def _redis_settings(self) -> Any:

@@ -13,6 +13,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("bullmq",)
     async_enqueue = True
     bulk = "async"
 

@@ -12,6 +12,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("conveyor",)
     sync_enqueue = True
     async_enqueue = True
     bulk = "sync"

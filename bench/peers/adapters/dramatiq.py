@@ -13,6 +13,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("dramatiq",)
     sync_enqueue = True
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("huey",)
     sync_enqueue = True
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:

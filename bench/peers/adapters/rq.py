@@ -18,6 +18,7 @@ def noop(data: dict[str, Any]) -> None:
 
 
 class Peer(_base.PeerBase):
+    imports = ("rq",)
     sync_enqueue = True
     bulk = "sync"
 

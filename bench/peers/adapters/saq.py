@@ -18,6 +18,7 @@ async def noop(ctx: Any, **data: Any) -> None:
 
 
 class Peer(_base.PeerBase):
+    imports = ("saq",)
     async_enqueue = True
 
     async def aopen(self) -> None:

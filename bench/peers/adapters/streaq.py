@@ -14,6 +14,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("streaq",)
     async_enqueue = True
     bulk = "async"
 

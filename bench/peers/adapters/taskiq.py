@@ -14,6 +14,7 @@ from bench.peers.adapters import _base
 
 
 class Peer(_base.PeerBase):
+    imports = ("taskiq_redis",)
     async_enqueue = True
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:
