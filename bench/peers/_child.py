@@ -76,10 +76,7 @@ def _senqueue(peer: Any, ids: list[str], api: str, batch: int, warm: bool) -> fl
 
 def enqueue(peer: Any, ids: list[str], api: str, batch: int = BATCH, warm: bool = True) -> float:
     """Enqueue ``ids`` through ``api`` (sync, async or bulk); return the seconds taken."""
-    if api == "bulk":
-        asynchronous = peer.bulk == "async"
-    else:
-        asynchronous = api == "async"
+    asynchronous = peer.bulk == "async" if api == "bulk" else api == "async"
     if asynchronous:
         return asyncio.run(_aenqueue(peer, ids, api, batch, warm))
     return _senqueue(peer, ids, api, batch, warm)
@@ -131,7 +128,8 @@ def latency(peer: Any, ids: list[str], log: str, timeout: float) -> dict[str, fl
 
 
 def main(spec_path: str, out_path: str) -> None:
-    spec = json.loads(open(spec_path).read())
+    with open(spec_path) as fh:
+        spec = json.load(fh)
     mode = spec["mode"]
     _base.PAYLOAD_BYTES = spec.get("payload_bytes", 64)
     peer = _peer(spec)

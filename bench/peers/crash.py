@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from bench.peers.drive import ChildFailed, Child, count_lines, read_log
+from bench.peers.drive import Child, ChildFailed, count_lines, read_log
 from bench.peers.measure import ids
 from bench.peers.proxy import CuttableProxy
 

@@ -7,6 +7,7 @@ and raised as :class:`Hung`; a worker is always killed with SIGKILL of its proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,10 +39,8 @@ def _env(lib: Library) -> dict[str, str]:
 
 def _kill(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL the process group (workers may have forked) and reap the leader."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 

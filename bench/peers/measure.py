@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers.drive import ChildFailed, Child, Hung, read_log, wait_for
+from bench.peers.drive import Child, ChildFailed, Hung, read_log, wait_for
 from bench.stats import latency_summary, slope, summarize
 
 SIZES = {

@@ -74,18 +74,32 @@ class CuttableProxy:
 
     def cut(self, seconds: float) -> None:
         """Drop every connection and refuse new ones for ``seconds``."""
-        self._listener.close()
+        self._close_listener()
         with self._lock:
             socks = list(self._socks)
         for s in socks:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
         time.sleep(seconds)
-        self._listener = self._listen(self.port)
+        deadline = time.monotonic() + 5
+        while True:  # the accept thread may take a moment to let go of the old socket
+            try:
+                self._listener = self._listen(self.port)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _close_listener(self) -> None:
+        """shutdown() wakes a thread blocked in accept(); close() alone would not."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
 
     def close(self) -> None:
         self._stopped = True
-        self._listener.close()
+        self._close_listener()
         with self._lock:
             for s in list(self._socks):
                 with contextlib.suppress(OSError):

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from bench import environment
 from bench.peers import LIBRARIES, Library, crash, measure
-from bench.peers.drive import ChildFailed, Child
+from bench.peers.drive import Child, ChildFailed
 from bench.peers.venvs import InstallError, python_for
 from bench.plan import Options
 from bench.results import RESULTS_DIR, SCHEMA_VERSION, write_results
@@ -122,22 +122,29 @@ class PeerRun:
             child = Child(lib, python, srv.url, settings)
             row = measure.Row(child, self._flusher(srv), self._used_memory(srv),
                               self.opts.repetitions, self.timeout)
-            add = self._adder(server, lib.name, flavor)
-            if position == 0 or lib.name != "conveyor":  # Conveyor's rows share a producer
-                for kind in ("sync", "async"):
-                    if api[kind]:
-                        add("enqueue-single", {"api": kind, "jobs": sizes["enqueue"]},
-                            lambda k=kind: row.enqueue(sizes["enqueue"], k))
-                bulk = {"api": "bulk", "batch": 50, "jobs": sizes["bulk"]}
-                if api["bulk"]:
-                    add("enqueue-bulk", bulk, lambda: row.enqueue(sizes["bulk"], "bulk"))
-                else:
-                    add("enqueue-bulk", bulk, None, status="no bulk API")
-                add("memory", {"counts": sizes["memory"]}, lambda: row.memory(sizes["memory"]))
-            for c in sizes["concurrencies"]:
-                add("process", {"concurrency": c, "jobs": sizes["process"]},
-                    lambda c=c: row.process(sizes["process"], c))
-            add("latency", {"jobs": sizes["latency"]}, lambda: row.latency(sizes["latency"]))
+            # Conveyor's two rows share a producer: its enqueue and memory figures run once.
+            producer = position == 0 or lib.name != "conveyor"
+            self._row(row, self._adder(server, lib.name, flavor), api, sizes, producer)
+
+    @staticmethod
+    def _row(row: measure.Row, add: Any, api: dict[str, Any], sizes: dict[str, Any],
+             producer: bool) -> None:
+        """Every scenario of one library row."""
+        if producer:
+            for kind in ("sync", "async"):
+                if api[kind]:
+                    add("enqueue-single", {"api": kind, "jobs": sizes["enqueue"]},
+                        lambda k=kind: row.enqueue(sizes["enqueue"], k))
+            bulk = {"api": "bulk", "batch": 50, "jobs": sizes["bulk"]}
+            if api["bulk"]:
+                add("enqueue-bulk", bulk, lambda: row.enqueue(sizes["bulk"], "bulk"))
+            else:
+                add("enqueue-bulk", bulk, None, status="no bulk API")
+            add("memory", {"counts": sizes["memory"]}, lambda: row.memory(sizes["memory"]))
+        for c in sizes["concurrencies"]:
+            add("process", {"concurrency": c, "jobs": sizes["process"]},
+                lambda c=c: row.process(sizes["process"], c))
+        add("latency", {"jobs": sizes["latency"]}, lambda: row.latency(sizes["latency"]))
 
     def _adder(self, server: str, library: str, flavor: str) -> Any:
         def add(scenario: str, params: dict[str, Any], fn: Any, status: str = "ok") -> None:

@@ -40,7 +40,7 @@ def _latest(ds: Dataset) -> tuple[pd.Series, dict[str, Any]] | None:
     return None
 
 
-def _value(peers: dict[str, Any], server: str, library: str, flavor: str | None,
+def _value(peers: dict[str, Any], server: str, library: str, flavor: str | None,  # noqa: PLR0917
            scenario: str, match: dict[str, Any], metric: str) -> tuple[float | None, str]:
     """(median, status) of one cell; flavor None: the best flavour of the library."""
     found: list[float] = []

@@ -166,6 +166,7 @@ def make_run(run_id: str = "20261129T201500Z-ab12cd", created: str = "2026-11-29
                              "queue.lease": 30.0, "worker.concurrency": 1},
         "servers": copy.deepcopy(SERVERS),
         "results": results,
+        "peers": peers_doc(),
     }
 
 
@@ -191,3 +192,35 @@ def make_dragonfly_run(run_id: str = "20261130T181041Z-df0001",
                         "protocol": 3, "parser": "hiredis", "params": {"concurrency": 8},
                         "kind": "error", "error": "rep 4/5: KeyError: '6'"}]
     return doc
+
+
+def peers_doc() -> dict[str, Any]:
+    """A synthetic ``peers`` section: Conveyor and one peer 10x slower, one crash table."""
+    rows = []
+    for library, flavor, scale in (("conveyor", "Worker", 10.0), ("bullmq", "default", 1.0)):
+        def add(scenario: str, params: dict[str, Any], name: str, value: float,
+                unit: str = "1/s", **kw: Any) -> None:
+            rows.append({"server": "valkey-9.1", "library": library, "flavor": flavor,
+                         "scenario": scenario, "params": params, "status": "ok",
+                         "metrics": {name: metric(value, unit)}, **kw})
+
+        add("enqueue-single", {"api": "async", "jobs": 200}, "jobs_per_s", 300 * scale)
+        add("enqueue-bulk", {"api": "bulk", "batch": 50, "jobs": 500}, "jobs_per_s", 900 * scale)
+        for c in (1, 32, 100):
+            add("process", {"concurrency": c, "jobs": 400}, "jobs_per_s", 50 * c * scale,
+                counts={"enqueued": 400, "completed": 400, "lost": 0, "duplicated": 0})
+        add("latency", {"jobs": 40}, "p50_ms", 10 / scale, "ms")
+        add("memory", {"counts": [200, 600]}, "bytes_per_job", 200 + 100 / scale, "B")
+    libraries = {name: {"requirements": [], "measured": True, "reason": None,
+                        "versions": {"library": "1.0"}, "recovery_settings": {},
+                        "retention": "nothing", "caveats": "synthetic",
+                        "flavors": {flavor: {"settings": {}, "note": "synthetic"}}}
+                 for name, flavor in (("conveyor", "Worker"), ("bullmq", "default"))}
+    crash = [{"server": "valkey-9.1", "library": name, "fault": fault, "jobs": 100,
+              "limit_s": 40.0, "status": "ok", "lost": 0, "run_twice": 0, "stuck": 0,
+              "seconds_to_done": 1.5}
+             for name in libraries for fault in ("sigkill", "server-restart", "connection-cut")]
+    method = {"crash": {"jobs": 100, "sleep_s": 0.05, "concurrency": 10, "cut_s": 3.0,
+                        "server_config": "aof-everysec"}}
+    return {"method": method, "servers": [{"id": "valkey-9.1", "measured": True}],
+            "libraries": libraries, "rows": rows, "crash": crash}

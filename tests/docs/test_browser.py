@@ -41,8 +41,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-PAGES = ["", "performance/", "servers/", "tuning/", "connections/", "history/", "production/",
-         "high-availability/", "methodology/", "api/"]
+PAGES = ["", "performance/", "peers/", "servers/", "tuning/", "connections/", "history/",
+         "production/", "high-availability/", "methodology/", "api/"]
 DRAW_TIMEOUT_MS = 15_000
 
 
@@ -194,7 +194,7 @@ def test_page_draws_every_chart(browser: Any, site: tuple[str, str], path: str) 
     name = f"{flavour}-{path.strip('/') or 'home'}"
     page, problems = open_page(browser, base + path)
     charts = check_charts(page, name)
-    if flavour == "synthetic" and path in ("performance/", "servers/", "tuning/"):
+    if flavour == "synthetic" and path in ("performance/", "peers/", "servers/", "tuning/"):
         assert charts, f"{name}: expected charts from the synthetic results"
     assert_clean(page, problems, name)
     page.close()

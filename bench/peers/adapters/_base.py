@@ -8,6 +8,7 @@ and every completion is appended to a log file as ``<id> <handler start time>`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ def payload(job_id: str) -> dict[str, str]:
 
 def open_log(path: str, sleep: float) -> None:
     """Where completions go, and how long each handler sleeps."""
-    global _LOG_FD, SLEEP  # noqa: PLW0603 (one log per worker process)
+    global _LOG_FD, SLEEP
     _LOG_FD = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     SLEEP = sleep
 
@@ -104,10 +105,8 @@ def dist_versions(*names: str) -> dict[str, str]:
 
     out = {}
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 

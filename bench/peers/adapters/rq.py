@@ -42,7 +42,10 @@ class Peer(_base.PeerBase):
     def enqueue_bulk(self, ids: list[str]) -> None:
         from rq import Queue  # noqa: PLC0415
 
-        self.q.enqueue_many([Queue.prepare_data(noop, args=(_base.payload(i),), **self.opts)
+        opts = dict(self.opts)  # prepare_data names enqueue's job_timeout "timeout"
+        if "job_timeout" in opts:
+            opts["timeout"] = opts.pop("job_timeout")
+        self.q.enqueue_many([Queue.prepare_data(noop, args=(_base.payload(i),), **opts)
                              for i in ids])
 
     def close(self) -> None:
