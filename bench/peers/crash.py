@@ -95,6 +95,7 @@ def run_fault(fault: str, make_child: Callable[[str], Child], server: Any,
             assert proxy is not None
             proxy.cut(CUT_S)
         done_at = _wait_all(log, set(job_ids), struck + limit)
+        record["worker_alive"] = workers[-1].alive()
     except ChildFailed as exc:
         return {**record, "status": "failed", "error": str(exc)}
     finally:

@@ -23,7 +23,7 @@ from bench.scenarios._common import flush_sync
 from bench.servers import ServerStartError, ServerUnavailable, start_server
 from bench.stats import STATISTICS_TEXT
 
-CHILD_TIMEOUT = 120.0
+CHILD_TIMEOUT = {"quick": 120.0, "full": 180.0}  # per child call; a slower drain is "timed out"
 
 
 class PeerRun:
@@ -33,7 +33,7 @@ class PeerRun:
                  command: list[str]) -> None:
         self.opts, self.names, self.console, self.command = opts, libraries, console, command
         self.size = "quick" if opts.quick else "full"
-        self.timeout = min(opts.timeout, CHILD_TIMEOUT * (1 if opts.quick else 3))
+        self.timeout = min(opts.timeout, CHILD_TIMEOUT[self.size])
         self.libraries: dict[str, dict[str, Any]] = {}
         self.rows: list[dict[str, Any]] = []
         self.crash: list[dict[str, Any]] = []

@@ -18,18 +18,21 @@ from bench.report.load import Dataset
 from bench.report.text import admonition, fmt, md_table, no_data, source_line, times
 
 REF = "conveyor"
-SCENARIO_COLUMNS = [  # (column header, scenario, params match, metric, higher is better)
-    ("enqueue sync (jobs/s)", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
-    ("enqueue asyncio (jobs/s)", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
-    ("enqueue bulk 50 (jobs/s)", "enqueue-bulk", {}, "jobs_per_s", True),
-    ("process c=1 (jobs/s)", "process", {"concurrency": 1}, "jobs_per_s", True),
-    ("process c=32 (jobs/s)", "process", {"concurrency": 32}, "jobs_per_s", True),
-    ("process c=100 (jobs/s)", "process", {"concurrency": 100}, "jobs_per_s", True),
-    ("latency p50 (ms)", "latency", {}, "p50_ms", False),
-    ("latency p95 (ms)", "latency", {}, "p95_ms", False),
-    ("latency p99 (ms)", "latency", {}, "p99_ms", False),
-    ("memory (B/waiting job)", "memory", {}, "bytes_per_job", False),
+RATES = [  # (column header, scenario, params match, metric, higher is better)
+    ("enqueue sync", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
+    ("enqueue asyncio", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
+    ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True),
+    ("process c=1", "process", {"concurrency": 1}, "jobs_per_s", True),
+    ("process c=32", "process", {"concurrency": 32}, "jobs_per_s", True),
+    ("process c=100", "process", {"concurrency": 100}, "jobs_per_s", True),
 ]
+COSTS = [
+    ("latency p50 (ms)", "latency", {}, "p50_ms", False),
+    ("p95 (ms)", "latency", {}, "p95_ms", False),
+    ("p99 (ms)", "latency", {}, "p99_ms", False),
+    ("memory (B/job)", "memory", {}, "bytes_per_job", False),
+]
+SCENARIO_COLUMNS = RATES + COSTS
 
 
 def _latest(ds: Dataset) -> tuple[pd.Series, dict[str, Any]] | None:
@@ -54,6 +57,8 @@ def _value(peers: dict[str, Any], server: str, library: str, flavor: str | None,
             continue
         if row["status"] == "ok" and metric in row.get("metrics", {}):
             found.append(row["metrics"][metric]["median"])
+        elif row["status"] == "timeout" and metric in row.get("metrics", {}):
+            status = f"≈{fmt(row['metrics'][metric]['median'])} (timed out)"
         else:
             status = row["status"]
     if not found:
@@ -84,28 +89,29 @@ def _ratio(ref: float | None, value: float | None, higher: bool) -> float | None
     return ref / value if higher else value / ref
 
 
-def speed_table(peers: dict[str, Any], server: str) -> pd.DataFrame:
-    """One row per library and flavour, one column per scenario."""
+def speed_table(peers: dict[str, Any], server: str, columns: list[Any]) -> pd.DataFrame:
+    """One row per library and flavour, one column per scenario of ``columns``."""
     out = []
     for library, flavor in _row_keys(peers, server):
-        line = {"library": library, "row": flavor}
-        for header, scenario, match, metric, _ in SCENARIO_COLUMNS:
+        line = {"library (row)": f"{library} ({flavor})"}
+        for header, scenario, match, metric, _ in columns:
             line[header] = _cell(*_value(peers, server, library, flavor, scenario, match, metric))
         out.append(line)
     return pd.DataFrame(out)
 
 
-def ratio_table(peers: dict[str, Any], server: str) -> pd.DataFrame:
+def ratio_table(peers: dict[str, Any], server: str, columns: list[Any]) -> pd.DataFrame:
     """How many times better Conveyor (best worker) is than each peer (best flavour)."""
     libraries = [lib for lib in dict.fromkeys(k for k, _ in _row_keys(peers, server)) if lib != REF]
     out = []
     for library in libraries:
         line = {"library": library}
-        for header, scenario, match, metric, higher in SCENARIO_COLUMNS:
+        for header, scenario, match, metric, higher in columns:
             ref, _ = _value(peers, server, REF, None, scenario, match, metric)
             value, status = _value(peers, server, library, None, scenario, match, metric)
             r = _ratio(ref, value, higher)
-            line[header.split(" (")[0]] = times(r) if r is not None else _cell(None, status)
+            line[header.replace(" (ms)", "").replace(" (B/job)", "")] = (
+                times(r) if r is not None else _cell(None, status))
         out.append(line)
     return pd.DataFrame(out)
 
@@ -176,9 +182,9 @@ def peers_libraries(ds: Dataset, prefix: str = "") -> str:
         client = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "library")
         flavors = "; ".join(f"**{f}**: {v['note'] or v['settings']}"
                             for f, v in lib["flavors"].items())
-        rows.append({"library": name, "version": versions.get("library", "—"),
-                     "clients": client or "—", "rows measured": flavors,
-                     "result retention": lib["retention"],
+        rows.append({"library": f"{name} {versions.get('library', '')}".strip(),
+                     "client": client or "—", "rows measured": flavors,
+                     "stored per finished job": lib["retention"],
                      "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"})
     return md_table(pd.DataFrame(rows)) + "\n\n" + source_line(run, prefix)
 
@@ -191,10 +197,15 @@ def peers_speed(ds: Dataset, prefix: str = "") -> str:
     run, peers = found
     parts = []
     for server in _servers(peers):
-        parts += [f"### {server}", "", md_table(speed_table(peers, server)), "",
+        parts += [f"### {server}", "", "Throughput (jobs/s):", "",
+                  md_table(speed_table(peers, server, RATES)), "",
+                  "Unloaded latency and server memory per waiting job:", "",
+                  md_table(speed_table(peers, server, COSTS)), "",
                   "How many times Conveyor's better worker beats each library's better row "
                   "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):", "",
-                  md_table(ratio_table(peers, server)), "", process_chart(peers, server), ""]
+                  md_table(ratio_table(peers, server, RATES)), "",
+                  md_table(ratio_table(peers, server, COSTS)), "",
+                  process_chart(peers, server), ""]
     return "\n".join(parts) + "\n" + source_line(run, prefix)
 
 
@@ -212,6 +223,8 @@ def crash_table(peers: dict[str, Any]) -> pd.DataFrame:
             "all done after (s)": (fmt(done) if done is not None else
                                    f"never (limit {fmt(rec['limit_s'])} s)") if ok
             else f"failed: {rec.get('error', '')[:80]}",
+            "worker still running": {True: "yes", False: "no (exited)"}.get(
+                rec.get("worker_alive"), "—"),
         })
     return pd.DataFrame(out)
 
