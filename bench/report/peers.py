@@ -18,10 +18,12 @@ from bench.report.load import Dataset
 from bench.report.text import admonition, fmt, md_table, no_data, source_line, times
 
 REF = "conveyor"
-RATES = [  # (column header, scenario, params match, metric, higher is better)
+ENQUEUE = [  # (column header, scenario, params match, metric, higher is better)
     ("enqueue sync", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
     ("enqueue asyncio", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
     ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True),
+]
+PROCESS = [
     ("process c=1", "process", {"concurrency": 1}, "jobs_per_s", True),
     ("process c=32", "process", {"concurrency": 32}, "jobs_per_s", True),
     ("process c=100", "process", {"concurrency": 100}, "jobs_per_s", True),
@@ -32,7 +34,9 @@ COSTS = [
     ("p99 (ms)", "latency", {}, "p99_ms", False),
     ("memory (B/job)", "memory", {}, "bytes_per_job", False),
 ]
-SCENARIO_COLUMNS = RATES + COSTS
+FAULT_NAMES = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
+               "connection-cut": "connections cut"}
+SCENARIO_COLUMNS = ENQUEUE + PROCESS + COSTS
 
 
 def _latest(ds: Dataset) -> tuple[pd.Series, dict[str, Any]] | None:
@@ -59,7 +63,7 @@ def _value(peers: dict[str, Any], server: str, library: str, flavor: str | None,
             found.append(row["metrics"][metric]["median"])
         elif row["status"] == "timeout" and metric in row.get("metrics", {}):
             status = f"≈{fmt(row['metrics'][metric]['median'])} (timed out)"
-        else:
+        elif row["status"] != "ok":
             status = row["status"]
     if not found:
         return None, status
@@ -197,33 +201,34 @@ def peers_speed(ds: Dataset, prefix: str = "") -> str:
     run, peers = found
     parts = []
     for server in _servers(peers):
-        parts += [f"### {server}", "", "Throughput (jobs/s):", "",
-                  md_table(speed_table(peers, server, RATES)), "",
-                  "Unloaded latency and server memory per waiting job:", "",
-                  md_table(speed_table(peers, server, COSTS)), "",
-                  "How many times Conveyor's better worker beats each library's better row "
-                  "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):", "",
-                  md_table(ratio_table(peers, server, RATES)), "",
-                  md_table(ratio_table(peers, server, COSTS)), "",
-                  process_chart(peers, server), ""]
+        parts += [f"### {server}", ""]
+        for title, columns in (("Enqueue (jobs/s)", ENQUEUE), ("Process (jobs/s)", PROCESS),
+                               ("Unloaded latency and memory per waiting job", COSTS)):
+            parts += [f"{title}:", "", md_table(speed_table(peers, server, columns)), ""]
+        parts += ["How many times Conveyor's better worker beats each library's better row "
+                  "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):", ""]
+        for columns in (ENQUEUE, PROCESS, COSTS):
+            parts += [md_table(ratio_table(peers, server, columns)), ""]
+        parts += [process_chart(peers, server), ""]
     return "\n".join(parts) + "\n" + source_line(run, prefix)
 
 
-def crash_table(peers: dict[str, Any]) -> pd.DataFrame:
-    """One row per server, library and fault."""
+def crash_table(peers: dict[str, Any], server: str) -> pd.DataFrame:
+    """One row per library and fault on ``server``."""
     out = []
     for rec in peers["crash"]:
+        if rec["server"] != server:
+            continue
         ok = rec["status"] == "ok"
         done = rec.get("seconds_to_done")
         out.append({
-            "server": rec["server"], "library": rec["library"], "fault": rec["fault"],
-            "lost": rec.get("lost", "—") if ok else "—",
-            "run twice": rec.get("run_twice", "—") if ok else "—",
-            "stuck": rec.get("stuck", "—") if ok else "—",
+            "library": rec["library"], "fault": FAULT_NAMES.get(rec["fault"], rec["fault"]),
+            "lost / twice / stuck": (f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}"
+                                     if ok else "—"),
             "all done after (s)": (fmt(done) if done is not None else
                                    f"never (limit {fmt(rec['limit_s'])} s)") if ok
             else f"failed: {rec.get('error', '')[:80]}",
-            "worker still running": {True: "yes", False: "no (exited)"}.get(
+            "worker alive": {True: "yes", False: "no (exited)"}.get(
                 rec.get("worker_alive"), "—"),
         })
     return pd.DataFrame(out)
@@ -241,8 +246,9 @@ def peers_crash(ds: Dataset, prefix: str = "") -> str:
              f"({m['server_config']}); connections cut for {m['cut_s']} s.")
     settings = pd.DataFrame([{"library": n, "recovery settings used": str(lib["recovery_settings"])}
                              for n, lib in peers["libraries"].items()])
-    return "\n\n".join([intro, md_table(crash_table(peers)), md_table(settings),
-                        source_line(run, prefix)])
+    servers = list(dict.fromkeys(rec["server"] for rec in peers["crash"]))
+    tables = [f"**{s}**\n\n{md_table(crash_table(peers, s))}" for s in servers]
+    return "\n\n".join([intro, *tables, md_table(settings), source_line(run, prefix)])
 
 
 def peers_caveats(ds: Dataset, prefix: str = "") -> str:

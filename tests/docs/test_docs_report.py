@@ -332,7 +332,7 @@ def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:
     assert "memory per waiting job" in home
     speed = render(ds, "peers_speed")
     assert "10.00x" in speed and "data-cv-chart=" in speed and "(log axis)" in speed
-    assert "connection-cut" in render(ds, "peers_crash")
+    assert "connections cut" in render(ds, "peers_crash")
 
 
 def test_peers_sections_say_when_nothing_was_measured(tmp_path: Path) -> None:
