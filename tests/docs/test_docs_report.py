@@ -320,23 +320,3 @@ def test_methodology_says_what_each_older_run_is_used_for(tmp_path: Path) -> Non
     out = render(dataset(tmp_path, make_run(), older, other), "runs_section")
     assert "the figures on every page" in out
     assert "run-to-run spread only" in out and "History only: an older method" in out
-
-
-# ------------------------------------------------------------------ peers
-
-
-def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:
-    ds = dataset(tmp_path, copy.deepcopy(make_run()))
-    home = render(ds, "peers_home")
-    assert "process at concurrency 32: **10.00x** (best peer: bullmq)" in home
-    assert "memory per waiting job" in home
-    speed = render(ds, "peers_speed")
-    assert "10.00x" in speed and "data-cv-chart=" in speed and "(log axis)" in speed
-    assert "connections cut" in render(ds, "peers_crash")
-
-
-def test_peers_sections_say_when_nothing_was_measured(tmp_path: Path) -> None:
-    doc = copy.deepcopy(make_run())
-    del doc["peers"]
-    ds = dataset(tmp_path, doc)
-    assert "No results yet" in render(ds, "peers_speed")
