@@ -103,7 +103,26 @@ def other_rows() -> list[dict[str, Any]]:
                  {"bytes_per_job": metric(b, "B", spread=0.0, reps=1)}, config=cfg)
              for p, base_b, tuned_b in ((32, 200, 200), (1024, 1500, 1100))
              for cfg, b in (("default", base_b), ("listpack-1024", tuned_b))]
-    rows += connections_rows()
+    rows += connections_rows() + ha_rows()
+    return rows
+
+
+def ha_rows() -> list[dict[str, Any]]:
+    """scale-out (queues over a cluster, wait_replicas on a pair) and tls (redis-7.0 only)."""
+    shared = {"min_seconds": 2.0, "batch": 50, "payload_bytes": 64}
+    one_caller = {"jobs_per_s", "p50_ms", "p99_ms"}
+    rows = [row("scale-out", {"topology": "cluster", "queues": q, **shared},
+                {"jobs_per_s": metric(rate, "1/s"), "shards_used": metric(min(q, 3), "count", 0),
+                 "shard_balance": metric(balance, "ratio", 0)})
+            for q, rate, balance in ((1, 4000.0, 1.0), (3, 9000.0, 0.9))]
+    rows += [row("scale-out", {"topology": "replicated", "wait_replicas": w, **shared},
+                 {m: metric(v, "ms" if m != "jobs_per_s" else "1/s")
+                  for m, v in zip(sorted(one_caller), (rate, 0.3 * (1 + w), 0.9 * (1 + w)), strict=True)})
+             for w, rate in ((0, 3000.0), (1, 1500.0))]
+    rows += [row("tls", {"tls": flag, "min_seconds": 2.0, "payload_bytes": 64},
+                 {"jobs_per_s": metric(rate, "1/s"), "p50_ms": metric(0.3, "ms"),
+                  "p99_ms": metric(0.9, "ms")}, server="redis-7.0")
+             for flag, rate in ((0, 3000.0), (1, 2400.0))]
     return rows
 
 

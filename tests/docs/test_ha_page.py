@@ -7,30 +7,16 @@ import json
 from pathlib import Path
 
 from conveyor import acl_rules
-from docs_synthetic import make_run, metric, row
+from docs_synthetic import make_run
 
 from bench.report import SECTIONS, load
 from bench.report.ha import acl_setup, durability_table, scale_out_table, tls_table
 
 
-def _dataset(tmp_path: Path, with_scale_out: bool):  # type: ignore[no-untyped-def]
+def _dataset(tmp_path: Path, with_ha: bool):  # type: ignore[no-untyped-def]
     doc = make_run()
-    if with_scale_out:
-        shared = {"min_seconds": 2.0, "batch": 50, "payload_bytes": 64}
-        for queues, rate, balance in ((1, 4000.0, 1.0), (3, 9000.0, 0.9)):
-            doc["results"].append(row("scale-out", {"topology": "cluster", "queues": queues, **shared}, {
-                "jobs_per_s": metric(rate, "1/s"), "shards_used": metric(min(queues, 3), "count", 0),
-                "shard_balance": metric(balance, "ratio", 0)}))  # fmt: skip
-        for wait, rate in ((0, 3000.0), (1, 1500.0)):
-            params = {"topology": "replicated", "wait_replicas": wait, **shared}
-            doc["results"].append(row("scale-out", params, {
-                "jobs_per_s": metric(rate, "1/s"), "p50_ms": metric(0.3 * (1 + wait), "ms"),
-                "p99_ms": metric(0.9 * (1 + wait), "ms")}))  # fmt: skip
-        for flag, rate in ((0, 3000.0), (1, 2400.0)):
-            params = {"tls": flag, "min_seconds": 2.0, "payload_bytes": 64}
-            doc["results"].append(row("tls", params, {
-                "jobs_per_s": metric(rate, "1/s"), "p50_ms": metric(0.3, "ms"),
-                "p99_ms": metric(0.9, "ms")}, server="redis-7.0"))  # fmt: skip
+    if not with_ha:
+        doc["results"] = [r for r in doc["results"] if r["scenario"] not in ("scale-out", "tls")]
     path = tmp_path / "v1" / "conveyor-0.1.0" / f"{doc['run_id']}.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc))
