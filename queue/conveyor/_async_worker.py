@@ -167,8 +167,10 @@ class AsyncWorker:
         budget = d.claim_budget(len(acks))
         if not acks and not budget:
             return False, -1.0
-        request = d.on_sending(acks)
-        statuses, claimed, until_due = await pump._run(pump.core.ack(acks, budget, request=request))
+        request, resend = d.on_sending(acks)
+        statuses, claimed, until_due = await pump._run(
+            pump.core.ack(acks, budget, request=request, resend=resend)
+        )
         d.on_acked(acks, statuses)
         d.on_claimed(claimed)
         for job in claimed:

@@ -132,10 +132,12 @@ class Dispatcher:
         the server's record of it."""
         return self.done[:MAX_BATCH] if self.inflight is None else self.inflight
 
-    def on_sending(self, acks: list[Job]) -> tuple[str, int]:
-        """An ack+claim call is about to be sent: pin its acks; returns its request id."""
+    def on_sending(self, acks: list[Job]) -> tuple[tuple[str, int], bool]:
+        """An ack+claim call is about to be sent: pin its acks. Returns its request id, and whether
+        it re-sends a call whose reply never came (its acks are still pinned)."""
+        resend = self.inflight is not None
         self.inflight = acks
-        return self.worker_id, self.sequence
+        return (self.worker_id, self.sequence), resend
 
     def on_claimed(self, jobs: Sequence[Job]) -> None:
         now = time.monotonic()

@@ -173,11 +173,13 @@ class QueueCore:
         claim: int = 0,
         lease: float | None = None,
         request: tuple[str, int] | None = None,
+        resend: bool = False,
     ) -> Call[tuple[list[int], list[Job], float]]:
         """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due).
 
         ``request`` = (worker id, sequence number) makes the call safe to re-send: a second call
-        with the same pair answers what the first did (see ack.lua) instead of claiming again.
+        with the same pair and ``resend=True`` answers what the first did (see ack.lua) instead of
+        claiming again. Only a re-sent call reads the server's record (the hot path writes it).
         """
         if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
@@ -186,7 +188,7 @@ class QueueCore:
             claim,
             self.settings.maintenance_batch,
             self.settings.keep_completed,
-            "" if request is None else str(request[1]),
+            "" if request is None else ("+" if resend else "") + str(request[1]),
             len(jobs),
         ]
         for job in jobs:

@@ -172,8 +172,8 @@ class Worker:
         budget = d.claim_budget(len(acks))
         if not acks and not budget:
             return False, -1.0
-        request = d.on_sending(acks)
-        statuses, claimed, until_due = pump._run(pump.core.ack(acks, budget, request=request))
+        request, resend = d.on_sending(acks)
+        statuses, claimed, until_due = pump._run(pump.core.ack(acks, budget, request=request, resend=resend))
         with self._lock:
             d.on_acked(acks, statuses)
             d.on_claimed(claimed)

@@ -65,7 +65,7 @@ async def test_claim_replay_returns_the_same_batch(api):
     await q.enqueue_many([("t", i) for i in range(5)])
     core = q.inner.core
     first = await q._run(core.ack([], 3, request=("w-1", 7)))
-    again = await q._run(core.ack([], 3, request=("w-1", 7)))
+    again = await q._run(core.ack([], 3, request=("w-1", 7), resend=True))
     assert [(j.id, j.token) for j in first[1]] == [(j.id, j.token) for j in again[1]]
     assert len(first[1]) == 3
     assert await q.counts() == counts(waiting=2, active=3)
@@ -73,7 +73,7 @@ async def test_claim_replay_returns_the_same_batch(api):
     assert nxt[0] == [1]
     assert len(nxt[1]) == 2
     assert {j.id for j in nxt[1]}.isdisjoint(j.id for j in first[1])
-    replayed = await q._run(core.ack(first[1][:1], 3, request=("w-1", 8)))
+    replayed = await q._run(core.ack(first[1][:1], 3, request=("w-1", 8), resend=True))
     assert replayed[0] == [1]  # the ack's own status is replayed too
     assert [j.token for j in replayed[1]] == [j.token for j in nxt[1]]
 

@@ -2,7 +2,8 @@
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
---       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none),
+--       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
+--       a re-sent call, the only kind that reads the record),
 --       6 n acks (<= 1000), then n pairs: id, token
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
@@ -38,7 +39,8 @@ local function replay(parts)
   return out
 end
 
-if request ~= '' then
+if string.sub(request, 1, 1) == '+' then
+  request = string.sub(request, 2)
   local stored = redis.call('GET', record)
   if stored then
     local parts = split_braces(stored)
