@@ -51,6 +51,7 @@ class QueueKeys:
     completed: str  # sorted set: id -> finish time (ms), retained jobs only
     failed: str  # sorted set: id -> finish time (ms)
     marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
+    dedup: str  # sorted set: caller-given id -> finish time (ms), within the deduplication window
     schedules: str  # hash: periodic schedule name -> next fire time (ms)
     jobs: str  # prefix of job hashes; never a key on its own
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
@@ -77,6 +78,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         completed=base + "c",
         failed=base + "f",
         marker=base + "m",
+        dedup=base + "u",
         schedules=base + "cron",
         jobs=base + "j:",
         requests=base + "rc:",

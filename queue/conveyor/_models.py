@@ -8,7 +8,14 @@ from typing import Any
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
 
-STATES = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed"}
+STATES = {
+    "w": "waiting",
+    "d": "delayed",
+    "a": "active",
+    "c": "completed",
+    "f": "failed",
+    "x": "finished",  # finished inside the deduplication window; its record is gone
+}
 _UNSET: Any = object()
 
 
@@ -41,6 +48,7 @@ class QueueSettings:
     socket_timeout: float = 10.0
     connect_timeout: float = 5.0
     protocol: int = 3
+    dedup_window: float | None = None
     wait_replicas: int = 0
     wait_timeout: float = 1.0
 
@@ -55,6 +63,7 @@ class QueueSettings:
             "maintenance_interval must be > 0": self.maintenance_interval > 0,
             "pool_size must be >= 1": self.pool_size >= 1,
             "protocol must be 2 or 3": self.protocol in (2, 3),
+            "dedup_window must be None or >= 0": self.dedup_window is None or self.dedup_window >= 0,
             "wait_replicas must be >= 0": self.wait_replicas >= 0,
             "wait_timeout must be > 0": self.wait_timeout > 0,
         }

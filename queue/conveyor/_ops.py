@@ -87,14 +87,14 @@ class QueueCore:
         batch = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
         if not batch or len(batch) > MAX_BATCH:
             raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(batch)}")
-        args: list[Any] = [len(batch)]
+        args: list[Any] = [len(batch), self._window_ms()]
         pack = self._pack_spec
         for spec in batch:
             args += pack(spec)
         k = self.keys
         return Call(
             Scripts.ENQUEUE.value,
-            (k.meta, k.waiting, k.delayed, k.marker, k.jobs),
+            (k.meta, k.waiting, k.delayed, k.marker, k.jobs, k.completed, k.failed, k.dedup),
             args,
             lambda reply: self._parse_enqueue(batch, args, reply),
         )
@@ -106,7 +106,7 @@ class QueueCore:
         for i, spec in enumerate(specs):
             job_id, created, state = text(reply[1 + 3 * i]), reply[2 + 3 * i], text(reply[3 + 3 * i])
             if created:
-                job = Job(job_id, spec.task, STATES[state], args[3 + 5 * i], 0, args[4 + 5 * i], now)
+                job = Job(job_id, spec.task, STATES[state], args[4 + 5 * i], 0, args[5 + 5 * i], now)
             else:
                 f = reply[extra : extra + 5]
                 extra += 5
@@ -161,6 +161,11 @@ class QueueCore:
             lambda r: (self._parse_claimed(r, 2), until_due(r[0], r[1])),
         )
 
+    def _window_ms(self) -> int:
+        """The deduplication window for the scripts: -1 = while retained (no window)."""
+        window = self.settings.dedup_window
+        return -1 if window is None else round(window * 1000)
+
     def _lease_ms(self, lease: float | None) -> int:
         lease = self.settings.lease if lease is None else lease
         if lease < 0.05:
@@ -189,6 +194,7 @@ class QueueCore:
             self.settings.maintenance_batch,
             self.settings.keep_completed,
             "" if request is None else ("+" if resend else "") + str(request[1]),
+            self._window_ms(),
             len(jobs),
         ]
         for job in jobs:
@@ -200,7 +206,7 @@ class QueueCore:
             return [int(s) for s in r[:n]], self._parse_claimed(r, n + 2), until_due(r[n], r[n + 1])
 
         record = k.requests if request is None else k.request(request[0])
-        keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record)
+        keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record, k.dedup)
         return Call(Scripts.ACK.value, keys, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
@@ -220,8 +226,15 @@ class QueueCore:
 
         return Call(
             Scripts.FAIL.value,
-            (k.meta, k.waiting, k.delayed, k.active, k.failed, k.marker, k.jobs),
-            (job.id, held_token(job), message[:MAX_ERROR_CHARS], delay, self.settings.keep_failed),
+            (k.meta, k.waiting, k.delayed, k.active, k.failed, k.marker, k.jobs, k.dedup),
+            (
+                job.id,
+                held_token(job),
+                message[:MAX_ERROR_CHARS],
+                delay,
+                self.settings.keep_failed,
+                self._window_ms(),
+            ),
             parse,
         )
 
@@ -268,8 +281,8 @@ class QueueCore:
         k = self.keys
         return Call(
             Scripts.RECOVER.value,
-            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs),
-            (self._batch(batch), self.settings.keep_failed),
+            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs, k.dedup),
+            (self._batch(batch), self.settings.keep_failed, self._window_ms()),
             lambda r: (int(r[0]), int(r[1])),
         )
 
@@ -278,8 +291,8 @@ class QueueCore:
         ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
         return Call(
             Scripts.TRIM.value,
-            (self.keys.completed, self.keys.failed, self.keys.jobs),
-            (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch)),
+            (self.keys.completed, self.keys.failed, self.keys.jobs, self.keys.dedup),
+            (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch), self._window_ms()),
             lambda r: int(r[0]) + int(r[1]),
         )
 

@@ -103,6 +103,12 @@ local function trim_by_age(set, jobs, cutoff, limit)
   return #ids
 end
 
+-- Deduplication window: a caller-given id (generated ids are all digits) is remembered for
+-- `window` ms after its job finished, in the dedup set (id -> finish time). window <= 0: off.
+local function remember(dedup, window, id, now)
+  if window > 0 and not string.find(id, '^%d+$') then redis.call('ZADD', dedup, now, id) end
+end
+
 local function finish_failed(failed, meta, key, id, err, now)
   redis.call('HDEL', key, 'k', 'l')
   redis.call('HSET', key, 's', 'f', 'r', err, 't', now)

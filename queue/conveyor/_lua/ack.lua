@@ -1,10 +1,10 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
 --       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
 --       a re-sent call, the only kind that reads the record),
---       6 n acks (<= 1000), then n pairs: id, token
+--       6 deduplication window ms (<= 0 off), 7 n acks (<= 1000), then n pairs: id, token
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
@@ -12,10 +12,10 @@
 -- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
 -- a socket timeout) changes nothing and answers the recorded batch again, each job read afresh and
 -- only while the recorded token still holds it.
-local meta, waiting, delayed, active, completed, marker, jobs, record =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local meta, waiting, delayed, active, completed, marker, jobs, record, dedup =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local lease_ms, count, promote_batch = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local keep, request, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local keep, request, window, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 bounded(count, 1000, 'claim')
 bounded(n, 1000, 'ack')
 local now = now_ms()
@@ -53,12 +53,13 @@ end
 
 local out, done, finished = {}, {}, {}
 for i = 1, n do
-  local id, token = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
+  local id, token = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
   local key = jobs .. id
   local status = check_lease(key, token)
   out[i] = status
   if status == 1 then
     done[#done + 1] = id
+    remember(dedup, window, id, now)
     if keep == 0 then
       redis.call('DEL', key)
     else

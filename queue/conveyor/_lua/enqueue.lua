@@ -1,26 +1,45 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs (prefix of job hashes)
--- ARGV: 1 n (<= 1000), then n groups of 5: id ('' = generate), task, payload, max attempts,
---       delay ms (0 = ready now)
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
+-- ARGV: 1 n (<= 1000), 2 deduplication window ms (-1: a finished job dedups while retained;
+--       >= 0: for that long after it finished), then n groups of 5: id ('' = generate), task,
+--       payload, max attempts, delay ms (0 = ready now)
 -- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
 --          task, payload, attempts, max attempts, enqueued at}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
 --         returned and nothing is created (idempotent enqueue).
-local meta, waiting, delayed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local n = tonumber(ARGV[1])
+local meta, waiting, delayed, marker, jobs, completed, failed, dedup =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local n, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 bounded(n, 1000, 'enqueue')
 local now = now_ms()
 
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[2 + i * 5] == '' then generated = generated + 1 end
+  if ARGV[3 + i * 5] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
 
+-- With a window: a finished job dedups only until window ms after it finished (then the new job
+-- replaces it); a job whose record is gone still dedups while its id is in the dedup set.
+local function within_window(old, id, now)
+  if (old[1] == 'c' or old[1] == 'f') and now - (tonumber(old[7]) or 0) >= window then
+    redis.call('ZREM', completed, id)
+    redis.call('ZREM', failed, id)
+    redis.call('ZREM', dedup, id)
+    redis.call('DEL', jobs .. id)
+    return {false}
+  end
+  if not old[1] and window > 0 then
+    local finished = redis.call('ZSCORE', dedup, id)
+    if finished and now - tonumber(finished) < window then return {'x', '', '', 0, 0, 0} end
+  end
+  return old
+end
+
 local out, existing, ready, later = {now}, {}, {}, {}
 for i = 0, n - 1 do
-  local base = 2 + i * 5
+  local base = 3 + i * 5
   local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
   local old = {false}
   if id == '' then
@@ -28,7 +47,8 @@ for i = 0, n - 1 do
     next_id = next_id + 1
     id = tostring(next_id)
   else
-    old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e')
+    old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't')
+    if window >= 0 then old = within_window(old, id, now) end
   end
   local key = jobs .. id
   if old[1] then

@@ -1,11 +1,12 @@
 -- fail: record a failed attempt; retry later through the delayed set, or end in the failed state.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs
--- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all)
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup
+-- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all),
+--       6 deduplication window ms (<= 0 off)
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
-local meta, waiting, delayed, active, failed, marker, jobs =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local meta, waiting, delayed, active, failed, marker, jobs, dedup =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
@@ -28,5 +29,6 @@ if delay >= 0 and attempts < max then
   return {1, 'retry', now + delay}
 end
 finish_failed(failed, meta, key, id, err, now)
+remember(dedup, tonumber(ARGV[6]), id, now)
 trim_by_count(failed, jobs, keep, 10)
 return {1, 'failed', now}

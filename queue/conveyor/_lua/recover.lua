@@ -1,10 +1,11 @@
 -- recover: redeliver jobs whose lease expired (the worker died or stalled), at most `batch` per call;
 -- a job that has used all its attempts ends in the failed state instead.
--- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs
--- ARGV: 1 batch (1..100000), 2 keep failed (-1 all)
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup
+-- ARGV: 1 batch (1..100000), 2 keep failed (-1 all), 3 deduplication window ms (<= 0 off)
 -- Returns: {redelivered, failed}
 -- Errors: CONVEYOR_BOUND if more than `batch` jobs were processed (asserted, never expected).
-local meta, waiting, active, failed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, waiting, active, failed, marker, jobs, dedup =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local batch = bounded(tonumber(ARGV[1]), 100000, 'recover batch')
 local keep = tonumber(ARGV[2])
 local now = now_ms()
@@ -21,6 +22,7 @@ for i = #ids, 1, -1 do
     local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
     if attempts >= max then
       finish_failed(failed, meta, key, id, 'lease expired after attempt ' .. attempts .. ' of ' .. max, now)
+      remember(dedup, tonumber(ARGV[3]), id, now)
       dead = dead + 1
     else
       redis.call('HDEL', key, 'k', 'l')

@@ -1,10 +1,10 @@
 -- trim: retention of completed and failed jobs by count and by age, at most `batch` removals per set.
--- KEYS: 1 completed, 2 failed, 3 jobs
+-- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup
 -- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
---       4 failed max age ms (-1 none), 5 batch (1..100000)
--- Returns: {completed removed, failed removed}
+--       4 failed max age ms (-1 none), 5 batch (1..100000), 6 deduplication window ms (<= 0 off)
+-- Returns: {completed removed, failed removed} (expired dedup entries are dropped too, up to batch)
 -- Errors: CONVEYOR_BOUND if more than `batch` removals happened in one set (asserted).
-local completed, failed, jobs = KEYS[1], KEYS[2], KEYS[3]
+local completed, failed, jobs, dedup = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local batch = bounded(tonumber(ARGV[5]), 100000, 'trim batch')
 local now = now_ms()
 
@@ -15,4 +15,9 @@ local function trim(set, keep, max_age)
   return bounded(removed, batch, 'trim')
 end
 
+local window = tonumber(ARGV[6])
+if window > 0 then
+  local old = redis.call('ZRANGEBYSCORE', dedup, '-inf', '(' .. (now - window), 'LIMIT', 0, batch)
+  call_chunked('ZREM', dedup, old)
+end
 return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, tonumber(ARGV[3]), tonumber(ARGV[4]))}
