@@ -11,6 +11,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests", "lint"]
 
 PYTHON = "3.11"
+PYTHONS = ["3.11", "3.12", "3.13"]  # supported interpreters, oldest first
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 
@@ -25,11 +26,20 @@ def _install(session: nox.Session, *groups: str, project: bool = True) -> None:
         session.install("-q", "-e", ".[hiredis,cli,cron,prometheus,otel]")
 
 
+def _tests(session: nox.Session) -> None:
+    _install(session, "test")
+    session.run("pytest", "-m", "not browser and not ha", *session.posargs)
+
+
+def _bench(session: nox.Session) -> None:
+    _install(session, "bench")
+    session.run("python", "-m", "bench", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the test suite on every server this machine can start (site tests: `browser`)."""
-    _install(session, "test")
-    session.run("pytest", "-m", "not browser and not ha", *session.posargs)
+    _tests(session)
 
 
 @nox.session(python=PYTHON)
@@ -60,8 +70,19 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Run the benchmark suite; arguments are forwarded to `python -m bench`."""
-    _install(session, "bench")
-    session.run("python", "-m", "bench", *session.posargs)
+    _bench(session)
+
+
+@nox.session(python=PYTHONS)
+def bench_python(session: nox.Session) -> None:
+    """The benchmark suite on one interpreter: `nox -s bench_python-3.13 -- --loop uvloop ...`."""
+    _bench(session)
+
+
+@nox.session(python=PYTHONS)
+def tests_python(session: nox.Session) -> None:
+    """The test suite on one interpreter: `nox -s tests_python-3.13 -- tests/unit`."""
+    _tests(session)
 
 
 @nox.session(python=PYTHON)

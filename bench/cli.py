@@ -21,6 +21,7 @@ from bench import estimate, scenarios
 from bench.peers import resolve as resolve_libraries
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
+from bench.scenarios._common import LOOPS
 from bench.servers import CONFIGS, KINDS
 
 KIND_IDS = tuple(kind.id for kind in KINDS)
@@ -82,6 +83,10 @@ def parser() -> argparse.ArgumentParser:
                    help="allow flushing an external server's database that holds keys")
     p.add_argument("--param", action="append", default=[], metavar="SCENARIO.KEY=VALUE",
                    help="override a scenario size option (value parsed as JSON)")
+    p.add_argument("--loop", choices=LOOPS, default="asyncio",
+                   help="event loop for the asyncio parts of scenarios (default %(default)s); "
+                        "recorded in the run's method and, when not the default, in each "
+                        "result's params")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds allowed per repetition process (default %(default)s)")
     p.add_argument("--libraries", type=_csv, default=["conveyor"],
@@ -146,6 +151,9 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise SystemExit("--parsers takes hiredis,python and --protocols takes 2,3")
     if "hiredis" in args.parsers and importlib.util.find_spec("hiredis") is None:
         raise SystemExit("hiredis is not installed: `pip install hiredis`, or pass --parsers python")
+    if args.loop != "asyncio" and importlib.util.find_spec(args.loop) is None:
+        raise SystemExit(f"--loop {args.loop}: the {args.loop} package is not installed here "
+                         "(it is in the bench dependency group: use `nox -s bench`)")
     return Options(
         servers=servers, configs=args.configs, scenarios=args.scenarios,
         protocols=args.protocols, parsers=args.parsers, quick=args.quick,
@@ -153,6 +161,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         warmup=args.warmup if args.warmup is not None else (0 if args.quick else 1),
         external=urls, force_flush=args.force_flush, params=parse_params(args.param),
         timeout=args.timeout, output=args.output, client_variants=args.client_variants,
+        loop=args.loop,
     )
 
 

@@ -37,6 +37,7 @@ class Options:
     timeout: float = 900.0
     output: Path | None = None
     client_variants: str = "first"  # "first": RESP2 / Python parser on the first server only
+    loop: str = "asyncio"  # event loop of the asyncio parts of scenarios ("asyncio" or "uvloop")
 
 
 @dataclass
@@ -151,6 +152,8 @@ def _fill_cells(sp: ServerPlan, opts: Options, client: bool = True) -> None:
         for name in opts.scenarios:
             module = scenarios.load(name)
             cases = module.cases(variant, sizes[name])
+            if opts.loop != "asyncio":  # recorded per result; default-loop rows stay as before
+                cases = [{**case, "loop": opts.loop} for case in cases]
             if cases:
                 reps = min(opts.repetitions, getattr(module, "MAX_REPETITIONS", opts.repetitions))
                 warm = min(opts.warmup, getattr(module, "WARMUP", opts.warmup))

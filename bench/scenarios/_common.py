@@ -5,13 +5,16 @@ Everything here runs inside the per-repetition child process (``python -m bench.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 INJECT_ENV = "BENCH_INJECT"  # test hooks: "duplicate", "lost", "drop-metric:NAME", "die-after-cells:N"
 
@@ -42,6 +45,7 @@ class Target:
     parser: str = "hiredis"
     external: bool = False
     mode: str | None = None
+    loop: str = "asyncio"  # event loop of the asyncio parts: "asyncio" or "uvloop"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -67,6 +71,18 @@ class Target:
     def settings(self, **extra: Any) -> dict[str, Any]:
         """Conveyor QueueSettings keyword arguments for this target."""
         return {"protocol": self.protocol, **extra}
+
+
+LOOPS = ("asyncio", "uvloop")
+
+
+def run_async(target: Target, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on the target's event loop (the standard one or uvloop)."""
+    if target.loop == "uvloop":
+        import uvloop  # noqa: PLC0415 (deliberately lazy: an optional runtime)
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
 
 
 def queue_name(scenario: str) -> str:

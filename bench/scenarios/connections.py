@@ -36,6 +36,7 @@ from bench.scenarios._common import (
     make_async_queue,
     metric,
     payload_of,
+    run_async,
     specs,
 )
 from bench.scenarios.enqueue_single import verify_stored
@@ -214,4 +215,4 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     if params["kind"] == "memory":
         return _memory(target, params)
     fn = _roles if params["kind"] == "roles" else _pool
-    return asyncio.run(fn(target, params))
+    return run_async(target, fn(target, params))

@@ -23,6 +23,7 @@ from bench.scenarios._common import (
     make_async_queue,
     make_queue,
     metric,
+    run_async,
     run_for,
     specs,
 )
@@ -49,7 +50,7 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """Enqueue ``jobs`` jobs in batches, from one producer or several concurrent ones."""
     if params.get("producers", 1) > 1:
-        return asyncio.run(run_concurrent(target, params))
+        return run_async(target, run_concurrent(target, params))
     queue = make_queue(target, NAME)
     batch = specs(params["batch"], params["payload_bytes"])
     for job in queue.enqueue_many(batch[:1]):  # connect, check server, load script

@@ -47,6 +47,7 @@ from bench.scenarios._common import (
     make_async_queue,
     metric,
     preload_scripts,
+    run_async,
 )
 from bench.scenarios.latency_producer import producer_main, send_rate
 from bench.stats import latency_summary
@@ -263,7 +264,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     probe = Probe(ctx, params.get("handler_ms", 0) / 1e3)
     preload_scripts(target.url)
-    extra = asyncio.run(_measure(target, params, probe, ctx))
+    extra = run_async(target, _measure(target, params, probe, ctx))
     report = probe.tracker.verify()
     metrics = {k: metric(v, "ms") for k, v in latency_summary(probe.latencies, QUANTILES).items()}
     metrics["samples"] = metric(len(probe.latencies), "count")

@@ -26,6 +26,7 @@ from bench.scenarios._common import (
     metric,
     payload_of,
     preload_scripts,
+    run_async,
 )
 from bench.stats import latency_summary
 
@@ -90,7 +91,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition of one grid row."""
     tracker = Tracker()
     preload_scripts(target.url)
-    elapsed, latencies = asyncio.run(_measure(target, params, tracker))
+    elapsed, latencies = run_async(target, _measure(target, params, tracker))
     report = tracker.verify()
     metrics = {"lifecycles_per_s": metric(len(latencies) / elapsed, "1/s"),
                "lifecycles": metric(len(latencies), "count")}

@@ -15,7 +15,6 @@ Params: ``min_seconds``, ``concurrency``, ``payload_bytes``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from bench.scenarios._common import (
     make_queue,
     metric,
     preload_scripts,
+    run_async,
     sized_jobs,
 )
 
@@ -121,7 +121,7 @@ def _round(target: Target, params: dict[str, Any], jobs: int) -> tuple[float, fl
     tracker = Tracker()
     tracker.add(fill(producer, jobs, params["payload_bytes"]))
     producer.close()
-    elapsed, wall = asyncio.run(drain(target, producer.name, params, tracker, jobs))
+    elapsed, wall = run_async(target, drain(target, producer.name, params, tracker, jobs))
     return elapsed, wall, tracker.verify()
 
 

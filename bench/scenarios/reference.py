@@ -19,7 +19,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, metric, run_for
+from bench.scenarios._common import Target, Variant, metric, run_async, run_for
 
 NAME = "reference"
 NEEDS_CONVEYOR = False
@@ -90,9 +90,9 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     metrics = {
         "ping_c1_ops_per_s": metric(_sync_rate(client.ping, secs), "1/s"),
         "evalsha_c1_ops_per_s": metric(_sync_rate(lambda: client.evalsha(sha, 0), secs), "1/s"),
-        "ping_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, None, secs, conc)),
+        "ping_cN_ops_per_s": metric(run_async(target, _concurrent_rate(target, None, secs, conc)),
                                     "1/s"),
-        "evalsha_cN_ops_per_s": metric(asyncio.run(_concurrent_rate(target, sha, secs, conc)),
+        "evalsha_cN_ops_per_s": metric(run_async(target, _concurrent_rate(target, sha, secs, conc)),
                                        "1/s"),
         "ping_pipelined_ops_per_s": metric(_pipelined_rate(client, None, secs, batch), "1/s"),
         "evalsha_pipelined_ops_per_s": metric(_pipelined_rate(client, sha, secs, batch),

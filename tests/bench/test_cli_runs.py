@@ -89,3 +89,12 @@ def test_external_url_credentials_never_reach_the_file(run_bench, bench_server, 
         [path] = tmp_path.rglob("*.json")
         assert "s3cret" not in path.read_text()
         assert json.loads(path.read_text())["servers"][0]["url"].endswith(f":{srv.port}/0")
+
+
+def test_uvloop_runs_are_recorded_in_the_method_and_every_row(run_bench, bench_server, tmp_path):
+    proc = run_bench("--servers", bench_server, "--scenarios", "lifecycle", *SMALL,
+                     "--loop", "uvloop", "--output", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [doc] = load_results(tmp_path)
+    assert doc["method"]["loop"] == "uvloop"
+    assert doc["results"] and all(r["params"]["loop"] == "uvloop" for r in doc["results"])

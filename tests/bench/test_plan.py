@@ -74,3 +74,11 @@ def test_client_variations_run_on_the_first_measured_server_only() -> None:
     every = build_plan(options(servers=["valkey-9.1", "redis-7.0"], configs=["default"],
                                client_variants="all"))
     assert {c.variant.parser for c in every.servers[1].configs[0].cells} == {"hiredis", "python"}
+
+
+def test_a_non_default_event_loop_is_recorded_in_every_case() -> None:
+    default = build_plan(options(scenarios=["lifecycle"]))
+    uv = build_plan(options(scenarios=["lifecycle"], loop="uvloop"))
+    assert all("loop" not in case for cell in default.cells for case in cell.cases)
+    assert all(case["loop"] == "uvloop" for cell in uv.cells for case in cell.cases)
+    assert uv.cells

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.scenarios import lifecycle
-from bench.scenarios._common import Target, Tracker, sized_jobs
+from bench.scenarios._common import Target, Tracker, run_async, sized_jobs
 
 
 class SlowReplyQueue:
@@ -58,3 +58,13 @@ def test_sized_jobs_covers_the_duration_within_bounds() -> None:
     assert sized_jobs(10_000, 2.0, 500, 100_000) == 22_001
     assert sized_jobs(10, 2.0, 500, 100_000) == 500
     assert sized_jobs(1e9, 2.0, 500, 100_000) == 100_000
+
+
+async def _loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+def test_run_async_uses_the_targets_event_loop() -> None:
+    base = dict(server="s", family="valkey", version=None, config="default", url="redis://x")
+    assert run_async(Target(**base), _loop_module()).startswith("asyncio")
+    assert run_async(Target(**base, loop="uvloop"), _loop_module()).startswith("uvloop")
