@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nox
 
@@ -12,6 +13,18 @@ nox.options.sessions = ["tests", "lint"]
 
 PYTHON = "3.11"
 PYTHONS = ["3.11", "3.12", "3.13"]  # supported interpreters, oldest first
+
+
+def _pyenv_on_path() -> None:
+    """Put pyenv's CPython builds of PYTHONS first on PATH: its shims expose only the global one."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = [sorted(root.glob(f"{v}.*"), key=lambda p: [int(x) for x in p.name.split(".") if x.isdigit()])
+             for v in PYTHONS]
+    extra = [str(builds[-1] / "bin") for builds in found if builds]
+    os.environ["PATH"] = os.pathsep.join([*extra, os.environ.get("PATH", "")])
+
+
+_pyenv_on_path()
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 

@@ -1,14 +1,20 @@
-"""enqueue-single: one ``Queue.enqueue`` call per job, one caller, sync client.
+"""enqueue-single: one ``enqueue`` call per job, from 1 or many concurrent callers.
 
+With ``callers`` 1, one synchronous ``Queue`` calls ``enqueue`` in a loop. With more, that many
+asyncio tasks share one ``AsyncQueue`` (one pooled connection per caller), as concurrent request
+handlers of a web application would. ``batching`` sets ``QueueSettings.batch_enqueue`` (concurrent
+calls that pile up while one is in flight go out as one script call).
 Calls go on until ``min_seconds`` have passed (``jobs`` records how many were sent).
 Metrics: ``jobs_per_s``, ``jobs``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``.
-Params: ``min_seconds``, ``payload_bytes``. Exactly-once here means stored once: after the clock
-stops, the waiting list must hold exactly the returned ids, each once (``acked`` counts ids
-found in the waiting list).
+Params: ``min_seconds``, ``payload_bytes``, ``callers``, ``batching``, ``sweep_seconds`` (the
+``min_seconds`` of the concurrent cases, which keep the full run in budget). Exactly-once here
+means stored once: after the clock stops, the waiting list must hold exactly the returned ids,
+each once (``acked`` counts ids found in the waiting list).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -17,9 +23,11 @@ from bench.scenarios._common import (
     ExactlyOnceViolation,
     Target,
     Variant,
+    make_async_queue,
     make_queue,
     metric,
     payload_of,
+    run_async,
     run_for,
 )
 from bench.stats import latency_summary
@@ -27,17 +35,30 @@ from bench.stats import latency_summary
 NAME = "enqueue-single"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-HEADLINE_CASE = {"metric": "jobs_per_s", "params": {"payload_bytes": 64},
+HEADLINE_CASE = {"metric": "jobs_per_s",
+                 "params": {"payload_bytes": 64, "callers": 1, "batching": False},
                  "conditions": "one caller, one job per call, 64 B payload, RESP3, hiredis"}
-DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "payload_bytes": 64}
-QUICK: dict[str, Any] = {"min_seconds": 0.3, "payload_bytes": 64}
+DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "payload_bytes": 64, "callers": [1, 8, 32, 128],
+                            "batching": [False, True], "sweep_seconds": 1.0}
+QUICK: dict[str, Any] = {"min_seconds": 0.3, "payload_bytes": 64, "callers": [1, 32],
+                         "batching": [False, True], "sweep_seconds": 0.3}
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every variant except listpack (enqueue does not depend on hash encoding much)."""
+    """Every caller count with batching off and on, on the baseline; one lone caller without
+    batching on the other variants except listpack (enqueue does not depend on hash encoding)."""
     if variant.config == "listpack-1024":
         return []
-    return [dict(options)]
+    callers, batching = _listed(options["callers"]), _listed(options["batching"])
+    if not variant.primary:
+        return [{**options, "callers": callers[0], "batching": batching[0]}]
+    return [{**options, "callers": n, "batching": b,
+             "min_seconds": options["sweep_seconds"] if n > 1 else options["min_seconds"]}
+            for n in callers for b in batching]
 
 
 def verify_stored(queue: Any, ids: list[str]) -> dict[str, Any]:
@@ -54,8 +75,11 @@ def verify_stored(queue: Any, ids: list[str]) -> dict[str, Any]:
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
-    """Enqueue ``jobs`` jobs one call at a time."""
-    return one_at_a_time(make_queue(target, NAME), params)
+    """Enqueue one job per call until ``min_seconds`` have passed."""
+    if params.get("callers", 1) > 1:
+        return run_async(target, run_concurrent(target, params))
+    batching = bool(params.get("batching", False))
+    return one_at_a_time(make_queue(target, NAME, batch_enqueue=batching), params)
 
 
 def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +99,41 @@ def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
     _, elapsed = run_for(params["min_seconds"], one)
     report = verify_stored(queue, ids)
     queue.close()
+    return _outcome(ids, lat, elapsed, report)
+
+
+def _outcome(ids: list[str], lat: list[float], elapsed: float,
+             report: dict[str, Any]) -> dict[str, Any]:
+    """Metrics of a run."""
     metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"), "jobs": metric(len(ids), "count")}
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
     return {"metrics": metrics, "exactly_once": report, "extra": {}}
+
+
+async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """``callers`` asyncio tasks on one AsyncQueue, each enqueuing one job per call."""
+    callers = params["callers"]
+    queue = make_async_queue(target, NAME, pool_size=callers,
+                             batch_enqueue=bool(params.get("batching", False)))
+    payload = payload_of(params["payload_bytes"])
+    await queue.cancel((await queue.enqueue("noop", payload)).id)  # connect, check, load script
+    ids: list[str] = []
+    lat: list[float] = []
+    start = time.perf_counter()
+    deadline = start + params["min_seconds"]
+
+    async def call() -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            job = await queue.enqueue("noop", payload)
+            lat.append(time.perf_counter() - t0)
+            ids.append(job.id)
+
+    await asyncio.gather(*(call() for _ in range(callers)))
+    elapsed = time.perf_counter() - start
+    sync = make_queue(target, NAME)
+    sync.core = queue.core  # same queue name: read back what the async callers stored
+    report = verify_stored(sync, ids)
+    sync.close()
+    await queue.aclose()
+    return _outcome(ids, lat, elapsed, report)

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, metric, queue_name, specs
+from bench.scenarios._common import Target, Variant, metric, queue_name, run_async, specs
 from bench.scenarios.enqueue_single import one_at_a_time, verify_stored
 
 NAME = "scale-out"
@@ -78,7 +78,7 @@ def _cluster(target: Target, params: dict[str, Any]) -> dict[str, Any]:
 
     names = spread_names(params["queues"])
     with start_cluster(target.server, primaries=SHARDS, node_timeout_ms=5000) as cluster:
-        ids, elapsed = asyncio.run(_produce(cluster.url, names, target, params))
+        ids, elapsed = run_async(target, _produce(cluster.url, names, target, params))
         reports = [_verify(cluster.url, name, target, ids[name]) for name in names]
     per_shard: Counter[int] = Counter()
     for k, name in enumerate(names):

@@ -11,6 +11,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
+from ._batching import EnqueueBatcher
 from ._connection import check_policy
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
@@ -46,6 +47,12 @@ class Queue(QueueBase[redis.Redis]):
 
     def _no_client_retries(self) -> None:
         self._set_retry(Retry(NoBackoff(), 0))
+
+    def __init__(
+        self, name: str, client: redis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
+    ) -> None:
+        super().__init__(name, client, settings=settings, **overrides)
+        self._batcher = EnqueueBatcher(self.core, self._run)
 
     # -- execution --------------------------------------------------------------------------------
     def _evalsha(self, call: Call[Any]) -> Any:
@@ -103,6 +110,8 @@ class Queue(QueueBase[redis.Redis]):
     ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead."""
         specs = enqueue_spec(task, payload, job_id, delay, max_attempts)
+        if self.settings.batch_enqueue:
+            return (self._batcher.enqueue(specs))[0]
         return (self._run(self.core.enqueue(specs)))[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:

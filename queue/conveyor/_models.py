@@ -28,6 +28,8 @@ class QueueSettings:
     strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
     wait_replicas: after each enqueue, ack and fail, wait (WAIT) until this many replicas hold the
     write, up to wait_timeout; fewer raise ReplicationError. 0 (default): do not wait.
+    batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
+    go out together as one script call when it returns; a lone caller is sent at once, as without.
     """
 
     prefix: str = "cv"
@@ -51,6 +53,7 @@ class QueueSettings:
     dedup_window: float | None = None
     wait_replicas: int = 0
     wait_timeout: float = 1.0
+    batch_enqueue: bool = False
 
     def __post_init__(self) -> None:
         checks = {

@@ -1,0 +1,108 @@
+"""Automatic batching of concurrent enqueues (QueueSettings.batch_enqueue) on real servers.
+
+Concurrent callers are asyncio tasks (async surface) or threads (sync surface: each call runs in
+a worker thread of the loop's executor). Script calls are counted by wrapping the queue's
+``_evalsha``, which runs once per script call, so the tests do not depend on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
+    api_fixture,
+    counts,
+)
+from conveyor import InvalidNameError
+
+CALLERS = 120
+
+
+def count_calls(q: Any) -> list[int]:
+    """Record the number of jobs of every script call the queue sends from now on."""
+    inner, sizes = q.inner, []
+    send = inner._evalsha
+
+    def counted(call: Any) -> Any:
+        if call.script.name == "enqueue":
+            sizes.append(int(call.args[0]))
+        return send(call)
+
+    inner._evalsha = counted
+    return sizes
+
+
+async def test_concurrent_callers_share_script_calls_and_each_gets_its_own_job(api):
+    q = api.queue(batch_enqueue=True)
+    sizes = count_calls(q)
+    jobs = await asyncio.gather(*(q.enqueue("t", {"n": i}) for i in range(CALLERS)))
+    assert len({job.id for job in jobs}) == CALLERS and all(job.created for job in jobs)
+    for i, job in enumerate(jobs):
+        assert job.task == "t" and job.state == "waiting"
+        assert (await q.get_job(job.id)).payload == {"n": i}
+    assert await q.counts() == counts(waiting=CALLERS)
+    assert sum(sizes) == CALLERS
+    assert len(sizes) < CALLERS and max(sizes) > 1  # some calls carried several callers' jobs
+
+
+async def test_a_lone_caller_sends_one_single_job_call_per_enqueue(api):
+    q = api.queue(batch_enqueue=True)
+    sizes = count_calls(q)
+    for i in range(5):
+        job = await q.enqueue("t", {"n": i}, delay=60 if i == 4 else 0)
+        assert job.created
+    assert sizes == [1, 1, 1, 1, 1]
+    assert await q.counts() == counts(waiting=4, delayed=1)
+
+
+async def test_a_bad_job_fails_only_its_caller(api):
+    q = api.queue(batch_enqueue=True)
+    calls = []
+    for i in range(CALLERS):
+        if i % 10 == 3:
+            calls.append(q.enqueue("bad{task}", {"n": i}))
+        elif i % 10 == 7:
+            calls.append(q.enqueue("t", {"n": i}, max_attempts=0))
+        else:
+            calls.append(q.enqueue("t", {"n": i}))
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for i, result in enumerate(results):
+        if i % 10 == 3:
+            assert isinstance(result, InvalidNameError)
+        elif i % 10 == 7:
+            assert isinstance(result, ValueError) and "max_attempts" in str(result)
+        else:
+            assert not isinstance(result, BaseException), result
+            assert (await q.get_job(result.id)).payload == {"n": i}
+    assert await q.counts() == counts(waiting=CALLERS - 2 * CALLERS // 10)
+
+
+async def test_idempotent_ids_in_one_batch_and_across_batches(api):
+    q = api.queue(batch_enqueue=True)
+    first = await q.enqueue("t", {"v": "old"}, job_id="existing")
+    sizes = count_calls(q)
+    calls = [q.enqueue("t", {"v": i}, job_id="same") for i in range(20)]
+    calls += [q.enqueue("t", {"v": "new"}, job_id="existing") for _ in range(5)]
+    calls += [q.enqueue("t", {"v": i}) for i in range(40)]
+    jobs = await asyncio.gather(*calls)
+    same, existing, fresh = jobs[:20], jobs[20:25], jobs[25:]
+    assert {j.id for j in same} == {"same"} and sum(j.created for j in same) == 1
+    created = next(j for j in same if j.created)
+    for job in same:
+        assert job.payload == created.payload  # the stored job, whoever created it
+    assert all(not j.created and j.id == first.id and j.payload == {"v": "old"} for j in existing)
+    assert all(j.created for j in fresh) and len({j.id for j in fresh}) == 40
+    assert await q.counts() == counts(waiting=1 + 1 + 40)
+    assert sum(sizes) == 65
+
+
+@pytest.mark.parametrize("batching", [False, True])
+async def test_the_setting_off_sends_every_enqueue_alone(api, batching):
+    q = api.queue(batch_enqueue=batching)
+    sizes = count_calls(q)
+    await asyncio.gather(*(q.enqueue("t", i) for i in range(30)))
+    assert sum(sizes) == 30
+    if not batching:
+        assert sizes == [1] * 30
