@@ -119,7 +119,7 @@ def variants(server: str, family: str, configs: list[str], opts: Options,
         combos += [(base_cfg, base_proto, x) for x in opts.parsers if x != base_parser]
     return [
         Variant(server, family, c, p, x, primary=(c, p, x) == combos[0], quick=opts.quick,
-                base_config=c == base_cfg)
+                base_config=c == base_cfg, client_side=client)
         for c, p, x in combos
     ]
 

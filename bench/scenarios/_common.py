@@ -174,6 +174,7 @@ class Variant:
     primary: bool
     quick: bool = False
     base_config: bool = True
+    client_side: bool = True  # this server also runs the client-side variations (first server)
 
     @property
     def label(self) -> str:

@@ -82,3 +82,14 @@ def test_a_non_default_event_loop_is_recorded_in_every_case() -> None:
     assert all("loop" not in case for cell in default.cells for case in cell.cases)
     assert all(case["loop"] == "uvloop" for cell in uv.cells for case in cell.cases)
     assert uv.cells
+
+
+def test_enqueue_single_sweeps_callers_and_batching_on_the_first_servers_baseline_only() -> None:
+    plan = build_plan(options(servers=["valkey-9.1", "redis-7.0"], scenarios=["enqueue-single"],
+                              quick=False))
+    grid = {(c.variant.server, c.variant.label): [(k["callers"], k["batching"], k["min_seconds"])
+                                                  for k in c.cases] for c in plan.cells}
+    assert grid[("valkey-9.1", "valkey-9.1/default/resp3/hiredis")] == [
+        (n, b, 2.0 if n == 1 else 1.0) for n in (1, 8, 32, 128) for b in (False, True)]
+    others = [cases for key, cases in grid.items() if key[1] != "valkey-9.1/default/resp3/hiredis"]
+    assert others and all(cases == [(1, False, 2.0)] for cases in others)
