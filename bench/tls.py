@@ -28,9 +28,15 @@ def make_certificates(directory: Path) -> dict[str, Path]:
     """A CA (``ca``), a server certificate (``server``) for 127.0.0.1 and its key (``key``)."""
     if shutil.which("openssl") is None:
         raise ServerUnavailable("no openssl CLI to generate TLS certificates")
-    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    # Python 3.13 verifies with VERIFY_X509_STRICT: the CA needs key usage, the leaf key ids.
+    (directory / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+    )
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-             "-days", "1", "-subj", "/CN=conveyor-test-ca", cwd=directory)  # fmt: skip
+             "-days", "1", "-subj", "/CN=conveyor-test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)  # fmt: skip
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
              "-subj", "/CN=127.0.0.1", cwd=directory)  # fmt: skip
     _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
