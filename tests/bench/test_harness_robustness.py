@@ -62,6 +62,7 @@ def test_a_warm_up_repetition_runs_time_bound_sizes_shorter(monkeypatch) -> None
 def test_injected_missing_metric_is_reported_with_its_count(run_bench, bench_server, tmp_path):
     proc = run_bench("--servers", bench_server, "--scenarios", "enqueue-single", *SMALL,
                      "--repetitions", "2", "--param", "enqueue-single.min_seconds=0.1",
+                     "--param", "enqueue-single.callers=1", "--param", "enqueue-single.batching=false",
                      "--output", str(tmp_path), env={"BENCH_INJECT": "drop-metric:p50_ms"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [doc] = load_results(tmp_path)
