@@ -13,12 +13,12 @@ import click
 from ._app import Conveyor
 from ._cli import EXIT_OK, BadInput, load_app
 from ._client import Queue
+from ._inspect import LISTABLE
 from ._models import Job
 from ._runner import Runner
 
 F = TypeVar("F", bound=Callable[..., Any])
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-STATES = ("active", "completed", "delayed", "failed", "waiting")  # each names a key of QueueKeys
 log = logging.getLogger("conveyor.cli")
 
 
@@ -154,18 +154,27 @@ def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool
 @cli.command()
 @common
 @click.option("-q", "--queue", "queue_name", required=True, help="The queue to list.")
-@click.option("-s", "--state", type=click.Choice(STATES), default="failed", show_default=True)
+@click.option("-s", "--state", type=click.Choice(LISTABLE), default="failed", show_default=True)
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Jobs to skip.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
 def jobs(
-    *, app_path: str, queue_name: str, state: str, limit: int, as_json: bool, debug: bool, log_level: str
+    *,
+    app_path: str,
+    queue_name: str,
+    state: str,
+    limit: int,
+    offset: int,
+    as_json: bool,
+    debug: bool,
+    log_level: str,
 ) -> int:
-    """Jobs of one queue in one state (oldest first; failed and completed: newest first)."""
+    """A page of jobs of one queue in one state: waiting in claim order, delayed and active by due
+    time, completed and failed newest first."""
     _setup_logging(log_level)
     app = load_app(app_path)
-    found = _jobs_in_state(app.queue(queue_name), state, limit)
+    rows = [_job_row(job) for job in app.queue(queue_name).jobs(state, offset, limit)]
     app.close()
-    rows = [_job_row(job) for job in found]
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))
@@ -175,22 +184,51 @@ def jobs(
     return EXIT_OK
 
 
-def _jobs_in_state(queue: Queue, state: str, limit: int) -> list[Job]:
-    keys, client = queue.core.keys, queue.client
-    key = getattr(keys, state)
-    ids: list[Any]
-    if state == "waiting":
-        ids = list(reversed(client.lrange(key, -limit, -1)))  # the claim end is the right
-    elif state in ("failed", "completed"):
-        ids = client.zrevrange(key, 0, limit - 1)
-    else:
-        ids = client.zrange(key, 0, limit - 1)
-    pipe = client.pipeline(transaction=False)
-    names = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
-    for job_id in names:
-        pipe.hgetall(keys.job(job_id))
-    return [job for job_id, fields in zip(names, pipe.execute(), strict=True)
-            if (job := queue.core.parse_job(job_id, fields)) is not None]  # fmt: skip
+def failed_job_command(
+    action: str, summary: str, verb: str
+) -> Callable[[Callable[[Queue, list[str] | None], int]], Any]:
+    """A command applying ``operation`` to failed jobs of one queue: the given ids, or all with --all."""
+
+    def decorate(operation: Callable[[Queue, list[str] | None], int]) -> Any:
+        @cli.command(
+            name=action,
+            help=f"{summary} failed jobs of one queue: JOB_IDS, or every one with --all.",
+        )
+        @common
+        @click.option("-q", "--queue", "queue_name", required=True, help="The queue of the failed jobs.")
+        @click.option("--all", "every", is_flag=True, help="Every job failed when the command starts.")
+        @click.argument("job_ids", nargs=-1)
+        def command(
+            *,
+            app_path: str,
+            queue_name: str,
+            every: bool,
+            job_ids: tuple[str, ...],
+            debug: bool,
+            log_level: str,
+        ) -> int:
+            if bool(job_ids) == every:
+                raise BadInput(f"{action}: give job ids or --all (not both)")
+            _setup_logging(log_level)
+            app = load_app(app_path)
+            done = operation(app.queue(queue_name), list(job_ids) or None)
+            app.close()
+            click.echo(f"{verb} {done} failed job(s) of queue {queue_name}")
+            return EXIT_OK
+
+        return command
+
+    return decorate
+
+
+@failed_job_command("retry", "Re-queue (attempts reset)", "re-queued")
+def _retry(queue: Queue, job_ids: list[str] | None) -> int:
+    return queue.retry_failed(job_ids)
+
+
+@failed_job_command("purge", "Delete", "deleted")
+def _purge(queue: Queue, job_ids: list[str] | None) -> int:
+    return queue.purge_failed(job_ids)
 
 
 def _job_row(job: Job) -> dict[str, Any]:

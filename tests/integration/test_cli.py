@@ -97,7 +97,7 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
     try:
         high.enqueue_many([JobSpec("urgent", {"args": [i]}) for i in range(5)])
         default.enqueue_many([JobSpec("normal", {"args": [i]}) for i in range(5)])
-        default.enqueue("broken", None)
+        default.enqueue("broken", None, max_attempts=1)
         _wait(lambda: high.counts()["total_completed"] == 5 and default.counts()["total_completed"] == 5
               and default.counts()["failed"] == 1, 60, "both queues processed")
         slow = default.enqueue("slow", {"args": [1.5]})
@@ -126,6 +126,15 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
     assert listed.returncode == 0, listed.stderr
     (row,) = map(json.loads, listed.stdout.splitlines())
     assert row["task"] == "broken" and row["error"] == "RuntimeError: broken on purpose"
+    assert _run(["purge", f"{module}:app", "-q", default.name], cwd, env).returncode == 2  # ids or --all
+    retried = _run(["retry", f"{module}:app", "-q", default.name, "--all"], cwd, env)
+    assert retried.stdout.strip() == f"re-queued 1 failed job(s) of queue {default.name}", retried.stderr
+    assert default.counts()["waiting"] == 1 and default.counts()["failed"] == 0
+    burst = _run(["worker", f"{module}:app", "-q", default.name, "--burst"], cwd, env)
+    assert burst.returncode == 0 and default.counts()["failed"] == 1, burst.stderr
+    purged = _run(["purge", f"{module}:app", "-q", default.name, row["id"]], cwd, env)
+    assert purged.stdout.strip() == f"deleted 1 failed job(s) of queue {default.name}", purged.stderr
+    assert default.counts()["failed"] == 0 and default.get_job(row["id"]) is None
     table = _run(["info", f"{module}:app"], cwd, env)
     assert table.stdout.splitlines()[0].split()[:3] == ["queue", "waiting", "delayed"]
     high.close()

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 from conveyor import Conveyor, UnknownTaskError, acl_rules
-from conveyor._cli_commands import _jobs_in_state
 from conveyor._runner import Runner
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler, fire_call
@@ -160,5 +159,5 @@ def test_app_scheduler_and_job_listing_run_under_the_acl_rules(server, queue_nam
     Runner(app, [queue_name], burst=True).run()
     assert app.queue(queue_name).counts()["total_completed"] == 3
     for state in ("waiting", "failed", "delayed"):  # LRANGE, ZREVRANGE, ZRANGE under the rules
-        assert _jobs_in_state(app.queue(queue_name), state, 10) == []
+        assert app.queue(queue_name).jobs(state, 0, 10) == []
     app.close()
