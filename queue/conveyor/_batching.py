@@ -19,6 +19,8 @@ from typing import Any
 from ._models import Job, JobSpec
 from ._ops import MAX_BATCH, Call, QueueCore
 
+JOB_FIELDS = 5  # ARGV per job in enqueue.lua (QueueCore._pack_spec)
+
 
 class Waiter:
     """One caller's job(s) while it waits to be sent."""
@@ -69,9 +71,11 @@ def merged_call(batch: list[Waiter]) -> Call[list[list[Job]]]:
     if len(batch) == 1:
         return Call(first.script, first.keys, first.args, lambda r: [first.parse(r)])
     sizes = [len(w.specs) for w in batch]
-    args: list[Any] = [sum(sizes)]
+    # ARGV: n, the queue-wide arguments (the same for every waiter), then JOB_FIELDS per job.
+    shared = len(first.args) - JOB_FIELDS * sizes[0]
+    args: list[Any] = [sum(sizes), *first.args[1:shared]]
     for waiter in batch:
-        args += waiter.call.args[1:]
+        args += waiter.call.args[shared:]
 
     def parse(reply: Any) -> list[list[Job]]:
         parts = split_reply(reply, sizes)
