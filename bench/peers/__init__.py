@@ -46,7 +46,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library(
         "bullmq", ("bullmq==3.4.4", "redis==8.1.0", "hiredis==3.5.0"), "bullmq",
         {"default": {"job": _BULLMQ_JOB}},
-        {"job": _BULLMQ_JOB, "worker": {"stalledInterval": 5000, "maxStalledCount": 1}},
+        {"job": _BULLMQ_JOB,
+         "worker": {"lockDuration": 5000, "stalledInterval": 5000, "maxStalledCount": 1}},
         "nothing (removeOnComplete=True; the default keeps every completed job)",
         notes={"default": "no throughput tuning documented beyond concurrency"},
         caveats="Keeps a job hash, events stream entries and a lock per job.",
@@ -94,7 +95,9 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
         {"broker": {"idle_timeout": 5000}},
         "nothing (no result backend)",
         notes={"default": "RedisStreamBroker (acknowledged streams), max_async_tasks"},
-        caveats="Unacknowledged messages are reclaimed after idle_timeout (default 10 min).",
+        caveats="Unacknowledged messages are reclaimed after idle_timeout (default 10 min), "
+                "and only in a listen loop that has just read new messages (taskiq-redis "
+                "1.2.4 source): with no new traffic a dead consumer's messages stay pending.",
     ),
     Library(
         "streaq", ("streaq==7.2.0", "hiredis==3.5.0"), "streaq",
