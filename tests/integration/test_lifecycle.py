@@ -13,6 +13,7 @@ import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
+    wait_until,
 )
 from conveyor import Backoff, InvalidNameError, JobSpec, SerializationError
 
@@ -145,13 +146,15 @@ async def test_enqueue_many_validates_everything_before_sending(api):
 
 async def test_delay_and_promotion(api):
     q = api.queue()
+    t0, before_ms = time.monotonic(), api.server_ms()
     job = await q.enqueue("later", "p", delay=0.4)
-    t0 = time.monotonic()
+    after_ms = api.server_ms()
     assert job.state == "delayed"
     assert await q.counts() == counts(delayed=1)
     assert (await q.get_job(job.id)).state == "delayed"
+    # due 400 ms after the server ran the enqueue, which happened between the two readings
     due = api.admin.zscore(q.keys.delayed, job.id)
-    assert 300 <= due - api.server_ms() <= 400
+    assert before_ms + 400 <= due <= after_ms + 400
 
     assert await q.claim() == []
     assert await q.promote() == 0
@@ -204,8 +207,16 @@ async def test_retries_with_backoff_then_failed(api):
 
     if time.monotonic() - t0 < 0.1:
         assert await q.claim() == []  # not before it is due
-    await asyncio.sleep(max(0.0, delay_ms / 1000 + 0.05 - (time.monotonic() - t0)))
-    [again] = await q.claim()
+    await asyncio.sleep(max(0.0, delay_ms / 1000 - (time.monotonic() - t0)))
+    # t0 was read before the server's clock, so poll briefly instead of trusting one claim
+    claimed: list = []
+
+    async def claimed_again() -> bool:
+        claimed.extend(await q.claim())
+        return bool(claimed)
+
+    await wait_until(claimed_again, timeout=5.0, what="the retry to become due")
+    [again] = claimed
     assert again.id == job.id
     assert again.attempts == 2
     assert again.token != leased.token
