@@ -31,6 +31,10 @@ from ._topology import SYNC, role_client
 
 Handler = Callable[[Job], Any]
 
+# How long a stopping worker waits for its maintenance and watcher threads to notice the stop
+# (each ends within one call); bounded so a lost server cannot hold up the exit.
+HELPER_JOIN_TIMEOUT = 2.0
+
 
 class Worker:
     """Process jobs of ``queue`` with ``concurrency`` threads.
@@ -89,12 +93,23 @@ class Worker:
                 self._finished.set()
                 for _ in range(self.options.concurrency):
                     self._ready.put(None)
-                # Closing the waiter's socket also ends a BZPOPMIN in progress (no CLIENT UNBLOCK,
-                # which Dragonfly lacks).
-                for q in (pump, waiter, maint):
-                    with contextlib.suppress(Exception):
-                        q.close()
+                self._close_roles((pump, waiter, maint), threads[-2:])
         return self.stats
+
+    def _close_roles(self, roles: tuple[Queue, ...], helpers: list[threading.Thread]) -> None:
+        """Close the role connections, then again once the maintenance and watcher threads ended.
+
+        Closing the waiter's socket ends a BZPOPMIN in progress (no CLIENT UNBLOCK, which Dragonfly
+        lacks). A helper thread in the middle of a call can still open a fresh connection from a
+        closed pool (the watcher passing a wake-up on, a heartbeat), so wait for both briefly and
+        close once more: a stopped worker leaves no connection behind.
+        """
+        for _ in range(2):
+            for q in roles:
+                with contextlib.suppress(Exception):
+                    q.close()
+            for thread in helpers:
+                thread.join(HELPER_JOIN_TIMEOUT)
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
