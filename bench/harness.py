@@ -61,10 +61,21 @@ class CellOutcome:
     failures: list[dict[str, Any]] = field(default_factory=list)
 
 
+def library_path() -> Path:
+    """The folder holding the `conveyor` package this process imports.
+
+    Usually the repo's queue/; under `compare --suite head` the suite of one revision drives the
+    library installed from another, and the measured children must import that same library.
+    """
+    import conveyor  # noqa: PLC0415 - resolved here, where the children are started
+
+    return Path(conveyor.__file__).resolve().parents[1]
+
+
 def child_env() -> dict[str, str]:
-    """Environment for worker processes: repo root and queue/ on PYTHONPATH."""
+    """Environment for worker processes: repo root and this process's library on PYTHONPATH."""
     env = dict(os.environ)
-    paths = [str(REPO_ROOT), str(REPO_ROOT / "queue")]
+    paths = [str(REPO_ROOT), str(library_path())]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
