@@ -79,8 +79,12 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """Enqueue one job per call until ``min_seconds`` have passed."""
     if params.get("callers", 1) > 1:
         return run_async(target, run_concurrent(target, params))
-    batching = bool(params.get("batching", False))
-    return one_at_a_time(make_queue(target, NAME, batch_enqueue=batching), params)
+    return one_at_a_time(make_queue(target, NAME, **_batching(params)), params)
+
+
+def _batching(params: dict[str, Any]) -> dict[str, bool]:
+    """The setting only when on, so `compare --suite head` also drives versions without it."""
+    return {"batch_enqueue": True} if params.get("batching", False) else {}
 
 
 def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -114,8 +118,7 @@ def _outcome(ids: list[str], lat: list[float], elapsed: float,
 async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """``callers`` asyncio tasks on one AsyncQueue, each enqueuing one job per call."""
     callers = params["callers"]
-    queue = make_async_queue(target, NAME, pool_size=callers,
-                             batch_enqueue=bool(params.get("batching", False)))
+    queue = make_async_queue(target, NAME, pool_size=callers, **_batching(params))
     payload = payload_of(params["payload_bytes"])
     # Outside the clock: check the server, load the script, open the connections the callers use.
     warm = await asyncio.gather(*(queue.enqueue("noop", payload) for _ in range(callers)))
