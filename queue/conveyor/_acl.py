@@ -22,8 +22,8 @@ CLIENT_COMMANDS = (
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (
     "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "llen", "lpush", "lrem",
-    "rpop", "rpush", "set", "time", "zadd", "zscore",
-    "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank",
+    "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
+    "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange",
 )  # fmt: skip
 
 

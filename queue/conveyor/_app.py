@@ -63,6 +63,7 @@ class Conveyor:
         max_attempts: int | None = None,
         delay: float = 0.0,
         time_limit: float | None = None,
+        priority: int = 0,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -75,12 +76,13 @@ class Conveyor:
         max_attempts: int | None = None,
         delay: float = 0.0,
         time_limit: float | None = None,
+        priority: int = 0,
     ) -> Any:
         """Register a sync or async function as a task (bare ``@app.task`` or with defaults).
 
         The task's name defaults to the function's ``__name__``; names are unique per app.
         """
-        options = TaskOptions(queue or self.default_queue, max_attempts, delay, time_limit)
+        options = TaskOptions(queue or self.default_queue, max_attempts, delay, time_limit, priority=priority)
 
         def register(function: Callable[..., Any]) -> Task[..., Any]:
             task = Task(self, name or function.__name__, function, options)

@@ -107,9 +107,11 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         job_id: str | None = None,
         delay: float = 0.0,
         max_attempts: int | None = None,
+        priority: int = 0,
     ) -> Job:
-        """Enqueue one job. With ``job_id``, an existing job of that id is returned instead."""
-        specs = enqueue_spec(task, payload, job_id, delay, max_attempts)
+        """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
+        ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level."""
+        specs = enqueue_spec(task, payload, job_id, delay, max_attempts, priority=priority)
         if self.settings.batch_enqueue:
             return (await self._batcher.enqueue(specs))[0]
         return (await self._run(self.core.enqueue(specs)))[0]
@@ -177,9 +179,12 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
         completed and failed newest first. Jobs that change state meanwhile are left out."""
-        command, key, start, stop = list_range(self.core, state, offset, limit)
+        page = list_range(self.core, state, offset, limit)
+        if isinstance(page, Call):
+            ids = await self._run(page)
         try:
-            ids = listed_ids(state, await getattr(self.client, command)(key, start, stop))
+            if not isinstance(page, Call):
+                ids = listed_ids(await getattr(self.client, page[0])(*page[1:]))
             pipe = self.client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hgetall(self.core.keys.job(job_id))

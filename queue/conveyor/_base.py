@@ -9,7 +9,7 @@ from redis import exceptions as redis_errors
 
 from ._connection import translate_error
 from ._errors import ConveyorError, ReplicationError
-from ._models import QueueSettings
+from ._models import MAX_PRIORITY, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
 from ._topology import is_cluster, node_of, where
 
@@ -111,7 +111,8 @@ class QueueBase(Generic[ClientT]):
 
     def _queue_counts(self, pipe: Any) -> None:
         k = self.core.keys
-        pipe.llen(k.waiting)
+        for level in range(MAX_PRIORITY + 1):
+            pipe.llen(k.level(level))
         for key in (k.delayed, k.active, k.completed, k.failed):
             pipe.zcard(key)
         pipe.hmget(k.meta, ["completed", "failed"])

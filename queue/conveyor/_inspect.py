@@ -12,24 +12,27 @@ from ._scripts import Scripts
 LISTABLE = ("waiting", "delayed", "active", "completed", "failed")
 
 
-def list_range(core: QueueCore, state: str, offset: int, limit: int) -> tuple[str, str, int, int]:
-    """(command, key, start, stop) reading ids of ``state`` in display order: waiting in claim
-    order, delayed and active by due time / lease deadline, completed and failed newest first."""
+Page = tuple[str, str, int, int] | Call[list[str]]
+
+
+def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
+    """How to read ids of ``state`` in display order: waiting in claim order (a script call: the
+    priority levels' lists, highest first), else (command, key, start, stop): delayed and active by
+    due time / lease deadline, completed and failed newest first."""
     if state not in LISTABLE:
         raise ValueError(f"state must be one of {', '.join(LISTABLE)}, got {state!r}")
     if offset < 0 or not 1 <= limit <= MAX_BATCH:
         raise ValueError(f"offset must be >= 0 and limit in 1..{MAX_BATCH}, got {offset}, {limit}")
     k = core.keys
-    if state == "waiting":  # the claim end is the right: read from the right, reverse after
-        return "lrange", k.waiting, -(offset + limit), -(offset + 1)
+    if state == "waiting":
+        return Call(Scripts.WAITING_PAGE.value, (k.waiting,), (offset, limit), listed_ids)
     key = {"delayed": k.delayed, "active": k.active, "completed": k.completed, "failed": k.failed}[state]
     command = "zrange" if state in ("delayed", "active") else "zrevrange"
     return command, key, offset, offset + limit - 1
 
 
-def listed_ids(state: str, reply: Sequence[Any]) -> list[str]:
-    ids = [text(i) for i in reply]
-    return ids[::-1] if state == "waiting" else ids
+def listed_ids(reply: Sequence[Any]) -> list[str]:
+    return [text(i) for i in reply]
 
 
 def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | None:

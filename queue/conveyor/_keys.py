@@ -45,7 +45,7 @@ class QueueKeys:
     """Key names of one queue."""
 
     meta: str  # hash: layout version, id and token counters, completed/failed totals
-    waiting: str  # list: ids ready to run (LPUSH to enqueue, RPOP to claim)
+    waiting: str  # list: ids ready to run at priority level 0 (LPUSH to enqueue, RPOP to claim)
     delayed: str  # sorted set: id -> due time (ms)
     active: str  # sorted set: id -> lease deadline (ms)
     completed: str  # sorted set: id -> finish time (ms), retained jobs only
@@ -59,6 +59,17 @@ class QueueKeys:
     def job(self, job_id: str) -> str:
         """Key of one job hash."""
         return self.jobs + job_id
+
+    @property
+    def levels(self) -> str:
+        """Sorted set of the priority levels above 0 that may hold jobs (scripts: levels_of)."""
+        return self.waiting + ":l"
+
+    def level(self, priority: int) -> str:
+        """The list of ready jobs at ``priority``: level 0 is the waiting list itself, level L > 0
+        is ``<waiting>:<L>``. Scripts derive these from the declared waiting key, as they derive job
+        keys from the jobs prefix (same hash tag, same slot)."""
+        return self.waiting if priority == 0 else f"{self.waiting}:{priority}"
 
     def request(self, worker: str) -> str:
         """Key of one worker's record of its last ack+claim call (for re-sent calls)."""

@@ -17,6 +17,16 @@ STATES = {
     "x": "finished",  # finished inside the deduplication window; its record is gone
 }
 _UNSET: Any = object()
+MAX_PRIORITY = 9  # levels 0 (default) .. 9; a higher level is claimed first
+
+
+def check_priority(priority: object) -> int:
+    """Return ``priority`` if it is a level Conveyor has, else raise ValueError naming it."""
+    if type(priority) is not int or not 0 <= priority <= MAX_PRIORITY:
+        raise ValueError(
+            f"priority must be an int in 0..{MAX_PRIORITY} (higher runs first), got {priority!r}"
+        )
+    return priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +87,15 @@ class QueueSettings:
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
-    """A job to enqueue. ``job_id`` makes the enqueue idempotent; ``delay`` is in seconds."""
+    """A job to enqueue. ``job_id`` makes the enqueue idempotent; ``delay`` is in seconds;
+    ``priority`` is a level in 0..9 (default 0), higher levels are claimed first."""
 
     task: str
     payload: Any = None
     job_id: str | None = None
     delay: float = 0.0
     max_attempts: int | None = None
+    priority: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -103,6 +115,8 @@ class Job:
     created: bool = True
     serializer: Serializer = field(default=JSON, repr=False)
     _payload: Any = field(default=_UNSET, repr=False)
+    # Known from enqueue, get_job and jobs(); a claimed job leaves it at 0 (not sent on claims).
+    priority: int = 0
 
     @property
     def payload(self) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from ._errors import LeaseLostError, SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
-from ._models import STATES, Job, JobSpec, QueueSettings
+from ._models import MAX_PRIORITY, STATES, Job, JobSpec, QueueSettings, check_priority
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
@@ -80,6 +80,7 @@ class QueueCore:
             data,
             max_attempts,
             round(spec.delay * 1000) if spec.delay else 0,
+            check_priority(spec.priority),
         ]
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
@@ -106,7 +107,8 @@ class QueueCore:
         for i, spec in enumerate(specs):
             job_id, created, state = text(reply[1 + 3 * i]), reply[2 + 3 * i], text(reply[3 + 3 * i])
             if created:
-                job = Job(job_id, spec.task, STATES[state], args[4 + 5 * i], 0, args[5 + 5 * i], now)
+                job = Job(job_id, spec.task, STATES[state], args[4 + 6 * i], 0, args[5 + 6 * i], now)
+                job.priority = spec.priority
             else:
                 f = reply[extra : extra + 5]
                 extra += 5
@@ -308,9 +310,12 @@ class QueueCore:
 
     # -- reads ------------------------------------------------------------------------------------
     def parse_counts(self, replies: Sequence[Any]) -> dict[str, int]:
-        names = ("waiting", "delayed", "active", "completed", "failed")
-        counts = dict(zip(names, (int(r) for r in replies[:5]), strict=True))
-        totals = replies[5]
+        """Replies of QueueBase._queue_counts: one LLEN per priority level, then the sets."""
+        levels = MAX_PRIORITY + 1
+        names = ("delayed", "active", "completed", "failed")
+        counts = {"waiting": sum(int(r) for r in replies[:levels])}
+        counts.update(zip(names, (int(r) for r in replies[levels : levels + 4]), strict=True))
+        totals = replies[levels + 4]
         counts["total_completed"] = int(totals[0] or 0)
         counts["total_failed"] = int(totals[1] or 0)
         return counts
@@ -333,6 +338,7 @@ class QueueCore:
             created=False,
         )
         job.serializer = self.settings.serializer
+        job.priority = int(f.get("p", 0))
         return job
 
     def check_layout(self, stored: Any) -> None:
@@ -370,6 +376,12 @@ def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) ->
 
 
 def enqueue_spec(
-    task: str, payload: Any, job_id: str | None, delay: float, max_attempts: int | None
+    task: str,
+    payload: Any,
+    job_id: str | None,
+    delay: float,
+    max_attempts: int | None,
+    *,
+    priority: int = 0,
 ) -> list[JobSpec]:
-    return [JobSpec(task, payload, job_id, delay, max_attempts)]
+    return [JobSpec(task, payload, job_id, delay, max_attempts, priority)]

@@ -50,6 +50,7 @@ class Scripts(Enum):
     FIRE = _build("fire")
     RETRY_FAILED = _build("retry_failed")
     PURGE_FAILED = _build("purge_failed")
+    WAITING_PAGE = _build("waiting_page")
 
 
 def is_noscript(error: BaseException) -> bool:

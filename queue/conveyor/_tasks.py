@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._errors import SerializationError
 from ._keys import validate_job_id, validate_name
-from ._models import Job, JobSpec
+from ._models import Job, JobSpec, check_priority
 
 if TYPE_CHECKING:
     from ._app import Conveyor
@@ -27,7 +27,8 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class TaskOptions:
-    """Per-task defaults; every enqueue may override ``job_id``, ``delay`` and ``max_attempts``.
+    """Per-task defaults; every enqueue may override ``job_id``, ``delay``, ``max_attempts`` and
+    ``priority`` (a level in 0..9, higher claimed first) through :meth:`Task.with_options`.
 
     ``time_limit`` (seconds) cancels an async task's attempt that runs longer and records it as a
     failed attempt; a thread cannot be interrupted, so sync tasks reject it.
@@ -38,9 +39,11 @@ class TaskOptions:
     delay: float = 0.0
     time_limit: float | None = None
     job_id: str | None = None
+    priority: int = 0
 
     def __post_init__(self) -> None:
         validate_name("queue", self.queue)
+        check_priority(self.priority)
         if self.max_attempts is not None and (type(self.max_attempts) is not int or self.max_attempts < 1):
             raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
         if not self.delay >= 0:
@@ -108,6 +111,7 @@ class Task(Generic[P, R]):
         delay: float | None = None,
         max_attempts: int | None = None,
         queue: str | None = None,
+        priority: int | None = None,
     ) -> Task[P, R]:
         """This task with other defaults for the next enqueue (the registry is not changed)."""
         changes: dict[str, Any] = {
@@ -115,6 +119,7 @@ class Task(Generic[P, R]):
             "delay": delay,
             "max_attempts": max_attempts,
             "queue": queue,
+            "priority": priority,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.app, self.name, self.fn, options)
@@ -128,7 +133,7 @@ class Task(Generic[P, R]):
         o, payload = self.options, pack_arguments(args, kwargs)
         if self.app.trace_carrier is not None and (carrier := self.app.trace_carrier()):
             payload["trace"] = carrier  # the enqueuing span's context, for the handler's span
-        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts)
+        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts, o.priority)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (synchronous client)."""

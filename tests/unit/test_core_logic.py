@@ -9,6 +9,7 @@ import random
 import pytest
 from conveyor import (
     Backoff,
+    Conveyor,
     InvalidNameError,
     Job,
     JobSpec,
@@ -178,7 +179,7 @@ def test_enqueue_checks_the_configured_limit_before_building_a_call():
 
 def test_batches_are_bounded():
     core = QueueCore("q", QueueSettings())
-    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 2 + 5 * 1000  # n, window, 5 per job
+    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 2 + 6 * 1000  # n, window, 6 per job
     for size in (0, 1001):
         with pytest.raises(ValueError, match=r"a batch holds 1\.\.1000 jobs"):
             core.enqueue([JobSpec("t")] * size)
@@ -264,3 +265,24 @@ def test_redact_url(url, expected):
     redacted = redact_url(url)
     assert redacted == expected
     assert "secret" not in redacted and "s3cr" not in redacted
+
+
+def test_task_priority_default_and_override():
+    app = Conveyor("redis://localhost:1")
+
+    @app.task(priority=3)
+    def urgent(x: int) -> int:
+        return x
+
+    @app.task
+    def plain(x: int) -> int:
+        return x
+
+    assert urgent.spec(1).priority == 3
+    assert plain.spec(1).priority == 0
+    assert urgent.with_options(priority=8).spec(1).priority == 8
+    assert urgent.with_options(priority=0).spec(1).priority == 0
+    with pytest.raises(ValueError, match=r"priority must be an int in 0\.\.9.*got 12"):
+        app.task(priority=12)
+    with pytest.raises(ValueError, match="got -1"):
+        urgent.with_options(priority=-1)

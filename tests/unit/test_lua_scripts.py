@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 from conveyor import Job, QueueSettings
-from conveyor._inspect import purge_failed, retry_failed
+from conveyor._inspect import list_range, purge_failed, retry_failed
 from conveyor._ops import QueueCore
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
@@ -64,6 +64,7 @@ def _calls() -> dict[str, object]:
         "retry_failed": retry_failed(core, ["a"], 10),
         "purge_failed": purge_failed(core, ["a"], 10),
         "fire": fire_call(core, Schedule("s", "t", "q", every=1), None, 1000, 0),
+        "waiting_page": list_range(core, "waiting", 0, 10),
     }
 
 

@@ -6,8 +6,14 @@
 --
 -- Job hash fields: s state (w waiting, d delayed, a active, c completed, f failed), n task name,
 -- d payload, m max attempts, e enqueued at (ms), a attempts, k lease token and l lease deadline (ms)
--- (both only while active), r last error, t finished (ms).
+-- (both only while active), r last error, t finished (ms), p priority level (1..9; absent = 0).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
+--
+-- Priorities: level 0 (the default) is the waiting list itself, so a queue that never uses
+-- priorities runs exactly as before. Level L > 0 is the list <waiting>:<L>, and <waiting>:l is a
+-- sorted set of the levels that may hold jobs (member = score = L). Both are derived from the
+-- declared waiting key (same hash tag), as job keys are from the jobs prefix (_keys.py documents
+-- them). Claims serve the highest non-empty level first, FIFO within a level.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -61,7 +67,24 @@ local function wake(marker)
   redis.call('ZADD', marker, 0, '0')
 end
 
--- Move up to `limit` due delayed jobs to the claim end of the waiting list.
+local function levels_of(waiting)
+  return waiting .. ':l'
+end
+
+-- The ready list of priority `level` (a string or false): registers a level above 0 as non-empty
+-- before anything is pushed (a push that fails leaves a stale level, which claims drop).
+local function ready_list(waiting, level)
+  if not level or level == '0' then return waiting end
+  redis.call('ZADD', levels_of(waiting), level, level)
+  return waiting .. ':' .. level
+end
+
+-- Put one job back into its level's list: RPUSH = claim end (first out), LPUSH = back.
+local function requeue(command, waiting, jobs, id)
+  redis.call(command, ready_list(waiting, redis.call('HGET', jobs .. id, 'p')), id)
+end
+
+-- Move up to `limit` due delayed jobs to the back of their levels' lists (due order kept).
 local function promote_due(delayed, waiting, jobs, now, limit)
   if limit <= 0 then return 0 end
   local ids = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
@@ -69,8 +92,20 @@ local function promote_due(delayed, waiting, jobs, now, limit)
   if n == 0 then return 0 end
   -- Add before removing: should a write fail midway, a job is in both places (it may run twice),
   -- never in neither (lost).
-  for i = 1, n do redis.call('HSET', jobs .. ids[i], 's', 'w') end
-  call_chunked('LPUSH', waiting, ids)
+  local plain, leveled = {}, {}
+  for i = 1, n do
+    local key = jobs .. ids[i]
+    redis.call('HSET', key, 's', 'w')
+    local level = redis.call('HGET', key, 'p')
+    if level then
+      leveled[level] = leveled[level] or {}
+      table.insert(leveled[level], ids[i])
+    else
+      plain[#plain + 1] = ids[i]
+    end
+  end
+  call_chunked('LPUSH', waiting, plain)
+  for level, list in pairs(leveled) do call_chunked('LPUSH', ready_list(waiting, level), list) end
   call_chunked('ZREM', delayed, ids)
   return n
 end
@@ -116,12 +151,39 @@ local function finish_failed(failed, meta, key, id, err, now)
   redis.call('HINCRBY', meta, 'failed', 1)
 end
 
+-- Pop up to `count` ready ids, highest priority level first, then the waiting list (level 0).
+-- Without priorities this costs one ZREVRANGE of a missing key. A level found empty is dropped
+-- from the levels set, so the set names exactly the non-empty levels after every claim.
+local function pop_ready(waiting, count)
+  local levels = levels_of(waiting)
+  local ids = {}
+  local found = redis.call('ZREVRANGE', levels, 0, -1)
+  for i = 1, #found do
+    local list = waiting .. ':' .. found[i]
+    local got = redis.call('RPOP', list, count - #ids)
+    if got then
+      for j = 1, #got do ids[#ids + 1] = got[j] end
+    end
+    if #ids < count or redis.call('LLEN', list) == 0 then redis.call('ZREM', levels, found[i]) end
+    if #ids >= count then return ids end
+  end
+  local got = redis.call('RPOP', waiting, count - #ids)
+  if not got then return ids end
+  if #ids == 0 then return got end
+  for j = 1, #got do ids[#ids + 1] = got[j] end
+  return ids
+end
+
+local function has_ready(waiting)
+  return redis.call('LLEN', waiting) > 0 or redis.call('ZCARD', levels_of(waiting)) > 0
+end
+
 -- Claim up to `count` waiting jobs with fresh tokens. Appends 7 fields per job to `out`:
 -- id, token, task, payload, attempts, max attempts, enqueued at (ms). Returns the number claimed.
 local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
   if count <= 0 then return 0 end
-  local ids = redis.call('RPOP', waiting, count)
-  if not ids then return 0 end
+  local ids = pop_ready(waiting, count)
+  if #ids == 0 then return 0 end
   local last_token = redis.call('HINCRBY', meta, 'tok', #ids)
   local first_token = last_token - #ids
   local deadline = now + lease_ms
@@ -148,7 +210,7 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
   end
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
-  if redis.call('LLEN', waiting) > 0 then wake(marker) end
+  if has_ready(waiting) then wake(marker) end
   return #zargs / 2
 end
 

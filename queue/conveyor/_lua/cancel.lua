@@ -2,14 +2,21 @@
 -- KEYS: 1 waiting, 2 delayed, 3 jobs
 -- ARGV: 1 id
 -- Returns: {status (1 cancelled, 0 not cancellable in its state, -2 no such job), state}
--- Errors: none. Cancelling a waiting job is O(length of the waiting list) (LREM).
+-- Errors: none. Cancelling a waiting job is O(length of its priority level's list) (LREM).
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
-local state = redis.call('HGET', key, 's')
+local f = redis.call('HMGET', key, 's', 'p')
+local state = f[1]
 if not state then return {-2, ''} end
 if state == 'w' then
-  redis.call('LREM', waiting, 1, id)
+  if f[2] then
+    local list = waiting .. ':' .. f[2]
+    redis.call('LREM', list, 1, id)
+    if redis.call('LLEN', list) == 0 then redis.call('ZREM', levels_of(waiting), f[2]) end
+  else
+    redis.call('LREM', waiting, 1, id)
+  end
 elseif state == 'd' then
   redis.call('ZREM', delayed, id)
 else

@@ -1,8 +1,8 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
 -- ARGV: 1 n (<= 1000), 2 deduplication window ms (-1: a finished job dedups while retained;
---       >= 0: for that long after it finished), then n groups of 5: id ('' = generate), task,
---       payload, max attempts, delay ms (0 = ready now)
+--       >= 0: for that long after it finished), then n groups of 6: id ('' = generate), task,
+--       payload, max attempts, delay ms (0 = ready now), priority level (0..9, checked by the client)
 -- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
 --          task, payload, attempts, max attempts, enqueued at}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
@@ -15,7 +15,7 @@ local now = now_ms()
 
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[3 + i * 5] == '' then generated = generated + 1 end
+  if ARGV[3 + i * 6] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
@@ -37,10 +37,11 @@ local function within_window(old, id, now)
   return old
 end
 
-local out, existing, ready, later = {now}, {}, {}, {}
+local out, existing, ready, later, leveled = {now}, {}, {}, {}, {}
 for i = 0, n - 1 do
-  local base = 3 + i * 5
+  local base = 3 + i * 6
   local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
+  local level = ARGV[base + 5]
   local old = {false}
   if id == '' then
     -- Generated ids are digits only and callers may not use such ids: no existence check needed.
@@ -56,9 +57,15 @@ for i = 0, n - 1 do
     for j = 2, 6 do existing[#existing + 1] = old[j] or '' end
   elseif delay > 0 then
     redis.call('HSET', key, 's', 'd', 'n', task, 'd', payload, 'm', max, 'e', now)
+    if level ~= '0' then redis.call('HSET', key, 'p', level) end
     later[#later + 1] = now + delay
     later[#later + 1] = id
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'd'
+  elseif level ~= '0' then
+    redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now, 'p', level)
+    leveled[#leveled + 1] = level
+    leveled[#leveled + 1] = id
+    out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
   else
     redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now)
     ready[#ready + 1] = id
@@ -67,7 +74,8 @@ for i = 0, n - 1 do
 end
 -- At most 1000 ids / 2000 values (bounded above): within Lua's unpack limit, no chunks needed.
 if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
+for i = 1, #leveled, 2 do redis.call('LPUSH', ready_list(waiting, leveled[i]), leveled[i + 1]) end
 if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
-if #ready > 0 or #later > 0 then wake(marker) end
+if #ready > 0 or #later > 0 or #leveled > 0 then wake(marker) end
 for i = 1, #existing do out[#out + 1] = existing[i] end
 return out

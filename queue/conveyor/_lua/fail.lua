@@ -20,7 +20,7 @@ if delay >= 0 and attempts < max then
   redis.call('HDEL', key, 'k', 'l')
   if delay == 0 then
     redis.call('HSET', key, 's', 'w', 'r', err)
-    redis.call('LPUSH', waiting, id)
+    requeue('LPUSH', waiting, jobs, id)
   else
     redis.call('HSET', key, 's', 'd', 'r', err)
     redis.call('ZADD', delayed, now + delay, id)

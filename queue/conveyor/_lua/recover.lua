@@ -27,7 +27,7 @@ for i = #ids, 1, -1 do
     else
       redis.call('HDEL', key, 'k', 'l')
       redis.call('HSET', key, 's', 'w')
-      redis.call('RPUSH', waiting, id)
+      requeue('RPUSH', waiting, jobs, id)
       redelivered = redelivered + 1
     end
   end

@@ -1,4 +1,5 @@
--- release: give leased jobs back to the front of the waiting list (graceful shutdown, over-claim).
+-- release: give leased jobs back to the front of their priority level's list (graceful shutdown,
+-- over-claim).
 -- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs
 -- ARGV: 1 n (<= 1000), then n triples: id, token, refund (1 = the job never started: the attempt
 --       it was charged is given back; 0 = it started, the attempt counts)
@@ -18,7 +19,7 @@ for i = n, 1, -1 do
     redis.call('HDEL', key, 'k', 'l')
     redis.call('HSET', key, 's', 'w')
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
-    redis.call('RPUSH', waiting, id)
+    requeue('RPUSH', waiting, jobs, id)
     released = released + 1
   end
 end

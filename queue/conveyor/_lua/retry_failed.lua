@@ -14,8 +14,9 @@ for i = 1, #ids do
     moved[#moved + 1] = ids[i]
   end
 end
--- Add before removing (as in promote): a failure midway may duplicate, never lose.
-call_chunked('RPUSH', waiting, moved)
+-- Add before removing (as in promote): a failure midway may duplicate, never lose. Each job goes
+-- to the claim end of its own priority level.
+for i = 1, #moved do requeue('RPUSH', waiting, jobs, moved[i]) end
 call_chunked('ZREM', failed, moved)
 if #moved > 0 then wake(marker) end
 local out = {#moved}
