@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aredis
@@ -13,6 +15,7 @@ from redis.backoff import NoBackoff
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import AsyncEnqueueBatcher
 from ._connection import check_policy
+from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
@@ -69,13 +72,43 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         keys = call.keys
         if not self._durable(call):
             return await self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        # WAIT counts the replicas holding this connection's writes: same pipeline, same connection.
-        pipe = self.client.pipeline(transaction=False)
-        pipe.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        pipe.execute_command(*self._wait_args())
-        reply, acked = await pipe.execute()
-        self._check_replicas(acked)
-        return reply
+        return (await self._send_grouped([call], durable=True))[0]
+
+    async def _send_grouped(self, calls: Sequence[Call[Any]], durable: bool) -> list[Any]:
+        """One pipeline per node serving the calls' queues (concurrently), WAIT after each if ``durable``."""
+        rounds = Rounds(calls, self._wait_args() if durable else None, self._check_replicas)
+        for _ in range(MAX_ROUNDS):
+            groups = rounds.groups(self.client)
+            sent = [self._pipeline_on(node, rounds.commands(items)) for node, items in groups]
+            try:
+                for (_, items), replies in zip(groups, await asyncio.gather(*sent), strict=True):
+                    rounds.settle(items, replies)
+            except REMAP_ERRORS:
+                await self._remap()
+                raise
+            if rounds.remap:
+                await self._remap()
+            for script in rounds.scripts_to_load():
+                await self.client.script_load(script.source)
+            if rounds.done:
+                return rounds.replies()
+        raise rounds.gave_up()
+
+    async def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if node is None:
+            pipe = self.client.pipeline(transaction=False)
+            for args in commands:
+                pipe.execute_command(*args)
+            return list(await pipe.execute(raise_on_error=False))
+        sent = [NodeCommand(args) for args in commands]
+        await node.execute_pipeline(sent)  # one connection to that node, replies (or errors) in order
+        return [command.result for command in sent]
+
+    async def _remap(self) -> None:
+        """Read the slot map again (Cluster only) after a redirection or a lost node."""
+        if self._cluster:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
     async def _run(self, call: Call[T]) -> T:
         try:
@@ -119,6 +152,22 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
         return await self._run(self.core.enqueue(specs))
+
+    async def enqueue_many_to(
+        self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
+    ) -> dict[str, list[Job]]:
+        """Enqueue into several queues in one round trip per shard (see ``Queue.enqueue_many_to``)."""
+        cores, calls = self._fan_out(batches)
+        try:
+            if not self._ready:
+                await self._check_server()
+            pipe = self.client.pipeline(transaction=False)
+            if todo := self._unchecked(cores, pipe):
+                self._layouts_checked(todo, await pipe.execute())
+            replies = await self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
+        return {core.name: call.parse(reply) for core, call, reply in zip(cores, calls, replies, strict=True)}
 
     async def claim(self, count: int = 1, lease: float | None = None) -> list[Job]:
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""

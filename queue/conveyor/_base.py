@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from redis import exceptions as redis_errors
 
 from ._connection import translate_error
-from ._errors import ConveyorError, ReplicationError
-from ._models import MAX_PRIORITY, QueueSettings
+from ._errors import ReplicationError
+from ._models import MAX_PRIORITY, Job, JobSpec, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
 from ._topology import is_cluster, node_of, where
 
@@ -37,11 +38,8 @@ class QueueBase(Generic[ClientT]):
         self.client = client
         self._ready = False
         self._cluster = is_cluster(client)
-        if self._cluster and self.core.settings.wait_replicas:
-            raise ConveyorError(
-                "wait_replicas is not supported on Redis Cluster yet (WAIT must follow the write on "
-                "the same connection to the slot owner); use Sentinel or leave it at 0"
-            )
+        self._peers: dict[str, QueueCore] = {}  # other queues enqueued into via enqueue_many_to
+        self._checked: set[str] = set()  # queues whose layout version was checked
         self._no_client_retries()
 
     def _no_client_retries(self) -> None:
@@ -92,6 +90,32 @@ class QueueBase(Generic[ClientT]):
 
     def _policy_target(self) -> dict[str, Any]:
         return node_of(self.client, self.core.keys.meta)
+
+    def _fan_out(
+        self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
+    ) -> tuple[list[QueueCore], list[Call[list[Job]]]]:
+        """The queues of ``batches`` (this queue's settings) and their enqueue calls, all validated."""
+        cores = [self.core if name == self.name else self._peer(name) for name in batches]
+        return cores, [core.enqueue(batches[core.name]) for core in cores]
+
+    def _peer(self, name: str) -> QueueCore:
+        if name not in self._peers:
+            self._peers[name] = QueueCore(name, self.core.settings)
+        return self._peers[name]
+
+    def _unchecked(self, cores: list[QueueCore], pipe: Any) -> list[QueueCore]:
+        """Queue the layout check of queues not checked yet on ``pipe``; return those queues."""
+        self._checked.add(self.name)  # checked with the server itself (``_ready``)
+        todo = [core for core in cores if core.name not in self._checked]
+        for core in todo:
+            pipe.hsetnx(core.keys.meta, "v", LAYOUT_VERSION)
+            pipe.hget(core.keys.meta, "v")
+        return todo
+
+    def _layouts_checked(self, todo: list[QueueCore], replies: list[Any]) -> None:
+        for core, stored in zip(todo, replies[1::2], strict=True):
+            core.check_layout(stored)
+            self._checked.add(core.name)
 
     def _durable(self, call: Call[Any]) -> bool:
         """Whether this call must be followed by WAIT (opt-in, for the writes that settle jobs)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -13,6 +14,7 @@ from redis.retry import Retry
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import EnqueueBatcher
 from ._connection import check_policy
+from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
@@ -69,13 +71,38 @@ class Queue(QueueBase[redis.Redis]):
         keys = call.keys
         if not self._durable(call):
             return self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        # WAIT counts the replicas holding this connection's writes: same pipeline, same connection.
-        pipe = self.client.pipeline(transaction=False)
-        pipe.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        pipe.execute_command(*self._wait_args())  # type: ignore[no-untyped-call]
-        reply, acked = pipe.execute()
-        self._check_replicas(acked)
-        return reply
+        return self._send_grouped([call], durable=True)[0]
+
+    def _send_grouped(self, calls: Sequence[Call[Any]], durable: bool) -> list[Any]:
+        """One pipeline per node serving the calls' queues, each followed by WAIT if ``durable``."""
+        rounds = Rounds(calls, self._wait_args() if durable else None, self._check_replicas)
+        for _ in range(MAX_ROUNDS):
+            for node, items in rounds.groups(self.client):
+                try:
+                    rounds.settle(items, self._pipeline_on(node, rounds.commands(items)))
+                except REMAP_ERRORS:
+                    self._remap()
+                    raise
+            if rounds.remap:
+                self._remap()
+            for script in rounds.scripts_to_load():
+                self.client.script_load(script.source)
+            if rounds.done:
+                return rounds.replies()
+        raise rounds.gave_up()
+
+    def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        client: Any = self.client if node is None else self.client.get_redis_connection(node)  # type: ignore[attr-defined]
+        pipe = client.pipeline(transaction=False)
+        for args in commands:
+            pipe.execute_command(*args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _remap(self) -> None:
+        """Read the slot map again (Cluster only) after a redirection or a lost node."""
+        if self._cluster:
+            with contextlib.suppress(*REDIS_ERRORS):
+                self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
     def _run(self, call: Call[T]) -> T:
         try:
@@ -119,6 +146,27 @@ class Queue(QueueBase[redis.Redis]):
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
         return self._run(self.core.enqueue(specs))
+
+    def enqueue_many_to(
+        self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
+    ) -> dict[str, list[Job]]:
+        """Enqueue into several queues (this queue's settings) in one round trip per shard.
+
+        ``batches`` maps queue names to up to 1000 specs each; all are validated before anything
+        is sent. Each queue's batch is one script call, atomic on its own; on an error some queues
+        may already hold their jobs, so give ``job_id`` values and re-send the same call.
+        """
+        cores, calls = self._fan_out(batches)
+        try:
+            if not self._ready:
+                self._check_server()
+            pipe = self.client.pipeline(transaction=False)
+            if todo := self._unchecked(cores, pipe):
+                self._layouts_checked(todo, pipe.execute())
+            replies = self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
+        return {core.name: call.parse(reply) for core, call, reply in zip(cores, calls, replies, strict=True)}
 
     def claim(self, count: int = 1, lease: float | None = None) -> list[Job]:
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 import pytest
+from _ha import async_wait_checked, too_many_replicas_refused
 from conveyor import (
     AsyncQueue,
     AsyncWorker,
@@ -22,15 +24,19 @@ from bench.servers import start_server
 from bench.topologies import Cluster
 
 
-def _names_on_distinct_shards(cluster: Cluster, count: int) -> list[str]:
-    """Queue names whose slots are served by `count` different primaries."""
-    names: dict[int, str] = {}
+def _names_on_distinct_shards(
+    cluster: Cluster, count: int, prefix: str = "shard-q", per: int = 1
+) -> list[str]:
+    """`per` queue names for each of `count` different primaries serving their slots."""
+    names: dict[int, list[str]] = {}
     for i in range(10_000):
-        name = f"shard-q{i}"
-        owner = cluster.owner(key_slot(name.encode()))
-        names.setdefault(owner.port, name)
-        if len(names) == count:
-            return list(names.values())
+        name = f"{prefix}{i}"
+        found = names.setdefault(cluster.owner(key_slot(name.encode())).port, [])
+        if len(found) < per and (len(names) <= count):
+            found.append(name)
+        full = [v for v in names.values() if len(v) == per]
+        if len(full) == count:
+            return [name for v in full for name in v]
     raise AssertionError("could not spread queue names over the shards")
 
 
@@ -120,9 +126,90 @@ def test_a_cluster_url_on_a_standalone_server_is_a_conveyor_error(cluster: Clust
         Queue.from_url(f"redis+cluster://{single.host}:{single.port}", "q")
 
 
-def test_wait_replicas_on_a_cluster_is_refused_clearly(cluster: Cluster) -> None:
-    with pytest.raises(ConveyorError, match="wait_replicas"):
-        Queue.from_url(cluster.url, "q", wait_replicas=1)
+@contextlib.contextmanager
+def _replica_of(cluster: Cluster, name: str):  # type: ignore[no-untyped-def]
+    """A client of the replica of the shard serving queue `name`, allowed to read (READONLY)."""
+    owner = cluster.owner(key_slot(name.encode()))
+    with next(shard[1] for shard in cluster.shards if shard[0] is owner).client() as client:
+        client.execute_command("READONLY")
+        yield client
+
+
+def test_wait_replicas_on_a_cluster_waits_on_the_slot_owner(cluster: Cluster) -> None:
+    """WAIT follows the write on the owner's connection: the owner's replica holds the job."""
+    for name in _names_on_distinct_shards(cluster, 3, "w-q"):
+        queue = Queue.from_url(cluster.url, name, wait_replicas=1)
+        job = queue.enqueue("t", 1)
+        with _replica_of(cluster, queue.name) as replica:
+            assert replica.hget(queue.core.keys.job(job.id), "n") == b"t"
+        [claimed] = queue.claim()
+        queue.ack(claimed)
+        assert queue.counts()["total_completed"] == 1
+        queue.close()
+
+
+def test_wait_for_more_replicas_than_a_shard_has_raises_replication_error(cluster: Cluster) -> None:
+    too_many_replicas_refused(cluster.url, "w-too-many", 1)
+
+
+async def test_async_wait_replicas_on_a_cluster(cluster: Cluster) -> None:
+    await async_wait_checked(cluster.url, "w-async", lambda: _replica_of(cluster, "w-async"), 1)
+
+
+def _count_pipelines(queue, monkeypatch: pytest.MonkeyPatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Record, per pipeline sent by the grouped path, how many commands it held."""
+    sizes: list[int] = []
+    original = queue._pipeline_on
+
+    def counted(node, commands):  # type: ignore[no-untyped-def]
+        sizes.append(len(commands))
+        return original(node, commands)
+
+    monkeypatch.setattr(queue, "_pipeline_on", counted)
+    return sizes
+
+
+@pytest.mark.parametrize("wait", [0, 1])
+def test_enqueue_many_to_sends_one_pipeline_per_shard(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, wait: int
+) -> None:
+    names = _names_on_distinct_shards(cluster, 3, f"fan{wait}-", per=2)
+    queue = Queue.from_url(cluster.url, names[0], wait_replicas=wait)
+    queue.enqueue("warm", None)  # connect, check the server and load the script first
+    sizes = _count_pipelines(queue, monkeypatch)
+    jobs = queue.enqueue_many_to({name: [("t", f"{name}:{i}") for i in range(5)] for name in names})
+    assert sizes == [2 + wait] * 3  # one pipeline per shard: two script calls [, WAIT]
+    for name in names:
+        assert [job.payload for job in jobs[name]] == [f"{name}:{i}" for i in range(5)]
+        peer = Queue.from_url(cluster.url, name)
+        assert peer.counts()["waiting"] == 5 + (name == names[0])
+        if wait:
+            with _replica_of(cluster, name) as replica:
+                assert replica.exists(peer.core.keys.job(jobs[name][0].id))
+        peer.close()
+    queue.close()
+
+
+async def test_async_enqueue_many_to_on_three_shards(cluster: Cluster) -> None:
+    names = _names_on_distinct_shards(cluster, 3, "afan-")
+    queue = AsyncQueue.from_url(cluster.url, names[0])
+    jobs = await queue.enqueue_many_to({name: [("t", i) for i in range(3)] for name in names})
+    assert {name: len(v) for name, v in jobs.items()} == dict.fromkeys(names, 3)
+    for name in names:
+        peer = AsyncQueue.from_url(cluster.url, name)
+        assert (await peer.counts())["waiting"] == 3
+        await peer.aclose()
+    await queue.aclose()
+
+
+def test_enqueue_many_to_validates_every_batch_before_sending(cluster: Cluster) -> None:
+    queue = Queue.from_url(cluster.url, "fan-valid")
+    with pytest.raises(InvalidNameError, match="hash tag"):
+        queue.enqueue_many_to({"fan-valid": [("t", 1)], "bad{name}": [("t", 1)]})
+    with pytest.raises(ValueError, match="batch holds"):
+        queue.enqueue_many_to({"fan-valid": [("t", 1)], "fan-empty": []})
+    assert queue.counts()["waiting"] == 0
+    queue.close()
 
 
 def test_bad_cluster_urls_name_the_problem() -> None:
@@ -132,10 +219,11 @@ def test_bad_cluster_urls_name_the_problem() -> None:
         Queue.from_url("redis+clusterx://h:1", "q")
 
 
-def test_queue_works_after_its_slot_moves_to_another_primary(cluster: Cluster) -> None:
+@pytest.mark.parametrize("wait", [0, 1])
+def test_queue_works_after_its_slot_moves_to_another_primary(cluster: Cluster, wait: int) -> None:
     """MOVED is followed: migrate the queue's slot (and keys) to another shard mid-use."""
-    name = "migrating"
-    queue = Queue.from_url(cluster.url, name)
+    name = f"migrating-{wait}"
+    queue = Queue.from_url(cluster.url, name, wait_replicas=wait)
     queue.enqueue_many([("t", i) for i in range(5)])
     slot = key_slot(name.encode())
     source = cluster.owner(slot)
@@ -145,7 +233,9 @@ def test_queue_works_after_its_slot_moves_to_another_primary(cluster: Cluster) -
     assert len(jobs) == 5
     for job in jobs:
         queue.ack(job)
+    queue.enqueue("t", 5)  # with wait_replicas: the grouped path follows MOVED too
     assert queue.counts()["total_completed"] == 5
+    assert queue.counts()["waiting"] == 1
     queue.close()
 
 

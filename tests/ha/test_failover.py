@@ -2,7 +2,9 @@
 
 Without durability a failover may lose writes the dead primary had acknowledged but not yet
 replicated (asynchronous replication): the tests only print those counts, and assert that clients
-and workers resumed by themselves. With `wait_replicas=1` every acknowledged enqueue must survive.
+and workers resumed by themselves. With `wait_replicas=1` every acknowledged enqueue must survive,
+behind Sentinel and on Cluster (WAIT on the connection to the queue's slot owner). The measured
+table (with and without the setting) comes from the `failover` benchmark scenario.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from _failover import Outcome, drive
 from _ha import HA_KIND, started
 from conveyor import Queue
 from redis.cluster import key_slot
 
+from bench.failover import Outcome, drive
 from bench.topologies import Cluster, SentinelGroup, start_cluster, start_sentinel_group, wait_until
 
 LEASE = 2.0  # short, so jobs whose claim the new primary never saw are redelivered quickly
@@ -72,6 +74,19 @@ def test_cluster_failover_without_durability(
     _report("cluster, wait_replicas=0", outcome, record_property)
     _resumed(outcome)
     assert cluster.owner(key_slot(b"fo")) is not owner
+
+
+def test_cluster_failover_with_wait_loses_no_acknowledged_enqueue(
+    record_property: pytest.RecordProperty,
+) -> None:
+    """Two replicas per shard: after the promotion the new primary still has one to WAIT for."""
+    for cluster in started(lambda kind: start_cluster(kind, replicas=2)):
+        owner = cluster.owner(key_slot(b"fo"))
+        outcome = drive(lambda: Queue.from_url(cluster.url, "fo", lease=LEASE, wait_replicas=1), owner.kill)
+        _report("cluster, wait_replicas=1", outcome, record_property)
+        _resumed(outcome)
+        assert outcome.lost == []
+        assert cluster.owner(key_slot(b"fo")) is not owner
 
 
 def test_sentinel_switchover_loses_nothing_and_workers_follow(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _ha import async_wait_checked, too_many_replicas_refused
 from conveyor import (
     AsyncQueue,
     AsyncWorker,
@@ -10,7 +11,6 @@ from conveyor import (
     InvalidNameError,
     Job,
     Queue,
-    ReplicationError,
     Worker,
 )
 from redis.sentinel import Sentinel
@@ -63,22 +63,11 @@ def test_writes_reach_the_primary_and_replicas(sentinels: SentinelGroup) -> None
 
 
 def test_waiting_for_more_replicas_than_exist_raises_replication_error(sentinels: SentinelGroup) -> None:
-    queue = Queue.from_url(sentinels.url, "s-too-many", wait_replicas=3, wait_timeout=0.2)
-    with pytest.raises(ReplicationError, match="only 2 of 3 replicas"):
-        queue.enqueue("t", 1)
-    queue.close()
+    too_many_replicas_refused(sentinels.url, "s-too-many", 2)
 
 
 async def test_async_queue_waits_for_replicas_too(sentinels: SentinelGroup) -> None:
-    queue = AsyncQueue.from_url(sentinels.url, "s-async-wait", wait_replicas=2)
-    job = await queue.enqueue("t", 1)
-    with sentinels.servers[-1].client() as replica:
-        assert replica.hget(queue.core.keys.job(job.id), "n") == b"t"
-    too_many = AsyncQueue.from_url(sentinels.url, "s-async-wait", wait_replicas=3, wait_timeout=0.2)
-    with pytest.raises(ReplicationError, match="only 2 of 3 replicas"):
-        await too_many.enqueue("t", 2)
-    await queue.aclose()
-    await too_many.aclose()
+    await async_wait_checked(sentinels.url, "s-async-wait", sentinels.servers[-1].client, 2)
 
 
 def test_unknown_service_name_is_named_in_the_error(sentinels: SentinelGroup) -> None:

@@ -15,7 +15,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
 )
-from conveyor import InvalidNameError
+from conveyor import InvalidNameError, JobSpec
 
 CALLERS = 120
 
@@ -106,3 +106,25 @@ async def test_the_setting_off_sends_every_enqueue_alone(api, batching):
     assert sum(sizes) == 30
     if not batching:
         assert sizes == [1] * 30
+
+
+async def test_enqueue_many_to_fills_each_queue_in_one_pipeline(api):
+    """One server: every queue's batch goes out in one pipeline (one group), each queue atomic."""
+    q = api.queue()
+    names = [q.inner.name, q.inner.name + "-b", q.inner.name + "-c"]
+    jobs = await q.enqueue_many_to({name: [("t", {"q": name, "i": i}) for i in range(3)] for name in names})
+    assert list(jobs) == names
+    for name in names:
+        assert [job.payload for job in jobs[name]] == [{"q": name, "i": i} for i in range(3)]
+        assert await api.queue(name).counts() == counts(waiting=3)
+    batch = {names[1]: [JobSpec("t", None, job_id="given")]}
+    assert (await q.enqueue_many_to(batch))[names[1]][0].created
+    assert not (await q.enqueue_many_to(batch))[names[1]][0].created  # re-sending is harmless
+    assert await api.queue(names[1]).counts() == counts(waiting=4)
+
+
+async def test_enqueue_many_to_refuses_a_bad_queue_name_before_sending(api):
+    q = api.queue()
+    with pytest.raises(InvalidNameError, match="hash tag"):
+        await q.enqueue_many_to({q.inner.name: [("t", 1)], "a{b}": [("t", 1)]})
+    assert await q.counts() == counts()

@@ -30,6 +30,17 @@ class Outcome:
     runs: Counter[str] = field(default_factory=Counter)
     ran_after_kill: int = 0
     enqueue_errors: int = 0
+    killed_at: float | None = None  # time.monotonic() of the kill
+    enqueue_recovered_at: float | None = None  # first enqueue acknowledged after the kill
+    run_recovered_at: float | None = None  # first job run after the kill
+
+    @property
+    def enqueue_recovery_s(self) -> float:
+        return _since(self.killed_at, self.enqueue_recovered_at)
+
+    @property
+    def run_recovery_s(self) -> float:
+        return _since(self.killed_at, self.run_recovered_at)
 
     @property
     def lost(self) -> list[str]:
@@ -43,19 +54,27 @@ class Outcome:
         return (
             f"acknowledged={len(self.acknowledged)} lost={len(self.lost)} "
             f"ran_twice={len(self.ran_twice)} ran_after_kill={self.ran_after_kill} "
-            f"enqueue_errors={self.enqueue_errors}"
+            f"enqueue_errors={self.enqueue_errors} enqueue_recovery_s={self.enqueue_recovery_s:.2f} "
+            f"run_recovery_s={self.run_recovery_s:.2f}"
         )
 
 
+def _since(start: float | None, end: float | None) -> float:
+    return float("nan") if start is None or end is None else end - start
+
+
 def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int = 300,
-          after: int = 300) -> Outcome:  # fmt: skip
+          after: int = 300, pause: float = 0.002) -> Outcome:  # fmt: skip
+    """Run the producer and the worker across ``kill``; ``pause``: seconds between enqueues."""
     outcome, lock = Outcome(), threading.Lock()
     killed, stop_producing = threading.Event(), threading.Event()
 
     def handle(job) -> None:  # type: ignore[no-untyped-def]
         with lock:
             outcome.runs[job.id] += 1
-            outcome.ran_after_kill += killed.is_set()
+            if killed.is_set():
+                outcome.ran_after_kill += 1
+                outcome.run_recovered_at = outcome.run_recovered_at or time.monotonic()
 
     def produce(queue: Queue) -> None:
         i = 0
@@ -67,8 +86,11 @@ def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int
                 time.sleep(0.05)
                 continue
             outcome.acknowledged.append(f"j{i}")
+            if killed.is_set() and outcome.enqueue_recovered_at is None:
+                outcome.enqueue_recovered_at = time.monotonic()
             i += 1
-            time.sleep(0.002)  # a steady stream, not a flood: the worker keeps up
+            if pause:
+                time.sleep(pause)  # a steady stream, not a flood: the worker keeps up
 
     producer_queue, worker_queue = make_queue(), make_queue()
     worker = Worker(worker_queue, {"t": handle}, concurrency=4, install_signal_handlers=False)
@@ -77,6 +99,7 @@ def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int
         thread.start()
     try:
         wait_until(lambda: len(outcome.acknowledged) >= before, "enqueues before the kill", DEADLINE)
+        outcome.killed_at = time.monotonic()
         kill()
         killed.set()
         target = len(outcome.acknowledged) + after
