@@ -19,6 +19,8 @@ from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
+from ._result_wait import AsyncResults
+from ._results import result_values
 from ._scripts import is_noscript
 from ._topology import ASYNC, connect
 
@@ -55,6 +57,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self, name: str, client: aredis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
+        self._results = AsyncResults(self)
         self._batcher = AsyncEnqueueBatcher(self.core, self._run)
 
     # -- execution --------------------------------------------------------------------------------
@@ -173,9 +176,13 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""
         return (await self._run(self.core.claim(count, lease)))[0]
 
-    async def ack(self, job: Job, claim: int = 0, lease: float | None = None) -> list[Job]:
-        """Complete ``job`` and, in the same call, lease up to ``claim`` next jobs."""
-        statuses, claimed, _ = await self._run(self.core.ack([job], claim, lease))
+    async def ack(
+        self, job: Job, claim: int = 0, lease: float | None = None, *, result: Any = None
+    ) -> list[Job]:
+        """Complete ``job`` and, in the same call, lease up to ``claim`` next jobs. With
+        ``store_results``, ``result`` is stored as the job's result."""
+        values = result_values(self.settings, job, result)
+        statuses, claimed, _ = await self._run(self.core.ack([job], claim, lease, results=values))
         if statuses[0] != 1 and claimed:
             await self.release(claimed)
         settle_single("ack", job, statuses, "completed")
@@ -204,6 +211,14 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def trim(self, batch: int | None = None) -> int:
         """Apply retention to completed and failed jobs, at most ``batch`` removals per set."""
         return await self._run(self.core.trim(batch))
+
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)
+        without polling. Needs ``store_results``. Raises :class:`JobFailedError` (with the stored
+        error and attempts) if the job failed, :class:`JobCancelledError` if it ended cancelled or
+        timed out, ``TimeoutError`` if it has not finished in time, and :class:`ConveyorError` if
+        its result is gone (expired, trimmed, or never stored)."""
+        return await self._results.wait(job_id, timeout)
 
     async def cancel(self, job_id: str) -> bool:
         """Remove a waiting or delayed job; False if it is active, finished or unknown."""

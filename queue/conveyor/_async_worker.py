@@ -21,6 +21,7 @@ from ._dispatch import (
     log,
     missing_handler,
     report_pump_error,
+    settle_return,
     validate_handlers,
 )
 from ._errors import LeaseLostError
@@ -113,19 +114,19 @@ class AsyncWorker:
             job = await self._ready.get()
             d.on_started(job)
             handler = self.handlers.get(job.task)
-            failure = None
+            failure, result = None, None
             try:
                 if handler is None:
                     failure = missing_handler(job)
                 else:
                     job.payload  # noqa: B018 - decode before the handler; a bad payload fails the job
-                    await handler(job)
+                    failure, result = settle_return(self.queue.settings, job, await handler(job))
             except Exception as exc:
                 failure = failure_of(job, exc)
             except asyncio.CancelledError:
                 d.running.discard(held_token(job))  # cancelled at the deadline: released as started
                 raise
-            d.on_finished(job, failure)
+            d.on_finished(job, failure, result)
             self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
@@ -168,9 +169,8 @@ class AsyncWorker:
         if not acks and not budget:
             return False, -1.0
         request, resend = d.on_sending(acks)
-        statuses, claimed, until_due = await pump._run(
-            pump.core.ack(acks, budget, request=request, resend=resend)
-        )
+        call = pump.core.ack(acks, budget, request=request, resend=resend, results=d.ack_results(acks))
+        statuses, claimed, until_due = await pump._run(call)
         d.on_acked(acks, statuses)
         d.on_claimed(claimed)
         for job in claimed:

@@ -35,6 +35,7 @@ class QueueBase(Generic[ClientT]):
         self, name: str, client: ClientT, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         self.core = QueueCore(name, resolve_settings(settings, overrides))
+        self.core.owner = self
         self.client = client
         self._ready = False
         self._cluster = is_cluster(client)

@@ -18,6 +18,8 @@ from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
+from ._result_wait import SyncResults
+from ._results import result_values
 from ._scripts import is_noscript
 from ._topology import SYNC, connect
 
@@ -54,6 +56,7 @@ class Queue(QueueBase[redis.Redis]):
         self, name: str, client: redis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
+        self._results = SyncResults(self)
         self._batcher = EnqueueBatcher(self.core, self._run)
 
     # -- execution --------------------------------------------------------------------------------
@@ -172,9 +175,11 @@ class Queue(QueueBase[redis.Redis]):
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""
         return self._run(self.core.claim(count, lease))[0]
 
-    def ack(self, job: Job, claim: int = 0, lease: float | None = None) -> list[Job]:
-        """Complete ``job`` and, in the same call, lease up to ``claim`` next jobs."""
-        statuses, claimed, _ = self._run(self.core.ack([job], claim, lease))
+    def ack(self, job: Job, claim: int = 0, lease: float | None = None, *, result: Any = None) -> list[Job]:
+        """Complete ``job`` and, in the same call, lease up to ``claim`` next jobs. With
+        ``store_results``, ``result`` is stored as the job's result."""
+        values = result_values(self.settings, job, result)
+        statuses, claimed, _ = self._run(self.core.ack([job], claim, lease, results=values))
         if statuses[0] != 1 and claimed:
             self.release(claimed)
         settle_single("ack", job, statuses, "completed")
@@ -203,6 +208,14 @@ class Queue(QueueBase[redis.Redis]):
     def trim(self, batch: int | None = None) -> int:
         """Apply retention to completed and failed jobs, at most ``batch`` removals per set."""
         return self._run(self.core.trim(batch))
+
+    def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)
+        without polling. Needs ``store_results``. Raises :class:`JobFailedError` (with the stored
+        error and attempts) if the job failed, :class:`JobCancelledError` if it ended cancelled or
+        timed out, ``TimeoutError`` if it has not finished in time, and :class:`ConveyorError` if
+        its result is gone (expired, trimmed, or never stored)."""
+        return self._results.wait(job_id, timeout)
 
     def cancel(self, job_id: str) -> bool:
         """Remove a waiting or delayed job; False if it is active, finished or unknown."""

@@ -18,10 +18,11 @@ from typing import Any
 
 import redis
 
-from ._errors import ConveyorError, SerializationError
+from ._errors import ConveyorError, PayloadTooLargeError, SerializationError
 from ._keys import validate_name
-from ._models import Job
+from ._models import Job, QueueSettings
 from ._ops import LEASE_STATUS, MAX_BATCH, Call, QueueCore, held_token
+from ._results import encode_result
 
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
@@ -87,6 +88,18 @@ def failure_of(job: Job, exc: BaseException) -> Failure:
     return Failure(job, f"{detail}\n{stack}".strip(), not isinstance(exc, SerializationError))
 
 
+def settle_return(settings: QueueSettings, job: Job, value: Any) -> tuple[Failure | None, bytes | None]:
+    """What a handler's return value settles to: (None, its serialised form) when results are
+    stored, (None, None) when not, or a failure without retry when it cannot be stored (too large
+    or not serialisable: a rerun would fail the same way)."""
+    if not settings.store_results:
+        return None, None
+    try:
+        return None, encode_result(settings, job.task, value)
+    except (SerializationError, PayloadTooLargeError) as exc:
+        return Failure(job, f"{type(exc).__name__}: {exc}", False), None
+
+
 def missing_handler(job: Job) -> Failure:
     return Failure(job, f"no handler is registered for task {job.task!r}", True)
 
@@ -112,6 +125,7 @@ class Dispatcher:
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     sequence: int = 0
     inflight: list[Job] | None = None
+    results: dict[str, bytes] = field(default_factory=dict)  # token -> serialised return value
 
     @property
     def held(self) -> int:
@@ -158,12 +172,21 @@ class Dispatcher:
         self.started.add(held_token(job))
         self.running.add(held_token(job))
 
-    def on_finished(self, job: Job, failure: Failure | None) -> None:
-        """A handler returned or raised (failure None: success). A cancelled handler reports
-        nothing: its job is released as started at shutdown."""
+    def ack_results(self, acks: Sequence[Job]) -> list[bytes] | None:
+        """The stored return values of ``acks`` (None when results are not stored)."""
+        if not self.results:
+            return None
+        return [self.results.get(job.token or "", b"null") for job in acks]
+
+    def on_finished(self, job: Job, failure: Failure | None, result: bytes | None = None) -> None:
+        """A handler returned or raised (failure None: success; ``result`` its serialised return
+        value, when results are stored). A cancelled handler reports nothing: its job is released
+        as started at shutdown."""
         self.running.discard(held_token(job))
         if failure is None:
             self.done.append(job)
+            if result is not None:
+                self.results[held_token(job)] = result
         else:
             self.failures.append(failure)
 
@@ -176,6 +199,7 @@ class Dispatcher:
         token = job.token or next((t for t, (j, _) in self.leases.items() if j is job), "")
         # (a sent fail clears job.token: find its lease by identity)
         self.leases.pop(token, None)
+        self.results.pop(token, None)
         self.started.discard(token)
         self.running.discard(token)
 

@@ -56,3 +56,17 @@ class ReplicationError(ConveyorError):
     The write happened on the primary, but a failover now could lose it; the caller decides
     whether to retry (an enqueue with a ``job_id`` is safe to repeat).
     """
+
+
+class JobFailedError(ConveyorError):
+    """Raised by ``job.result()``: the job ended failed; ``error`` is its stored error text."""
+
+    def __init__(self, job_id: str, state: str, error: str, attempts: int | None) -> None:
+        tried = "" if attempts is None else f" after {attempts} attempt(s)"
+        super().__init__(f"job {job_id!r} {state}{tried}: {error}")
+        self.job_id, self.state, self.error, self.attempts = job_id, state, error, attempts
+
+
+class JobCancelledError(JobFailedError):
+    """Raised by ``job.result()``: the job ended in another final state than completed or failed
+    (cancelled, or stopped at its time limit)."""

@@ -55,6 +55,8 @@ class QueueKeys:
     schedules: str  # hash: periodic schedule name -> next fire time (ms)
     jobs: str  # prefix of job hashes; never a key on its own
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
+    events: str  # stream: finished job ids, capped (MAXLEN ~), read by result waiters (store_results)
+    results: str  # prefix of result records (string per job, expires after result_ttl)
 
     def job(self, job_id: str) -> str:
         """Key of one job hash."""
@@ -75,6 +77,10 @@ class QueueKeys:
         """Key of one worker's record of its last ack+claim call (for re-sent calls)."""
         return self.requests + worker
 
+    def result(self, job_id: str) -> str:
+        """Key of one finished job's result record (see ``_results.py``)."""
+        return self.results + job_id
+
 
 def queue_keys(prefix: str, queue: str) -> QueueKeys:
     """Build the keys of ``queue`` under ``prefix``."""
@@ -93,4 +99,6 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         schedules=base + "cron",
         jobs=base + "j:",
         requests=base + "rc:",
+        events=base + "ev",
+        results=base + "r:",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import ConveyorError
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
 
@@ -38,6 +39,10 @@ class QueueSettings:
     strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
     wait_replicas: after each enqueue, ack and fail, wait (WAIT) until this many replicas hold the
     write, up to wait_timeout; fewer raise ReplicationError. 0 (default): do not wait.
+    store_results: workers store each handler's return value (serialised with ``serializer``, at
+    most max_result_bytes) and each final failure's error, and announce finished jobs, so
+    ``job.result()`` can wait for them; off (the default), acks write nothing extra. A result is
+    kept for result_ttl seconds, and goes earlier with its job when retention removes it.
     batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
     go out together as one script call when it returns; a lone caller is sent at once, as without.
     """
@@ -64,6 +69,9 @@ class QueueSettings:
     wait_replicas: int = 0
     wait_timeout: float = 1.0
     batch_enqueue: bool = False
+    store_results: bool = False
+    result_ttl: float = 24 * 3600.0
+    max_result_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         checks = {
@@ -79,6 +87,10 @@ class QueueSettings:
             "dedup_window must be None or >= 0": self.dedup_window is None or self.dedup_window >= 0,
             "wait_replicas must be >= 0": self.wait_replicas >= 0,
             "wait_timeout must be > 0": self.wait_timeout > 0,
+            "result_ttl must be >= 0.001 s (a result expires this long after its job finished)": (
+                self.result_ttl >= 0.001
+            ),
+            "max_result_bytes must be > 0": self.max_result_bytes > 0,
         }
         failed = [message for message, ok in checks.items() if not ok]
         if failed:
@@ -117,6 +129,7 @@ class Job:
     _payload: Any = field(default=_UNSET, repr=False)
     # Known from enqueue, get_job and jobs(); a claimed job leaves it at 0 (not sent on claims).
     priority: int = 0
+    _queue: Any = field(default=None, repr=False)  # the Queue or AsyncQueue that returned it
 
     @property
     def payload(self) -> Any:
@@ -128,6 +141,16 @@ class Job:
                 else decode_payload(self.serializer, self.id, self.raw_payload)
             )
         return self._payload
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The job's return value, once it finished; waits up to ``timeout`` seconds (None: no limit).
+
+        From a :class:`Queue` this blocks; from an :class:`AsyncQueue` it returns an awaitable
+        (``await job.result(timeout=5)``). See :meth:`Queue.result` for what it raises.
+        """
+        if self._queue is None:
+            raise ConveyorError(f"job {self.id!r} was not returned by a queue; use queue.result(job_id)")
+        return self._queue.result(self.id, timeout)
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, task={self.task!r}, state={self.state!r}, attempts={self.attempts})"

@@ -60,6 +60,7 @@ class QueueCore:
         self.settings = settings
         self.keys: QueueKeys = queue_keys(settings.prefix, name)
         self._valid_tasks: set[str] = set()
+        self.owner: Any = None  # the Queue or AsyncQueue using this core: jobs it returns wait through it
 
     # -- enqueue ----------------------------------------------------------------------------------
     def _pack_spec(self, spec: JobSpec) -> list[Any]:
@@ -122,7 +123,7 @@ class QueueCore:
                     int(f[4] or 0) / 1000,
                     created=False,
                 )
-            job.serializer = self.settings.serializer
+            job.serializer, job._queue = self.settings.serializer, self.owner
             jobs.append(job)
         return jobs
 
@@ -168,6 +169,14 @@ class QueueCore:
         window = self.settings.dedup_window
         return -1 if window is None else round(window * 1000)
 
+    def _result_ttl_ms(self) -> int:
+        """The result TTL for the scripts: 0 = results off (they write nothing extra)."""
+        s = self.settings
+        return max(1, round(s.result_ttl * 1000)) if s.store_results else 0
+
+    def _result_keys(self) -> tuple[str, str]:
+        return self.keys.events, self.keys.results
+
     def _lease_ms(self, lease: float | None) -> int:
         lease = self.settings.lease if lease is None else lease
         if lease < 0.05:
@@ -179,14 +188,18 @@ class QueueCore:
         jobs: Sequence[Job],
         claim: int = 0,
         lease: float | None = None,
+        *,
         request: tuple[str, int] | None = None,
         resend: bool = False,
+        results: Sequence[bytes] | None = None,
     ) -> Call[tuple[list[int], list[Job], float]]:
         """Ack ``jobs`` and claim up to ``claim`` more: (statuses, claimed, seconds until next due).
 
         ``request`` = (worker id, sequence number) makes the call safe to re-send: a second call
         with the same pair and ``resend=True`` answers what the first did (see ack.lua) instead of
         claiming again. Only a re-sent call reads the server's record (the hot path writes it).
+        ``results``: the serialised return value of each job, stored when ``store_results`` is on
+        (None there stores null for every job).
         """
         if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
@@ -197,10 +210,16 @@ class QueueCore:
             self.settings.keep_completed,
             "" if request is None else ("+" if resend else "") + str(request[1]),
             self._window_ms(),
+            ttl := self._result_ttl_ms(),
             len(jobs),
         ]
-        for job in jobs:
-            args += (job.id, held_token(job))
+        if ttl:
+            values = [b"null"] * len(jobs) if results is None else results
+            for job, value in zip(jobs, values, strict=True):
+                args += (job.id, held_token(job), value)
+        else:
+            for job in jobs:
+                args += (job.id, held_token(job))
         k = self.keys
         n = len(jobs)
 
@@ -209,7 +228,8 @@ class QueueCore:
 
         record = k.requests if request is None else k.request(request[0])
         keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record, k.dedup)
-        return Call(Scripts.ACK.value, keys, args, parse)
+        keys_with_results = (*keys, k.events, k.results)
+        return Call(Scripts.ACK.value, keys_with_results, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
     def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
@@ -228,7 +248,17 @@ class QueueCore:
 
         return Call(
             Scripts.FAIL.value,
-            (k.meta, k.waiting, k.delayed, k.active, k.failed, k.marker, k.jobs, k.dedup),
+            (
+                k.meta,
+                k.waiting,
+                k.delayed,
+                k.active,
+                k.failed,
+                k.marker,
+                k.jobs,
+                k.dedup,
+                *self._result_keys(),
+            ),
             (
                 job.id,
                 held_token(job),
@@ -236,6 +266,7 @@ class QueueCore:
                 delay,
                 self.settings.keep_failed,
                 self._window_ms(),
+                self._result_ttl_ms(),
             ),
             parse,
         )
@@ -283,8 +314,8 @@ class QueueCore:
         k = self.keys
         return Call(
             Scripts.RECOVER.value,
-            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs, k.dedup),
-            (self._batch(batch), self.settings.keep_failed, self._window_ms()),
+            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs, k.dedup, *self._result_keys()),
+            (self._batch(batch), self.settings.keep_failed, self._window_ms(), self._result_ttl_ms()),
             lambda r: (int(r[0]), int(r[1])),
         )
 
@@ -293,8 +324,16 @@ class QueueCore:
         ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
         return Call(
             Scripts.TRIM.value,
-            (self.keys.completed, self.keys.failed, self.keys.jobs, self.keys.dedup),
-            (s.keep_completed, ages[0], s.keep_failed, ages[1], self._batch(batch), self._window_ms()),
+            (self.keys.completed, self.keys.failed, self.keys.jobs, self.keys.dedup, self.keys.results),
+            (
+                s.keep_completed,
+                ages[0],
+                s.keep_failed,
+                ages[1],
+                self._batch(batch),
+                self._window_ms(),
+                1 if s.store_results else 0,
+            ),
             lambda r: int(r[0]) + int(r[1]),
         )
 
@@ -337,7 +376,7 @@ class QueueCore:
             int(f["t"]) / 1000 if "t" in f else None,
             created=False,
         )
-        job.serializer = self.settings.serializer
+        job.serializer, job._queue = self.settings.serializer, self.owner
         job.priority = int(f.get("p", 0))
         return job
 

@@ -15,6 +15,7 @@ from ._dispatch import (
     RECOVERABLE,
     WAKE_MEMBER,
     Dispatcher,
+    Failure,
     WorkerOptions,
     fail_call,
     failure_of,
@@ -22,6 +23,7 @@ from ._dispatch import (
     log,
     missing_handler,
     report_pump_error,
+    settle_return,
     validate_handlers,
 )
 from ._errors import LeaseLostError
@@ -134,18 +136,18 @@ class Worker:
         while (job := self._ready.get()) is not None:
             with self._lock:
                 d.on_started(job)
-            handler = self.handlers.get(job.task)
+            handler, result = self.handlers.get(job.task), None
+            failure: Failure | None
             try:
                 if handler is None:
                     failure = missing_handler(job)
                 else:
                     job.payload  # noqa: B018 - decode before the handler; a bad payload fails the job
-                    handler(job)
-                    failure = None
+                    failure, result = settle_return(self.queue.settings, job, handler(job))
             except Exception as exc:
                 failure = failure_of(job, exc)
             with self._lock:
-                d.on_finished(job, failure)
+                d.on_finished(job, failure, result)
             self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
@@ -184,11 +186,13 @@ class Worker:
                 d.on_failed(failure)
         with self._lock:
             acks = d.pending_acks()
+            results = d.ack_results(acks)
         budget = d.claim_budget(len(acks))
         if not acks and not budget:
             return False, -1.0
         request, resend = d.on_sending(acks)
-        statuses, claimed, until_due = pump._run(pump.core.ack(acks, budget, request=request, resend=resend))
+        call = pump.core.ack(acks, budget, request=request, resend=resend, results=results)
+        statuses, claimed, until_due = pump._run(call)
         with self._lock:
             d.on_acked(acks, statuses)
             d.on_claimed(claimed)

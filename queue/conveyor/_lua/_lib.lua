@@ -116,6 +116,30 @@ local function next_due(delayed)
   return -1
 end
 
+-- Results (QueueSettings.store_results): a script that finishes jobs sets RESULTS from its KEYS and
+-- ARGV; ttl 0 (the default) means off, and then nothing below writes anything. A finished job's
+-- record, <results prefix><id>, is its state letter, its attempts ('' after success), ':', then the
+-- serialised return value or the error text; it expires after ttl ms, and retention deletes it
+-- with its job. Each call that finishes jobs adds one entry to the events stream (fields: id, state
+-- letter; an id is never twice in one call), capped at about EVENTS_MAXLEN entries: clients block on it instead of polling.
+local RESULTS = {ttl = 0}
+local EVENTS_MAXLEN = 1000
+
+local function store_result(id, state, attempts, body)
+  redis.call('SET', RESULTS.prefix .. id, state .. attempts .. ':' .. body, 'PX', RESULTS.ttl)
+end
+
+-- fields: id, state letter pairs (<= 2000 values: one ack batch).
+local function announce(fields)
+  if #fields > 0 then
+    redis.call('XADD', RESULTS.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
+  end
+end
+
+local function drop_result(id)
+  if RESULTS.prefix then redis.call('DEL', RESULTS.prefix .. id) end
+end
+
 -- Keep at most `keep` members of a finished set (-1 keeps all), removing at most `limit` per call.
 local function trim_by_count(set, jobs, keep, limit)
   if keep < 0 or limit <= 0 then return 0 end
@@ -125,7 +149,10 @@ local function trim_by_count(set, jobs, keep, limit)
   local ids = redis.call('ZRANGE', set, 0, excess - 1)
   -- Index first, then hashes: a failure in between leaves unindexed hashes, never ids without one.
   redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
-  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  for i = 1, #ids do
+    redis.call('DEL', jobs .. ids[i])
+    drop_result(ids[i])
+  end
   return #ids
 end
 
@@ -134,7 +161,10 @@ local function trim_by_age(set, jobs, cutoff, limit)
   bounded(#ids, limit, 'trim')
   if #ids == 0 then return 0 end
   call_chunked('ZREM', set, ids)
-  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  for i = 1, #ids do
+    redis.call('DEL', jobs .. ids[i])
+    drop_result(ids[i])
+  end
   return #ids
 end
 
@@ -149,6 +179,10 @@ local function finish_failed(failed, meta, key, id, err, now)
   redis.call('HSET', key, 's', 'f', 'r', err, 't', now)
   redis.call('ZADD', failed, now, id)
   redis.call('HINCRBY', meta, 'failed', 1)
+  if RESULTS.ttl > 0 then
+    store_result(id, 'f', redis.call('HGET', key, 'a') or '', err)
+    announce({id, 'f'})
+  end
 end
 
 -- Pop up to `count` ready ids, highest priority level first, then the waiting list (level 0).

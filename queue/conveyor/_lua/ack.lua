@@ -1,10 +1,12 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results
+--       (11: the results prefix; results keys are <results><id>)
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
 --       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
 --       a re-sent call, the only kind that reads the record),
---       6 deduplication window ms (<= 0 off), 7 n acks (<= 1000), then n pairs: id, token
+--       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off), 8 n acks (<= 1000),
+--       then n tuples: id, token, and (results on only) the serialised return value
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
@@ -15,7 +17,13 @@
 local meta, waiting, delayed, active, completed, marker, jobs, record, dedup =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local lease_ms, count, promote_batch = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local keep, request, window, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local keep, request, window, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[8])
+local ttl = tonumber(ARGV[7])
+local stride = 2
+if ttl > 0 then
+  RESULTS = {ttl = ttl, events = KEYS[10], prefix = KEYS[11]}
+  stride = 3
+end
 bounded(count, 1000, 'claim')
 bounded(n, 1000, 'ack')
 local now = now_ms()
@@ -51,15 +59,21 @@ if string.sub(request, 1, 1) == '+' then
   end
 end
 
-local out, done, finished = {}, {}, {}
+local out, done, finished, events = {}, {}, {}, {}
 for i = 1, n do
-  local id, token = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
+  local at = 9 + stride * (i - 1)
+  local id, token = ARGV[at], ARGV[at + 1]
   local key = jobs .. id
   local status = check_lease(key, token)
   out[i] = status
   if status == 1 then
     done[#done + 1] = id
     remember(dedup, window, id, now)
+    if ttl > 0 then
+      store_result(id, 'c', '', ARGV[at + 2])
+      events[#events + 1] = id
+      events[#events + 1] = 'c'
+    end
     if keep == 0 then
       redis.call('DEL', key)
     else
@@ -74,6 +88,7 @@ if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
 end
+announce(events)
 if #finished > 0 then
   redis.call('ZADD', completed, unpack(finished))
   -- Amortised retention: remove up to twice what was added, so the set converges to `keep`.

@@ -1,7 +1,8 @@
 -- fail: record a failed attempt; retry later through the delayed set, or end in the failed state.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results
 -- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all),
---       6 deduplication window ms (<= 0 off)
+--       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off; on: a final failure
+--       stores its error as the job's result record and announces it, see _lib.lua)
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
@@ -28,6 +29,7 @@ if delay >= 0 and attempts < max then
   wake(marker)
   return {1, 'retry', now + delay}
 end
+if tonumber(ARGV[7]) > 0 then RESULTS = {ttl = tonumber(ARGV[7]), events = KEYS[9], prefix = KEYS[10]} end
 finish_failed(failed, meta, key, id, err, now)
 remember(dedup, tonumber(ARGV[6]), id, now)
 trim_by_count(failed, jobs, keep, 10)

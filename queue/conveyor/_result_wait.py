@@ -1,0 +1,188 @@
+"""Waiting for job results: one blocking XREAD per client and queue serves all its waiters.
+
+The sync twin runs its reader in a daemon thread, the async twin in a task; both start the reader
+with the first waiter and let it end once nobody waits (within ``READ_BLOCK_MS``). The logic they
+share (what a probe means, which ids an event names, where to read next) is in ``_results.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from ._base import REDIS_ERRORS
+from ._results import (
+    READ_BLOCK_MS,
+    READ_COUNT,
+    Probe,
+    Registry,
+    check_wait,
+    decode_record,
+    finished_ids,
+    probe_commands,
+    read_probe,
+    results_off,
+    timed_out,
+)
+from ._retry import RECONNECT
+
+log = logging.getLogger("conveyor.results")
+
+
+class _Slot:
+    """One sync waiter: an event set by the reader once the record is read."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.record: bytes | None = None
+
+    def resolve(self, record: bytes | None) -> None:
+        self.record = record
+        self.done.set()
+
+
+class SyncResults:
+    """Result waiting for one :class:`Queue`."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.registry: Registry[_Slot] = Registry()
+        self.lock = threading.Lock()
+
+    def wait(self, job_id: str, timeout: float | None) -> Any:
+        q = self.queue
+        check_wait(job_id, timeout)
+        if not q.settings.store_results:
+            raise results_off(q.name)
+        slot = _Slot()
+        with self.lock:
+            self.registry.add(job_id, slot)
+        try:
+            probe = self._probe(job_id)
+            if probe.wait_after is not None:
+                with self.lock:
+                    start = self.registry.start_from(probe.wait_after)
+                if start:
+                    threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
+                if not slot.done.wait(timeout):
+                    raise timed_out(job_id, timeout)
+                probe = Probe(slot.record, None)
+        finally:
+            with self.lock:
+                self.registry.remove(job_id, slot)
+        return decode_record(q.settings.serializer, job_id, probe.record)
+
+    def _probe(self, job_id: str) -> Probe:
+        q = self.queue
+        pipe = q.client.pipeline(transaction=False)
+        for command in probe_commands(q.core.keys, job_id):
+            pipe.execute_command(*command)
+        try:
+            return read_probe(job_id, pipe.execute())
+        except REDIS_ERRORS as exc:
+            raise q._error(exc) from exc
+
+    def _read(self) -> None:
+        q, attempt = self.queue, 0
+        events = q.core.keys.events
+        while True:
+            with self.lock:
+                position = self.registry.next_read()
+            if position is None:
+                return
+            try:
+                reply = q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
+                ids, last = finished_ids(reply)
+                with self.lock:
+                    wanted = self.registry.wanted(ids)
+                records = self._records(wanted)
+                attempt = 0
+            except Exception as exc:  # waiters time out on their own; keep serving the others
+                attempt += 1
+                log.warning("result reader lost the server (%s); retrying", exc)
+                threading.Event().wait(RECONNECT.delay(attempt))
+                continue
+            with self.lock:
+                self.registry.advance(position, last)
+                slots = [(s, r) for i, r in zip(wanted, records, strict=True) for s in self.registry.pop(i)]
+            for slot, record in slots:
+                slot.resolve(record)
+
+    def _records(self, ids: list[str]) -> list[Any]:
+        if not ids:
+            return []
+        return list(self.queue.client.mget([self.queue.core.keys.result(i) for i in ids]))
+
+
+class AsyncResults:
+    """Result waiting for one :class:`AsyncQueue` (its reader is a task of the running loop)."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.registry: Registry[asyncio.Future[bytes | None]] = Registry()
+        self.reader: asyncio.Task[None] | None = None
+
+    async def wait(self, job_id: str, timeout: float | None) -> Any:
+        q = self.queue
+        check_wait(job_id, timeout)
+        if not q.settings.store_results:
+            raise results_off(q.name)
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self.registry.add(job_id, future)
+        try:
+            probe = await self._probe(job_id)
+            if probe.wait_after is not None:
+                if self.registry.start_from(probe.wait_after):
+                    self.reader = asyncio.create_task(self._read())
+                try:
+                    record = await asyncio.wait_for(asyncio.shield(future), timeout)
+                except TimeoutError:
+                    raise timed_out(job_id, timeout) from None
+                probe = Probe(record, None)
+        finally:
+            self.registry.remove(job_id, future)
+        return decode_record(q.settings.serializer, job_id, probe.record)
+
+    async def _probe(self, job_id: str) -> Probe:
+        q = self.queue
+        pipe = q.client.pipeline(transaction=False)
+        for command in probe_commands(q.core.keys, job_id):
+            pipe.execute_command(*command)
+        try:
+            return read_probe(job_id, await pipe.execute())
+        except REDIS_ERRORS as exc:
+            raise q._error(exc) from exc
+
+    async def _read(self) -> None:
+        try:
+            await self._serve()
+        finally:  # cancelled with its loop: the next waiter starts a fresh reader
+            self.registry.running = False
+
+    async def _serve(self) -> None:
+        q, attempt = self.queue, 0
+        events = q.core.keys.events
+        while (position := self.registry.next_read()) is not None:
+            try:
+                reply = await q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
+                ids, last = finished_ids(reply)
+                wanted = self.registry.wanted(ids)
+                records = await self._records(wanted)
+                attempt = 0
+            except Exception as exc:  # waiters time out on their own; keep serving the others
+                attempt += 1
+                log.warning("result reader lost the server (%s); retrying", exc)
+                await asyncio.sleep(RECONNECT.delay(attempt))
+                continue
+            self.registry.advance(position, last)
+            for job_id, record in zip(wanted, records, strict=True):
+                for future in self.registry.pop(job_id):
+                    if not future.done():
+                        future.set_result(record)
+
+    async def _records(self, ids: list[str]) -> list[Any]:
+        if not ids:
+            return []
+        return list(await self.queue.client.mget([self.queue.core.keys.result(i) for i in ids]))

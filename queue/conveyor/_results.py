@@ -1,0 +1,192 @@
+"""Job results, the pure part: records, events and the waiter registry shared by both twins.
+
+With ``QueueSettings.store_results`` on, the script that finishes a job (ack, fail, recover) writes
+its result record (see ``_lua/_lib.lua``) and adds an entry naming it to the queue's events
+stream. A client waits for results without polling: at most one blocking XREAD per queue and
+client serves all its waiters (``_result_wait.py``), and reads the records the events name.
+
+No waiter can miss its event: a waiter registers first, then reads, in one pipeline, the stream's
+last id, the job's state and its record. If the job has not finished, its event comes after that
+stream id, and the reader reads from no later than it (see :meth:`Registry.start_from`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ._errors import ConveyorError, JobCancelledError, JobFailedError, PayloadTooLargeError
+from ._keys import validate_name
+from ._models import STATES, QueueSettings
+from ._serialize import Serializer, decode_payload, encode_payload
+
+W = TypeVar("W")
+READ_BLOCK_MS = 1000  # an idle reader notices it has no waiters left within this
+READ_COUNT = 500  # events per XREAD
+UNFINISHED = frozenset({"w", "d", "a"})
+
+
+def encode_result(settings: QueueSettings, task: str, value: Any) -> bytes:
+    """Serialise a handler's return value like a payload, within ``max_result_bytes``."""
+    try:
+        return encode_payload(settings.serializer, task, value, settings.max_result_bytes)
+    except PayloadTooLargeError as exc:
+        size = str(exc).split(" is ", 1)[1].split(" bytes", 1)[0]
+        raise PayloadTooLargeError(
+            f"result of task {task!r} is {size} bytes encoded; the limit is "
+            f"{settings.max_result_bytes} bytes (QueueSettings.max_result_bytes)"
+        ) from None
+
+
+def result_values(settings: QueueSettings, job: Any, value: Any) -> list[bytes] | None:
+    """The ack script's result argument for one job acked by hand (None: results off)."""
+    return [encode_result(settings, job.task, value)] if settings.store_results else None
+
+
+def results_off(queue: str) -> ConveyorError:
+    return ConveyorError(
+        f"queue {queue!r} does not store results: set QueueSettings(store_results=True) on its "
+        "workers and on this client"
+    )
+
+
+def check_wait(job_id: str, timeout: float | None) -> str:
+    validate_name("job id", job_id)
+    if timeout is not None and not timeout >= 0:
+        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+    return job_id
+
+
+def probe_commands(keys: Any, job_id: str) -> list[tuple[Any, ...]]:
+    """The waiter's one round trip, in this order: stream's last id, job state, result record."""
+    return [
+        ("XREVRANGE", keys.events, "+", "-", "COUNT", 1),
+        ("HGET", keys.job(job_id), "s"),
+        ("GET", keys.result(job_id)),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What the waiter's round trip found: a record to decode, or a stream id to wait after."""
+
+    record: bytes | None
+    wait_after: str | None
+
+
+def read_probe(job_id: str, replies: list[Any]) -> Probe:
+    last, state, record = replies
+    state = _text(state) if state is not None else None
+    if state in UNFINISHED:
+        return Probe(None, _text(last[0][0]) if last else "0-0")
+    if record is None:
+        raise gone(job_id, state)
+    return Probe(bytes(record) if not isinstance(record, bytes) else record, None)
+
+
+def gone(job_id: str, state: str | None) -> ConveyorError:
+    where = "no such job" if state is None else f"the job is {STATES.get(state, state)}"
+    return ConveyorError(
+        f"job {job_id!r} has no stored result ({where}): it expired (result_ttl), retention removed "
+        "it, or the job finished while store_results was off"
+    )
+
+
+def decode_record(serializer: Serializer, job_id: str, record: bytes | None) -> Any:
+    """The return value a record holds; a failure record raises JobFailedError (or a subclass)."""
+    if record is None:
+        raise gone(job_id, None)
+    state = record[:1].decode()
+    colon = record.index(b":")
+    if state == "c":
+        return decode_payload(serializer, job_id, record[colon + 1 :])
+    attempts = int(record[1:colon]) if colon > 1 else None
+    error = record[colon + 1 :].decode(errors="replace")
+    cls = JobFailedError if state == "f" else JobCancelledError
+    raise cls(job_id, STATES.get(state, state), error, attempts)
+
+
+def timed_out(job_id: str, timeout: float | None) -> TimeoutError:
+    return TimeoutError(f"job {job_id!r} did not finish within {timeout} s")
+
+
+def finished_ids(reply: Any) -> tuple[list[str], str | None]:
+    """Job ids an XREAD reply announces, and the id of its last entry (None: no entries)."""
+    ids: list[str] = []
+    last = None
+    for _stream, entries in _streams(reply):
+        for entry_id, fields in entries:
+            last = _text(entry_id)
+            # Fields are job ids (unique within an entry; redis-py may decode them into a dict).
+            names = fields.keys() if isinstance(fields, dict) else fields[0::2]
+            ids += [_text(name) for name in names]
+    return ids, last
+
+
+def _streams(reply: Any) -> list[Any]:
+    """(stream, entries) pairs: RESP2 replies are [[stream, entries]]; redis-py's RESP3 replies
+    are {stream: [entries]}."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [
+            (name, entries[0] if entries and isinstance(entries[0], list) else entries)
+            for name, entries in reply.items()
+        ]
+    return list(reply)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _stream_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass
+class Registry(Generic[W]):
+    """Waiters of one client and queue, and where its one reader reads from (no I/O here)."""
+
+    waiting: dict[str, list[W]] = field(default_factory=dict)
+    position: str | None = None
+    running: bool = False
+
+    def add(self, job_id: str, waiter: W) -> None:
+        self.waiting.setdefault(job_id, []).append(waiter)
+
+    def remove(self, job_id: str, waiter: W) -> None:
+        waiters = self.waiting.get(job_id, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            self.waiting.pop(job_id, None)
+
+    def start_from(self, stream_id: str) -> bool:
+        """A waiter waits for events after ``stream_id``: read from there at the latest. Returns
+        True when the caller must start the reader (none runs)."""
+        if self.position is None or _stream_key(stream_id) < _stream_key(self.position):
+            self.position = stream_id
+        if self.running:
+            return False
+        self.running = True
+        return True
+
+    def next_read(self) -> str | None:
+        """Where the reader reads next; None: nobody waits, the reader stops."""
+        if not self.waiting:
+            self.running, self.position = False, None
+            return None
+        return self.position
+
+    def advance(self, read_from: str, last: str | None) -> None:
+        """The reader read up to ``last``; keep a position a new waiter lowered meanwhile."""
+        if last is not None and self.position == read_from:
+            self.position = last
+
+    def wanted(self, ids: list[str]) -> list[str]:
+        return list(dict.fromkeys(i for i in ids if i in self.waiting))
+
+    def pop(self, job_id: str) -> list[W]:
+        return self.waiting.pop(job_id, [])

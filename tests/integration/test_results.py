@@ -1,0 +1,170 @@
+"""Job results: stored at ack in the same script call, waited for without polling (one blocking
+XREAD per client and queue), kept for result_ttl and removed with their job by retention."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
+    api_fixture,
+    wait_until,
+)
+from conveyor import ConveyorError, JobFailedError, PayloadTooLargeError, QueueSettings
+
+
+def _result(api, job, timeout=10.0):
+    """job.result() on either surface, as an awaitable."""
+    if api.is_async:
+        return job.result(timeout)
+    return asyncio.to_thread(job.result, timeout)
+
+
+def _readers(api) -> int:
+    """Connections blocked in XREAD on this server (the result readers)."""
+    return sum(1 for c in api.admin.client_list() if c.get("cmd") == "xread")
+
+
+def _waiting(q) -> int:
+    return len(q.inner._results.registry.waiting)
+
+
+async def test_round_trip_and_waiter_on_an_already_finished_job(api):
+    q = api.queue(store_results=True)
+    api.worker(q, {"add": api.handler(lambda job: {"sum": sum(job.payload)})}, concurrency=2)
+    job = await q.enqueue("add", [1, 2, 3])
+    assert await _result(api, job) == {"sum": 6}
+    # Finished and its record deleted at ack (keep_completed 0): the result is still there.
+    assert await q.get_job(job.id) is None
+    assert await q.result(job.id, 0) == {"sum": 6}
+    none_job = await q.enqueue("add", [])
+    assert await _result(api, none_job) == {"sum": 0}
+
+
+async def test_waiter_started_before_the_job_is_claimed(api):
+    q = api.queue(store_results=True)
+    job = await q.enqueue("echo", "hello")
+    waiter = asyncio.ensure_future(_result(api, job))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    await wait_until(lambda: _readers(api) >= 1, what="the reader to block")
+    assert not waiter.done()
+    api.worker(q, {"echo": api.handler(lambda job: job.payload.upper())})
+    assert await asyncio.wait_for(waiter, 10) == "HELLO"
+
+
+async def test_many_waiters_share_one_blocking_reader(api):
+    q = api.queue(store_results=True)
+    jobs = await q.enqueue_many([("sq", i) for i in range(20)])
+    await wait_until(lambda: _readers(api) == 0, what="earlier readers to end")
+    results: dict[str, object] = {}
+    if api.is_async:
+        waiters = [asyncio.ensure_future(job.result(10)) for job in jobs]
+    else:  # real threads: to_thread's pool is smaller than 20 on a small machine
+        threads = [threading.Thread(target=lambda j=j: results.update({j.id: j.result(10)}))
+                   for j in jobs]
+        for t in threads:
+            t.start()
+    await wait_until(lambda: _waiting(q) == 20, what="20 waiters to register")
+    await wait_until(lambda: _readers(api) == 1, what="the reader to block")
+    await asyncio.sleep(0.1)
+    assert _readers(api) == 1
+    api.worker(q, {"sq": api.handler(lambda job: job.payload ** 2)}, concurrency=4)
+    if api.is_async:
+        values = await asyncio.wait_for(asyncio.gather(*waiters), 15)
+    else:
+        await asyncio.to_thread(lambda: [t.join(15) for t in threads])
+        values = [results[j.id] for j in jobs]
+    assert values == [i * i for i in range(20)]
+    await wait_until(lambda: _readers(api) == 0, what="the idle reader to end")
+
+
+async def test_failure_reraises_with_error_and_attempts(api):
+    q = api.queue(store_results=True, max_attempts=1)
+    job = await q.enqueue("t", None)
+    waiter = asyncio.ensure_future(_result(api, job))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    [leased] = await q.claim()
+    await q.fail(leased, "ValueError: bad input", retry=False)
+    with pytest.raises(JobFailedError) as caught:
+        await asyncio.wait_for(waiter, 10)
+    assert (caught.value.error, caught.value.attempts, caught.value.state) == (
+        "ValueError: bad input", 1, "failed")
+    assert "bad input" in str(caught.value)
+
+
+async def test_lease_expiry_failure_reaches_waiters(api):
+    q = api.queue(store_results=True, max_attempts=1)
+    job = await q.enqueue("t", None)
+    await q.claim(1, 0.05)
+    await asyncio.sleep(0.1)
+    assert await q.recover() == (0, 1)
+    with pytest.raises(JobFailedError, match="lease expired after attempt 1 of 1"):
+        await _result(api, job)
+
+
+async def test_result_over_the_cap_fails_the_job_without_retry(api):
+    q = api.queue(store_results=True, max_result_bytes=50, max_attempts=3)
+    api.worker(q, {"big": api.handler(lambda job: "x" * 100)})
+    job = await q.enqueue("big", None)
+    with pytest.raises(JobFailedError, match="max_result_bytes") as caught:
+        await _result(api, job)
+    assert caught.value.attempts == 1  # a rerun would fail the same way
+    assert "the limit is 50 bytes" in caught.value.error
+    with pytest.raises(PayloadTooLargeError, match="max_result_bytes"):
+        await q.ack(job, result="y" * 100)  # checked before anything is sent
+
+
+async def test_timeout_raises_and_leaves_no_waiter(api):
+    q = api.queue(store_results=True)
+    job = await q.enqueue("t", None)
+    with pytest.raises(TimeoutError, match=f"job '{job.id}' did not finish within 0.2 s"):
+        await _result(api, job, 0.2)
+    assert _waiting(q) == 0
+
+
+async def test_result_ttl_expiry(api):
+    q = api.queue(store_results=True, result_ttl=0.3)
+    await q.enqueue("t", None, job_id="ttl-1")
+    [job] = await q.claim()
+    await q.ack(job, result=[1, 2])
+    assert await q.result("ttl-1", 1) == [1, 2]
+    assert 0 < api.admin.pttl(q.keys.result("ttl-1")) <= 300
+    await asyncio.sleep(0.4)
+    with pytest.raises(ConveyorError, match=r"no stored result .*result_ttl"):
+        await q.result("ttl-1", 1)
+
+
+async def test_results_follow_retention(api):
+    q = api.queue(store_results=True, keep_completed=1)
+    for job_id in ("old", "new"):
+        await q.enqueue("t", None, job_id=job_id)
+        [job] = await q.claim()
+        await asyncio.sleep(0.005)  # finish times in different ms: a tie is trimmed by name
+        await q.ack(job, result=job_id)
+    assert await q.result("new", 1) == "new"
+    with pytest.raises(ConveyorError, match="no stored result"):
+        await q.result("old", 1)  # trimmed with its job
+    assert api.admin.exists(q.keys.result("old")) == 0
+    by_age = api.queue(store_results=True, keep_completed=-1, completed_max_age=0.001)
+    await asyncio.sleep(0.01)
+    assert await by_age.trim() == 1
+    assert api.admin.exists(q.keys.result("new")) == 0
+
+
+async def test_results_off_writes_nothing_and_says_so(api):
+    q = api.queue()
+    job = await q.enqueue("t", None)
+    [leased] = await q.claim()
+    await q.ack(leased)
+    keys = api.queue_keys()
+    assert not [k for k in keys if k.endswith(b":ev") or b":r:" in k]
+    with pytest.raises(ConveyorError, match="store_results=True"):
+        await _result(api, job)
+
+
+def test_settings_validation():
+    with pytest.raises(ValueError, match=r"result_ttl must be >= 0\.001 s"):
+        QueueSettings(result_ttl=0)
+    with pytest.raises(ValueError, match=r"max_result_bytes must be > 0"):
+        QueueSettings(max_result_bytes=0)
