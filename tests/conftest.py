@@ -34,6 +34,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n 2 --dist loadgroup`), keep each server kind's tests on one worker.
+
+    Every xdist worker is its own process with its own server pool, so grouping by kind means each
+    worker starts only the servers of its groups (and each server's tests run one at a time, as
+    without xdist); tests without a server spread freely.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("server") if callspec is not None else None
+        if kind is not None:
+            item.add_marker(pytest.mark.xdist_group(str(kind)))
+
+
 class _ServerPool:
     """Starts each kind at most once per session, remembers why a kind could not start."""
 
