@@ -9,8 +9,15 @@ last at least ``min_seconds`` (resized and rerun, at most a few times, while it 
 the last drain is the figure and ``jobs`` records its size. Every handler call is
 counted by job id; the server's counts must show every job completed once.
 
+With ``result_bytes`` (one extra case on the baseline variant, at concurrency ``result_concurrency``)
+the queue stores results (``store_results=True``) and every handler returns a string that encodes
+to ``result_bytes`` bytes: the same drain, one thing changed, so the cost of storing a result is
+the ratio of the two cases' jobs/s in one run. Cases without the param store nothing. The results
+case's timing metrics end in ``_storing_results`` (``jobs_per_s_storing_results``), so readers of
+the no-op figures (headline, history, peers) never pick it up by its concurrency.
+
 Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``.
-Params: ``min_seconds``, ``concurrency``, ``payload_bytes``.
+Params: ``min_seconds``, ``concurrency``, ``payload_bytes``, ``result_bytes`` (results case only).
 """
 
 from __future__ import annotations
@@ -40,19 +47,34 @@ HEADLINE_CASE = {"metric": "jobs_per_s", "params": {"concurrency": 32, "payload_
                  "conditions": "no-op handlers, one AsyncWorker with concurrency 32, 64 B payload, "
                                "first claim to last ack, RESP3, hiredis"}
 DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "concurrencies": [1, 32, 100], "payload_bytes": 64,
-                            "calibration_jobs": 2000, "max_jobs": 250000}
+                            "calibration_jobs": 2000, "max_jobs": 250000, "result_bytes": 100,
+                            "result_concurrency": 32}
 MAX_ROUNDS = 4
+RESULT_SUFFIX = "_storing_results"
 QUICK: dict[str, Any] = {"min_seconds": 0.3, "concurrencies": [1, 32, 100], "payload_bytes": 64,
-                         "calibration_jobs": 500, "max_jobs": 20000}
+                         "calibration_jobs": 500, "max_jobs": 20000, "result_bytes": 100,
+                         "result_concurrency": 32}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every concurrency on the baseline; the highest only on other variants."""
+    """Every concurrency on the baseline (plus the stored-result case); the highest only on other
+    variants."""
     concs = options["concurrencies"] if variant.primary else options["concurrencies"][-1:]
     if variant.config == "listpack-1024":
         return []
     keep = ("min_seconds", "payload_bytes", "calibration_jobs", "max_jobs")
-    return [{**{k: options[k] for k in keep}, "concurrency": c} for c in concs]
+    out = [{**{k: options[k] for k in keep}, "concurrency": c} for c in concs]
+    if variant.primary and options.get("result_bytes"):
+        out.append({**{k: options[k] for k in keep}, "concurrency": options["result_concurrency"],
+                    "result_bytes": options["result_bytes"]})
+    return out
+
+
+def result_value(size: int) -> str:
+    """A string whose JSON encoding (quotes included) is ``size`` bytes."""
+    if size < 2:
+        raise ValueError(f"result_bytes must be >= 2 (a JSON string), got {size}")
+    return "r" * (size - 2)
 
 
 @dataclass
@@ -94,15 +116,18 @@ def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options
 async def drain(target: Target, name: str, params: dict[str, Any], tracker: Tracker,
                 jobs: int) -> tuple[float, float]:
     """Run a burst worker on queue ``name``; return (claim-to-ack seconds, run() seconds)."""
-    queue = make_async_queue(target, NAME, name=name)
+    size = params.get("result_bytes")
+    queue = make_async_queue(target, NAME, name=name, **({"store_results": True} if size else {}))
     window = Window(jobs)
     handled = [0]
+    value = result_value(size) if size else None
 
-    async def noop(job: Any) -> None:
+    async def noop(job: Any) -> Any:
         tracker.handled(job.id)
         handled[0] += 1
         if handled[0] == jobs:
             window.all_done = time.perf_counter()
+        return value
 
     await acheck_counts(queue, waiting=jobs, active=0)
     worker = timed_worker(queue, {"noop": noop}, window, concurrency=params["concurrency"],
@@ -111,8 +136,18 @@ async def drain(target: Target, name: str, params: dict[str, Any], tracker: Trac
     await worker.run()
     wall = time.perf_counter() - start
     await acheck_counts(queue, waiting=0, active=0, total_completed=jobs)
+    if size:
+        await acheck_results(queue, tracker, value)
     await queue.aclose()
     return window.seconds(), wall
+
+
+async def acheck_results(queue: Any, tracker: Tracker, value: str) -> None:
+    """The results case really stored results: a sampled job's result is the handler's value."""
+    sample = next(iter(tracker.enqueued))
+    stored = await queue.result(sample, 5)
+    if stored != value:
+        raise AssertionError(f"job {sample}: stored result {stored!r:.40} is not the handler's value")
 
 
 def _round(target: Target, params: dict[str, Any], jobs: int) -> tuple[float, float, dict]:
@@ -137,11 +172,13 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
             break  # after MAX_ROUNDS the last drain stands; elapsed_s shows how long it ran
         rate = jobs / elapsed  # the first (calibration) round also warms the process and server
         jobs = sized_jobs(rate, params["min_seconds"], jobs, params["max_jobs"])
+    # The results case names its figures apart, so no no-op process figure is ever read from it.
+    suffix = RESULT_SUFFIX if params.get("result_bytes") else ""
     return {
-        "metrics": {"jobs_per_s": metric(jobs / elapsed, "1/s"),
-                    "elapsed_s": metric(elapsed, "s"), "jobs": metric(jobs, "count"),
-                    "worker_run_s": metric(wall, "s"),
-                    "calibration_jobs_per_s": metric(rate, "1/s")},
+        "metrics": {"jobs_per_s" + suffix: metric(jobs / elapsed, "1/s"),
+                    "elapsed_s" + suffix: metric(elapsed, "s"), "jobs": metric(jobs, "count"),
+                    "worker_run_s" + suffix: metric(wall, "s"),
+                    "calibration_jobs_per_s" + suffix: metric(rate, "1/s")},
         "exactly_once": report,
         "extra": {"clock": "first claim sent to last ack received"},
     }

@@ -81,6 +81,9 @@ def other_rows() -> list[dict[str, Any]]:
     rows += [row("process", {"jobs": 500, "concurrency": c, "payload_bytes": 64},
                  {"jobs_per_s": metric(BASE * k, "1/s"), "elapsed_s": metric(0.5 / k, "s")})
              for c, k in ((1, 0.7), (32, 1.9), (100, 2.0))]
+    rows.append(row("process", {"jobs": 500, "concurrency": 32, "payload_bytes": 64,
+                                "result_bytes": 100},
+                    {"jobs_per_s_storing_results": metric(BASE * 1.9 * 0.8, "1/s", spread=0.01)}))
     rows += [row("latency", {"load": load, "concurrency": 32, **size},
                  {"p50_ms": metric(0.3 * f, "ms"), "p90_ms": metric(0.5 * f, "ms"),
                   "p99_ms": metric(1.0 * f, "ms"), "p99_9_ms": metric(2.0 * f, "ms"),
@@ -103,6 +106,8 @@ def other_rows() -> list[dict[str, Any]]:
                  {"bytes_per_job": metric(b, "B", spread=0.0, reps=1)}, config=cfg)
              for p, base_b, tuned_b in ((32, 200, 200), (1024, 1500, 1100))
              for cfg, b in (("default", base_b), ("listpack-1024", tuned_b))]
+    rows.append(row("memory", {"id_bytes": 16, "counts": [100, 1000]},
+                    {"bytes_per_retained_id": metric(90, "B", spread=0.0, reps=1)}))
     rows += connections_rows() + ha_rows()
     return rows
 
