@@ -21,7 +21,7 @@ import redis
 from ._errors import ConveyorError, PayloadTooLargeError, SerializationError
 from ._keys import validate_name
 from ._models import Job, QueueSettings
-from ._ops import LEASE_STATUS, MAX_BATCH, Call, QueueCore, held_token
+from ._ops import LEASE_STATUS, MAX_BATCH, NULL_RECORD, Call, QueueCore, held_token
 from ._results import encode_result
 
 log = logging.getLogger("conveyor.worker")
@@ -176,7 +176,7 @@ class Dispatcher:
         """The stored return values of ``acks`` (None when results are not stored)."""
         if not self.results:
             return None
-        return [self.results.get(job.token or "", b"null") for job in acks]
+        return [self.results.get(job.token or "", NULL_RECORD) for job in acks]
 
     def on_finished(self, job: Job, failure: Failure | None, result: bytes | None = None) -> None:
         """A handler returned or raised (failure None: success; ``result`` its serialised return

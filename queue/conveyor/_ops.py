@@ -17,6 +17,8 @@ from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
 
+NULL_RECORD = b"c:null"  # the success record of None (as _results.encode_result builds it)
+
 T_co = TypeVar("T_co", covariant=True)
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
@@ -198,8 +200,8 @@ class QueueCore:
         ``request`` = (worker id, sequence number) makes the call safe to re-send: a second call
         with the same pair and ``resend=True`` answers what the first did (see ack.lua) instead of
         claiming again. Only a re-sent call reads the server's record (the hot path writes it).
-        ``results``: the serialised return value of each job, stored when ``store_results`` is on
-        (None there stores null for every job).
+        ``results``: the success record of each job (``_results.encode_result``), stored when
+        ``store_results`` is on (None there stores null for every job).
         """
         if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
@@ -214,7 +216,7 @@ class QueueCore:
             len(jobs),
         ]
         if ttl:
-            values = [b"null"] * len(jobs) if results is None else results
+            values = [NULL_RECORD] * len(jobs) if results is None else results
             for job, value in zip(jobs, values, strict=True):
                 args += (job.id, held_token(job), value)
         else:

@@ -26,10 +26,14 @@ READ_COUNT = 500  # events per XREAD
 UNFINISHED = frozenset({"w", "d", "a"})
 
 
+SUCCESS = b"c:"  # a success record's head: state letter 'c', no attempts, ':'
+
+
 def encode_result(settings: QueueSettings, task: str, value: Any) -> bytes:
-    """Serialise a handler's return value like a payload, within ``max_result_bytes``."""
+    """The success record of a handler's return value, serialised like a payload and within
+    ``max_result_bytes`` (built here, not in the ack script: Lua then stores it as it is)."""
     try:
-        return encode_payload(settings.serializer, task, value, settings.max_result_bytes)
+        return SUCCESS + encode_payload(settings.serializer, task, value, settings.max_result_bytes)
     except PayloadTooLargeError as exc:
         size = str(exc).split(" is ", 1)[1].split(" bytes", 1)[0]
         raise PayloadTooLargeError(

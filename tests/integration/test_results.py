@@ -11,7 +11,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     wait_until,
 )
-from conveyor import ConveyorError, JobFailedError, PayloadTooLargeError, QueueSettings
+from conveyor import ConveyorError, JobFailedError, PayloadTooLargeError, Queue, QueueSettings
 
 
 def _result(api, job, timeout=10.0):
@@ -168,3 +168,22 @@ def test_settings_validation():
         QueueSettings(result_ttl=0)
     with pytest.raises(ValueError, match=r"max_result_bytes must be > 0"):
         QueueSettings(max_result_bytes=0)
+
+
+def test_events_stream_stays_capped(server, queue_name):
+    """1,500 ack calls announce 1,500 entries; the stream keeps about 1,000 (MAXLEN ~)."""
+    q = Queue.from_url(server.url, queue_name, store_results=True)
+    try:
+        q.enqueue_many([("t", None)] * 1000)
+        q.enqueue_many([("t", None)] * 500)
+        jobs = q.claim(1000) + q.claim(500)
+        q.client.script_load(q.core.ack([]).script.source)
+        pipe = q.client.pipeline(transaction=False)
+        for job in jobs:  # one call per job: one stream entry each
+            call = q.core.ack([job])
+            pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        assert all(reply[0] == 1 for reply in pipe.execute())
+        assert 1000 <= q.client.xlen(q.core.keys.events) <= 1100
+        assert q.result(jobs[-1].id, 0) is None
+    finally:
+        q.close()

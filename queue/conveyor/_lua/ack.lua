@@ -6,7 +6,7 @@
 --       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
 --       a re-sent call, the only kind that reads the record),
 --       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off), 8 n acks (<= 1000),
---       then n tuples: id, token, and (results on only) the serialised return value
+--       then n tuples: id, token, and (results on only) the success record, 'c:' .. serialised value
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
@@ -70,7 +70,8 @@ for i = 1, n do
     done[#done + 1] = id
     remember(dedup, window, id, now)
     if ttl > 0 then
-      store_result(id, 'c', '', ARGV[at + 2])
+      -- the client sends the whole success record ('c:' .. value): no string built here
+      redis.call('SET', RESULTS.prefix .. id, ARGV[at + 2], 'PX', ttl)
       events[#events + 1] = id
       events[#events + 1] = 'c'
     end
