@@ -278,5 +278,6 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return total
 
     async def aclose(self) -> None:
-        """Close the client and its pool."""
+        """Close the client and its pool (and stop waiting for results)."""
+        self._results.close()
         await self.client.aclose()

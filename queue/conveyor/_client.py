@@ -275,5 +275,6 @@ class Queue(QueueBase[redis.Redis]):
         return total
 
     def close(self) -> None:
-        """Close the client and its pool."""
+        """Close the client and its pool (and stop waiting for results)."""
+        self._results.close()
         self.client.close()

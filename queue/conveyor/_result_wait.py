@@ -19,6 +19,7 @@ from ._results import (
     Probe,
     Registry,
     check_wait,
+    closed,
     decode_record,
     finished_ids,
     probe_commands,
@@ -37,9 +38,10 @@ class _Slot:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.record: bytes | None = None
+        self.error: Exception | None = None
 
-    def resolve(self, record: bytes | None) -> None:
-        self.record = record
+    def resolve(self, record: bytes | None, error: Exception | None = None) -> None:
+        self.record, self.error = record, error
         self.done.set()
 
 
@@ -68,11 +70,20 @@ class SyncResults:
                     threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
                 if not slot.done.wait(timeout):
                     raise timed_out(job_id, timeout)
+                if slot.error is not None:
+                    raise slot.error
                 probe = Probe(slot.record, None)
         finally:
             with self.lock:
                 self.registry.remove(job_id, slot)
         return decode_record(q.settings.serializer, job_id, probe.record)
+
+    def close(self) -> None:
+        """Fail every waiter: the queue is closing (the reader then ends within one read)."""
+        with self.lock:
+            waiters = self.registry.drain()
+        for job_id, slot in waiters:
+            slot.resolve(None, closed(self.queue.name, job_id))
 
     def _probe(self, job_id: str) -> Probe:
         q = self.queue
@@ -154,6 +165,14 @@ class AsyncResults:
             return read_probe(job_id, await pipe.execute())
         except REDIS_ERRORS as exc:
             raise q._error(exc) from exc
+
+    def close(self) -> None:
+        """Cancel the reader and fail every waiter: the queue is closing."""
+        if self.reader is not None:
+            self.reader.cancel()
+        for job_id, future in self.registry.drain():
+            if not future.done():
+                future.set_exception(closed(self.queue.name, job_id))
 
     async def _read(self) -> None:
         try:

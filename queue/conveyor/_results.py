@@ -194,3 +194,13 @@ class Registry(Generic[W]):
 
     def pop(self, job_id: str) -> list[W]:
         return self.waiting.pop(job_id, [])
+
+    def drain(self) -> list[tuple[str, W]]:
+        """Every waiter, removed (its queue is closing)."""
+        out = [(job_id, w) for job_id, waiters in self.waiting.items() for w in waiters]
+        self.waiting.clear()
+        return out
+
+
+def closed(queue: str, job_id: str) -> ConveyorError:
+    return ConveyorError(f"queue {queue!r} was closed while waiting for the result of job {job_id!r}")

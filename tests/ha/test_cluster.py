@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -47,7 +48,7 @@ def test_every_key_of_a_queue_maps_to_one_slot(cluster: Cluster) -> None:
         slots = {
             client.execute_command("CLUSTER", "KEYSLOT", key)
             for key in (keys.meta, keys.waiting, keys.delayed, keys.active, keys.completed,
-                        keys.failed, keys.marker, keys.job("42"))
+                        keys.failed, keys.marker, keys.job("42"), keys.events, keys.result("42"))
         }  # fmt: skip
     assert len(slots) == 1
     queue.close()
@@ -88,6 +89,35 @@ async def test_async_workers_drain_queues_on_three_shards(cluster: Cluster) -> N
         assert (await worker.run())["processed"] == 40
         assert sorted(seen) == list(range(40))
         await queue.aclose()
+
+
+def test_results_are_waited_for_on_a_cluster(cluster: Cluster) -> None:
+    """The result reader's XREAD, its probe pipeline and its MGET all stay in the queue's slot."""
+    queue = Queue.from_url(cluster.url, "results", store_results=True)
+    job = queue.enqueue("t", 20)
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(job.result(20)))
+    waiter.start()
+    worker = Worker(queue, {"t": lambda job: job.payload + 1}, burst=True,
+                    install_signal_handlers=False)  # fmt: skip
+    worker.run()
+    waiter.join(20)
+    assert got == [21]
+    assert queue.result(job.id, 0) == 21
+    queue.close()
+
+
+async def test_async_results_are_waited_for_on_a_cluster(cluster: Cluster) -> None:
+    queue = AsyncQueue.from_url(cluster.url, "results-a", store_results=True)
+    job = await queue.enqueue("t", 1)
+    waiting = asyncio.ensure_future(job.result(20))
+
+    async def handle(job: Job) -> int:
+        return job.payload * 2
+
+    await AsyncWorker(queue, {"t": handle}, burst=True, install_signal_handlers=False).run()
+    assert await asyncio.wait_for(waiting, 20) == 2
+    await queue.aclose()
 
 
 def test_a_cluster_client_can_be_passed_directly(cluster: Cluster) -> None:

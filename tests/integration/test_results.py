@@ -187,3 +187,13 @@ def test_events_stream_stays_capped(server, queue_name):
         assert q.result(jobs[-1].id, 0) is None
     finally:
         q.close()
+
+
+async def test_closing_the_queue_ends_its_waiters(api):
+    q = api.queue(store_results=True)
+    job = await q.enqueue("t", None)
+    waiter = asyncio.ensure_future(_result(api, job, None))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    await q.close()
+    with pytest.raises(ConveyorError, match="was closed while waiting"):
+        await asyncio.wait_for(waiter, 5)
