@@ -220,3 +220,16 @@ def test_without_hooks_a_handler_is_the_bare_task_call(redis_url, queue_name):
     app.before(lambda job: None)
     assert app.handlers(queue_name)["work"].__name__ == "hooked"
 
+
+
+def test_a_task_enqueued_through_the_app_returns_its_result(redis_url, queue_name):
+    app = _app(redis_url, queue_name, store_results=True)
+
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    job = add.enqueue(2, 3)
+    _run(app, [queue_name])
+    assert job.result(timeout=5) == 5
+    app.close()
