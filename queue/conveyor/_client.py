@@ -141,10 +141,12 @@ class Queue(QueueBase[redis.Redis]):
     ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level."""
-        specs = enqueue_spec(task, payload, job_id, delay, max_attempts, priority=priority)
         if self.settings.batch_enqueue:
+            specs = enqueue_spec(task, payload, job_id, delay, max_attempts, priority=priority)
             return (self._batcher.enqueue(specs))[0]
-        return (self._run(self.core.enqueue(specs)))[0]
+        return (
+            self._run(self.core.enqueue_one(task, payload, job_id, delay, max_attempts, priority=priority))
+        )[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""

@@ -20,6 +20,7 @@ from ._serialize import encode_payload
 NULL_RECORD = b"c:null"  # the success record of None (as _results.encode_result builds it)
 
 T_co = TypeVar("T_co", covariant=True)
+_ENQUEUE = Scripts.ENQUEUE.value  # (an Enum member's .value is a descriptor call)
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
@@ -31,9 +32,10 @@ LEASE_STATUS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Call(Generic[T_co]):
-    """One script invocation and how to read its reply."""
+    """One script invocation and how to read its reply (not frozen: built once per call, and a
+    frozen dataclass pays object.__setattr__ per field)."""
 
     script: Script
     keys: Sequence[str]
@@ -63,60 +65,80 @@ class QueueCore:
         self.keys: QueueKeys = queue_keys(settings.prefix, name)
         self._valid_tasks: set[str] = set()
         self.owner: Any = None  # the Queue or AsyncQueue using this core: jobs it returns wait through it
+        # Per-call constants, computed once (settings are frozen): the hot path only packs.
+        k = self.keys
+        self._enqueue_keys = (k.meta, k.waiting, k.delayed, k.marker, k.jobs, k.completed, k.failed, k.dedup)
+        self._window = self._window_ms()
+        self._default_lease_ms = round(settings.lease * 1000)  # validated by QueueSettings
 
     # -- enqueue ----------------------------------------------------------------------------------
-    def _pack_spec(self, spec: JobSpec) -> list[Any]:
-        if spec.task not in self._valid_tasks:
-            self._valid_tasks.add(validate_name("task", spec.task))
-        job_id = "" if spec.job_id is None else validate_job_id(spec.job_id)
-        max_attempts = self.settings.max_attempts if spec.max_attempts is None else spec.max_attempts
+    def _pack(
+        self,
+        task: str,
+        payload: Any,
+        job_id: str | None,
+        delay: float,
+        max_attempts: int | None,
+        *,
+        priority: int,
+    ) -> tuple[Any, ...]:
+        """One job's ARGV group, validated: id, task, payload, max attempts, delay ms, priority."""
+        if task not in self._valid_tasks:
+            self._valid_tasks.add(validate_name("task", task))
+        settings = self.settings
+        if max_attempts is None:
+            max_attempts = settings.max_attempts
         if type(max_attempts) is not int or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-        if not spec.delay >= 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {spec.delay!r}")
-        data = encode_payload(
-            self.settings.serializer, spec.task, spec.payload, self.settings.max_payload_bytes
-        )
-        return [
-            job_id,
-            spec.task,
+        if not delay >= 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        data = encode_payload(settings.serializer, task, payload, settings.max_payload_bytes)
+        return (
+            "" if job_id is None else validate_job_id(job_id),
+            task,
             data,
             max_attempts,
-            round(spec.delay * 1000) if spec.delay else 0,
-            check_priority(spec.priority),
-        ]
+            round(delay * 1000) if delay else 0,
+            check_priority(priority),
+        )
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
         """Enqueue a batch; every spec is validated before anything is sent (nothing partial)."""
         batch = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
         if not batch or len(batch) > MAX_BATCH:
             raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(batch)}")
-        args: list[Any] = [len(batch), self._window_ms()]
-        pack = self._pack_spec
-        for spec in batch:
-            args += pack(spec)
-        k = self.keys
-        return Call(
-            Scripts.ENQUEUE.value,
-            (k.meta, k.waiting, k.delayed, k.marker, k.jobs, k.completed, k.failed, k.dedup),
-            args,
-            lambda reply: self._parse_enqueue(batch, args, reply),
-        )
+        args: list[Any] = [len(batch), self._window]
+        pack = self._pack
+        for s in batch:
+            args += pack(s.task, s.payload, s.job_id, s.delay, s.max_attempts, priority=s.priority)
+        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
-    def _parse_enqueue(self, specs: list[JobSpec], args: list[Any], reply: Any) -> list[Job]:
+    def enqueue_one(self, *job: Any, priority: int) -> Call[list[Job]]:
+        """``enqueue([JobSpec(*job, priority=priority)])`` without building the JobSpec: ``job`` is
+        task, payload, job_id, delay, max_attempts, as :meth:`_pack` takes them."""
+        args = [1, self._window, *self._pack(*job, priority=priority)]
+        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
+
+    def _parse_enqueue(self, args: list[Any], reply: Any) -> list[Job]:
+        """Jobs from the reply; a created job's fields come from its ARGV group (see _pack)."""
         now = int(reply[0]) / 1000
+        serializer, owner = self.settings.serializer, self.owner
         jobs: list[Job] = []
-        extra = 1 + 3 * len(specs)
-        for i, spec in enumerate(specs):
-            job_id, created, state = text(reply[1 + 3 * i]), reply[2 + 3 * i], text(reply[3 + 3 * i])
-            if created:
-                job = Job(job_id, spec.task, STATES[state], args[4 + 6 * i], 0, args[5 + 6 * i], now)
-                job.priority = spec.priority
+        extra = 1 + 3 * args[0]
+        for i in range(args[0]):
+            job_id, state = reply[1 + 3 * i], reply[3 + 3 * i]
+            if type(job_id) is bytes:
+                job_id, state = job_id.decode(), state.decode()
+            if reply[2 + 3 * i]:
+                g = 2 + 6 * i  # this job's ARGV group: id, task, payload, max attempts, delay, priority
+                job = Job(job_id, args[g + 1], STATES[state], args[g + 2], 0, args[g + 3], now,
+                          serializer=serializer)  # fmt: skip
+                job.priority = args[g + 5]
             else:
                 f = reply[extra : extra + 5]
                 extra += 5
                 job = Job(
-                    job_id,
+                    str(job_id),
                     text(f[0]),
                     STATES.get(state, state),
                     raw(f[1]),
@@ -124,8 +146,9 @@ class QueueCore:
                     int(f[3] or 1),
                     int(f[4] or 0) / 1000,
                     created=False,
+                    serializer=serializer,
                 )
-            job.serializer, job._queue = self.settings.serializer, self.owner
+            job._queue = owner
             jobs.append(job)
         return jobs
 
@@ -180,7 +203,8 @@ class QueueCore:
         return self.keys.events, self.keys.results
 
     def _lease_ms(self, lease: float | None) -> int:
-        lease = self.settings.lease if lease is None else lease
+        if lease is None:
+            return self._default_lease_ms
         if lease < 0.05:
             raise ValueError(f"lease must be >= 0.05 s, got {lease!r}")
         return round(lease * 1000)
@@ -211,7 +235,7 @@ class QueueCore:
             self.settings.maintenance_batch,
             self.settings.keep_completed,
             "" if request is None else ("+" if resend else "") + str(request[1]),
-            self._window_ms(),
+            self._window,
             ttl := self._result_ttl_ms(),
             len(jobs),
         ]
@@ -267,7 +291,7 @@ class QueueCore:
                 message[:MAX_ERROR_CHARS],
                 delay,
                 self.settings.keep_failed,
-                self._window_ms(),
+                self._window,
                 self._result_ttl_ms(),
             ),
             parse,

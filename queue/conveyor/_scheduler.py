@@ -14,7 +14,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ._dispatch import RECOVERABLE, log
-from ._models import JobSpec
 from ._ops import Call, QueueCore, text
 from ._schedule import Schedule
 from ._scripts import Scripts
@@ -31,8 +30,10 @@ def fire_call(
     """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
     job: list[object] = ["", "", "", ""]
     if fire is not None:
-        spec = JobSpec(schedule.task, schedule.payload, schedule.job_id(fire), 0.0, schedule.max_attempts)
-        job = core._pack_spec(spec)[:4]  # id, task, payload, max attempts (validated, encoded)
+        packed = core._pack(
+            schedule.task, schedule.payload, schedule.job_id(fire), 0.0, schedule.max_attempts, priority=0
+        )
+        job = list(packed[:4])  # id, task, payload, max attempts (validated, encoded)
     k = core.keys
     args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job]
     return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)

@@ -286,3 +286,25 @@ def test_task_priority_default_and_override():
         app.task(priority=12)
     with pytest.raises(ValueError, match="got -1"):
         urgent.with_options(priority=-1)
+
+
+@pytest.mark.parametrize(
+    ("job", "priority"),
+    [(("t", {"a": 1}, None, 0.0, None), 0), (("t", [1], "my-id", 2.5, 7), 9)],
+)
+def test_enqueue_one_sends_and_reads_what_a_one_spec_batch_does(job, priority):
+    """The single-job fast path builds the same script call as enqueue([JobSpec]) and reads its
+    reply into the same Job, for a created job and for an existing one."""
+    core = QueueCore("q", QueueSettings())
+    one, batch = core.enqueue_one(*job, priority=priority), core.enqueue([JobSpec(*job, priority)])
+    assert (one.script, one.keys, list(one.args)) == (batch.script, batch.keys, list(batch.args))
+    created = [1_700_000_000_123, b"17", 1, b"w"]
+    existing = [1_700_000_000_123, b"my-id", 0, b"a", b"other", b'"x"', 2, 5, 1_600_000_000_000]
+    for reply in (created, existing):
+        (got,), (want,) = one.parse(reply), batch.parse(reply)
+        assert repr(got) == repr(want)
+        fields = ("raw_payload", "max_attempts", "enqueued_at", "created", "priority", "serializer")
+        assert [getattr(got, f) for f in fields] == [getattr(want, f) for f in fields]
+    (job_out,) = one.parse(created)
+    assert (job_out.id, job_out.task, job_out.state, job_out.priority) == ("17", "t", "waiting", priority)
+    assert job_out.enqueued_at == 1_700_000_000.123
