@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from bench.report.common import primary_run, run_rows, server_label, source, variant, wide
+from bench.report.common import (
+    primary_run,
+    primary_server,
+    run_rows,
+    server_label,
+    source,
+    stat_cell,
+    variant,
+    wide,
+)
 from bench.report.compare import BASELINE, select
 from bench.report.figures import chart, figure, lines, mad_bars
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, params_text, times
+from bench.report.text import admonition, fmt, md_table, no_data, params_text, times
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 LATENCY = ["p50_ms", "p99_ms"]
@@ -129,5 +140,55 @@ def ceiling_section(ds: Dataset, prefix: str = "") -> str:
     return f"{md_table(table)}\n\n{source(ds, run, prefix)}\n"
 
 
+CPU_METRIC = "client_cpu_us_per_job"
+CPU_SCENARIOS = (("enqueue-single", "`enqueue`, one job per call", ("callers", "batching")),
+                 ("enqueue-bulk", "`enqueue_many`", ("batch", "producers")),
+                 ("process", "AsyncWorker draining a backlog", ("concurrency",)))
+CPU_NOT_MEASURED = admonition(
+    "info", "Not measured yet",
+    f"No result file under `results/` records the client CPU per job (`{CPU_METRIC}`, of "
+    "`enqueue-single`, `enqueue-bulk` and `process`) yet: the committed runs predate it. The "
+    "next run of `nox -s bench` records it; then rebuild the site.")
+
+
+def _case_label(row: pd.Series, keys: tuple[str, ...]) -> str:
+    """``callers 1, batching off`` from the row's params."""
+    parts = []
+    for key in keys:
+        value = row.get(key)
+        if value is None or (isinstance(value, float) and pd.isna(value)):
+            continue
+        shown = ("on" if value else "off") if isinstance(value, bool) else fmt(value)
+        parts.append(f"{key} {shown}")
+    return ", ".join(parts) or "default"
+
+
+def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
+    """CPU time of the producer or worker process per job, beside the rate of the same case."""
+    have = ds.summary[ds.summary.metric == CPU_METRIC]
+    table, runs = [], []
+    for scenario, title, keys in CPU_SCENARIOS:
+        run = primary_run(replace(ds, summary=have), scenario)
+        if run is None:
+            continue
+        server = primary_server(ds, run, scenario)
+        rows = select(ds.summary, run_id=run, scenario=scenario, server=server, **BASELINE)
+        rates = rows[rows.metric == "jobs_per_s"].set_index("case")
+        for _, row in rows[rows.metric == CPU_METRIC].iterrows():
+            rate = rates.loc[row.case] if row.case in rates.index else None
+            table.append({"scenario": title, "case": _case_label(row, keys), "server": server,
+                          "client CPU per job (µs)": stat_cell(row),
+                          "jobs/s": stat_cell(rate),
+                          "jobs/s one client core could sustain": fmt(1e6 / row["median"])})
+        runs.append(run)
+    if not table:
+        return CPU_NOT_MEASURED
+    sources = "\n\n".join(source(ds, run, prefix) for run in dict.fromkeys(runs))
+    return (f"Process CPU time (user + system, every thread) from the start to the end of the "
+            f"timed part, over the jobs done in it; RESP3, hiredis, default configuration.\n\n"
+            f"{md_table(pd.DataFrame(table))}\n\n{sources}\n")
+
+
 SECTIONS = {"reference_section": reference_section, "enqueue_section": enqueue_section,
-            "process_section": process_section, "ceiling_section": ceiling_section}
+            "process_section": process_section, "ceiling_section": ceiling_section,
+            "client_cpu_section": client_cpu_section}

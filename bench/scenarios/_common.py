@@ -157,6 +157,13 @@ def metric(value: float, unit: str) -> list[Any]:
     return [float(value), unit]
 
 
+def cpu_per_job(cpu_seconds: float, jobs: int) -> list[Any]:
+    """Client CPU per job, in µs: this process's CPU time (user + system, all threads: the
+    library, redis-py, the event loop and the scenario's own bookkeeping) over the jobs done
+    in that time. Unlike a rate, it does not move with the server's speed or the machine's load."""
+    return metric(cpu_seconds * 1e6 / max(jobs, 1), "us")
+
+
 def server_info(client: Any, section: str) -> dict[str, Any]:
     """INFO <section> as a dict (works with RESP2 and RESP3 clients)."""
     return dict(client.info(section))

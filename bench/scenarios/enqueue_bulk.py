@@ -7,7 +7,8 @@ as concurrent web requests would.
 Batches go on until ``min_seconds`` have passed (every producer stops at the same deadline;
 the clock stops when the last one returns; ``jobs`` records how many were stored).
 Metrics: ``jobs_per_s``, ``batches_per_s``, ``jobs``; per-batch latency ``p50_ms``, ``p99_ms``,
-``max_ms``. Params: ``min_seconds``, ``batch``, ``payload_bytes``, ``producers``.
+``max_ms``; ``client_cpu_us_per_job`` (CPU time of the producer process over the timed batches,
+per job). Params: ``min_seconds``, ``batch``, ``payload_bytes``, ``producers``.
 Exactly-once as in enqueue-single (every id stored once).
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 from bench.scenarios._common import (
     Target,
     Variant,
+    cpu_per_job,
     make_async_queue,
     make_queue,
     metric,
@@ -64,16 +66,19 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
         lat.append(time.perf_counter() - t0)
         return 1
 
+    cpu = time.process_time()
     _, elapsed = run_for(params["min_seconds"], one)
+    cpu = time.process_time() - cpu
     report = verify_stored(queue, ids)
     queue.close()
-    return _outcome(ids, lat, elapsed, report)
+    return _outcome(ids, lat, elapsed, report, cpu)
 
 
 def _outcome(ids: list[str], lat: list[float], elapsed: float,
-             report: dict[str, Any]) -> dict[str, Any]:
-    """Metrics of a bulk run."""
+             report: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """Metrics of a bulk run (``cpu``: process CPU seconds over the timed batches)."""
     metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"),
+               "client_cpu_us_per_job": cpu_per_job(cpu, len(ids)),
                "batches_per_s": metric(len(lat) / elapsed, "1/s"),
                "jobs": metric(len(ids), "count")}
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
@@ -89,7 +94,7 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
         await queue.cancel(job.id)
     ids: list[str] = []
     lat: list[float] = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     deadline = start + params["min_seconds"]
 
     async def produce() -> None:
@@ -100,10 +105,10 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
             ids.extend(job.id for job in jobs)
 
     await asyncio.gather(*(produce() for _ in range(producers)))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     sync = make_queue(target, NAME)
     sync.core = queue.core  # same queue name: read back what the async producers stored
     report = verify_stored(sync, ids)
     sync.close()
     await queue.aclose()
-    return _outcome(ids, lat, elapsed, report)
+    return _outcome(ids, lat, elapsed, report, cpu)

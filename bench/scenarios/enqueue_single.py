@@ -5,7 +5,8 @@ asyncio tasks share one ``AsyncQueue`` (one pooled connection per caller), as co
 handlers of a web application would. ``batching`` sets ``QueueSettings.batch_enqueue`` (concurrent
 calls that pile up while one is in flight go out as one script call).
 Calls go on until ``min_seconds`` have passed (``jobs`` records how many were sent).
-Metrics: ``jobs_per_s``, ``jobs``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``.
+Metrics: ``jobs_per_s``, ``jobs``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``;
+``client_cpu_us_per_job``: CPU time of the producer process over the timed calls, per job.
 Params: ``min_seconds``, ``payload_bytes``, ``callers``, ``batching``, ``sweep_seconds`` (the
 ``min_seconds`` of the concurrent cases, which keep the full run in budget). Exactly-once here
 means stored once: after the clock stops, the waiting list must hold exactly the returned ids,
@@ -23,6 +24,7 @@ from bench.scenarios._common import (
     ExactlyOnceViolation,
     Target,
     Variant,
+    cpu_per_job,
     make_async_queue,
     make_queue,
     metric,
@@ -101,16 +103,19 @@ def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
         lat.append(time.perf_counter() - t0)
         return 1
 
+    cpu = time.process_time()
     _, elapsed = run_for(params["min_seconds"], one)
+    cpu = time.process_time() - cpu
     report = verify_stored(queue, ids)
     queue.close()
-    return _outcome(ids, lat, elapsed, report)
+    return _outcome(ids, lat, elapsed, report, cpu)
 
 
 def _outcome(ids: list[str], lat: list[float], elapsed: float,
-             report: dict[str, Any]) -> dict[str, Any]:
-    """Metrics of a run."""
-    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"), "jobs": metric(len(ids), "count")}
+             report: dict[str, Any], cpu: float) -> dict[str, Any]:
+    """Metrics of a run (``cpu``: process CPU seconds over the timed calls)."""
+    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"), "jobs": metric(len(ids), "count"),
+               "client_cpu_us_per_job": cpu_per_job(cpu, len(ids))}
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
     return {"metrics": metrics, "exactly_once": report, "extra": {}}
 
@@ -124,7 +129,7 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
     warm = await asyncio.gather(*(queue.enqueue("noop", payload) for _ in range(callers)))
     ids: list[str] = []
     lat: list[float] = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     deadline = start + params["min_seconds"]
 
     async def call() -> None:
@@ -135,10 +140,10 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
             ids.append(job.id)
 
     await asyncio.gather(*(call() for _ in range(callers)))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     sync = make_queue(target, NAME)
     sync.core = queue.core  # same queue name: read back what the async callers stored
     report = verify_stored(sync, [job.id for job in warm] + ids)
     sync.close()
     await queue.aclose()
-    return _outcome(ids, lat, elapsed, report)
+    return _outcome(ids, lat, elapsed, report, cpu)

@@ -16,7 +16,8 @@ the ratio of the two cases' jobs/s in one run. Cases without the param store not
 case's timing metrics end in ``_storing_results`` (``jobs_per_s_storing_results``), so readers of
 the no-op figures (headline, history, peers) never pick it up by its concurrency.
 
-Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``.
+Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``;
+``client_cpu_us_per_job``: CPU time of the worker process over the same window, per job.
 Params: ``min_seconds``, ``concurrency``, ``payload_bytes``, ``result_bytes`` (results case only).
 """
 
@@ -31,6 +32,7 @@ from bench.scenarios._common import (
     Tracker,
     Variant,
     acheck_counts,
+    cpu_per_job,
     fill,
     make_async_queue,
     make_queue,
@@ -85,6 +87,8 @@ class Window:
     first_claim: float | None = None
     all_done: float | None = None
     last_ack: float | None = None
+    cpu_first_claim: float | None = None  # process CPU time at those instants
+    cpu_last_ack: float | None = None
 
     def seconds(self) -> float:
         """First claim to last ack, or a clear error when the worker hook never fired."""
@@ -93,6 +97,12 @@ class Window:
                                "changed; update bench/scenarios/process.py")
         return self.last_ack - self.first_claim
 
+    def cpu_seconds(self) -> float:
+        """Process CPU time from the first claim to the last ack (the same window)."""
+        if self.cpu_first_claim is None or self.cpu_last_ack is None:
+            raise RuntimeError("the claim/ack window was not observed")
+        return self.cpu_last_ack - self.cpu_first_claim
+
 
 def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options: Any) -> Any:
     """An AsyncWorker whose pump exchanges (one ack+claim call each) are timed into ``window``."""
@@ -100,12 +110,13 @@ def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options
 
     class TimedWorker(AsyncWorker):
         async def _exchange(self, pump: Any) -> Any:
-            sent = time.perf_counter()
+            sent, cpu = time.perf_counter(), time.process_time()
             claimed, until_due = await super()._exchange(pump)
             if claimed and window.first_claim is None:
-                window.first_claim = sent
+                window.first_claim, window.cpu_first_claim = sent, cpu
             if window.all_done is not None and sent >= window.all_done:
                 window.last_ack = time.perf_counter()  # this call carried the last acks
+                window.cpu_last_ack = time.process_time()
             return claimed, until_due
 
     if "_exchange" not in vars(AsyncWorker):
@@ -114,8 +125,9 @@ def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options
 
 
 async def drain(target: Target, name: str, params: dict[str, Any], tracker: Tracker,
-                jobs: int) -> tuple[float, float]:
-    """Run a burst worker on queue ``name``; return (claim-to-ack seconds, run() seconds)."""
+                jobs: int) -> tuple[float, float, float]:
+    """Run a burst worker on queue ``name``; return (claim-to-ack seconds, run() seconds,
+    process CPU seconds from claim to ack)."""
     size = params.get("result_bytes")
     queue = make_async_queue(target, NAME, name=name, **({"store_results": True} if size else {}))
     window = Window(jobs)
@@ -139,7 +151,7 @@ async def drain(target: Target, name: str, params: dict[str, Any], tracker: Trac
     if size:
         await acheck_results(queue, tracker, value)
     await queue.aclose()
-    return window.seconds(), wall
+    return window.seconds(), wall, window.cpu_seconds()
 
 
 async def acheck_results(queue: Any, tracker: Tracker, value: str) -> None:
@@ -150,14 +162,16 @@ async def acheck_results(queue: Any, tracker: Tracker, value: str) -> None:
         raise AssertionError(f"job {sample}: stored result {stored!r:.40} is not the handler's value")
 
 
-def _round(target: Target, params: dict[str, Any], jobs: int) -> tuple[float, float, dict]:
-    """Enqueue ``jobs`` on a fresh queue, drain them; (seconds, run seconds, exactly-once)."""
+def _round(target: Target, params: dict[str, Any],
+           jobs: int) -> tuple[float, float, float, dict]:
+    """Enqueue ``jobs`` on a fresh queue, drain them; (seconds, run seconds, CPU seconds,
+    exactly-once)."""
     producer = make_queue(target, NAME)
     tracker = Tracker()
     tracker.add(fill(producer, jobs, params["payload_bytes"]))
     producer.close()
-    elapsed, wall = run_async(target, drain(target, producer.name, params, tracker, jobs))
-    return elapsed, wall, tracker.verify()
+    elapsed, wall, cpu = run_async(target, drain(target, producer.name, params, tracker, jobs))
+    return elapsed, wall, cpu, tracker.verify()
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +179,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     preload_scripts(target.url)
     jobs, rounds, rate = params["calibration_jobs"], 0, 0.0
     while True:
-        elapsed, wall, report = _round(target, params, jobs)
+        elapsed, wall, cpu, report = _round(target, params, jobs)
         rounds += 1
         long_enough = elapsed >= params["min_seconds"] or jobs >= params["max_jobs"]
         if rounds > 1 and (long_enough or rounds >= MAX_ROUNDS):
@@ -178,6 +192,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
         "metrics": {"jobs_per_s" + suffix: metric(jobs / elapsed, "1/s"),
                     "elapsed_s" + suffix: metric(elapsed, "s"), "jobs": metric(jobs, "count"),
                     "worker_run_s" + suffix: metric(wall, "s"),
+                    "client_cpu_us_per_job" + suffix: cpu_per_job(cpu, jobs),
                     "calibration_jobs_per_s" + suffix: metric(rate, "1/s")},
         "exactly_once": report,
         "extra": {"clock": "first claim sent to last ack received"},

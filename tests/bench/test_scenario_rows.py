@@ -49,6 +49,10 @@ def test_process_times_the_claim_to_ack_window_inside_the_worker_run(doc) -> Non
         assert value(row, "jobs_per_s" + end) == pytest.approx(
             value(row, "jobs") / value(row, "elapsed_s" + end))
         assert row["exactly_once"]["ok"]
+        # Client CPU over the same window: positive, and at most every core busy all along.
+        cpu_s = value(row, "client_cpu_us_per_job" + end) * value(row, "jobs") / 1e6
+        assert 0 < cpu_s <= value(row, "elapsed_s" + end) * (os.cpu_count() or 1) * 1.05
+        assert row["metrics"]["client_cpu_us_per_job" + end]["unit"] == "us"
     [storing] = [r for r in found if "result_bytes" in r["params"]]
     assert storing["params"]["result_bytes"] == 100 and storing["params"]["concurrency"] == 32
 

@@ -68,3 +68,13 @@ def test_run_async_uses_the_targets_event_loop() -> None:
     base = dict(server="s", family="valkey", version=None, config="default", url="redis://x")
     assert run_async(Target(**base), _loop_module()).startswith("asyncio")
     assert run_async(Target(**base, loop="uvloop"), _loop_module()).startswith("uvloop")
+
+
+def test_enqueue_rows_record_client_cpu_per_job() -> None:
+    from bench.scenarios import enqueue_bulk, enqueue_single  # noqa: PLC0415
+
+    report = {"ok": True}
+    single = enqueue_single._outcome([str(i) for i in range(400)], [0.001] * 400, 0.5, report, 0.02)
+    bulk = enqueue_bulk._outcome([str(i) for i in range(500)], [0.01] * 10, 0.5, report, 0.004)
+    assert single["metrics"]["client_cpu_us_per_job"] == [50.0, "us"]  # 0.02 s / 400 jobs
+    assert bulk["metrics"]["client_cpu_us_per_job"] == [8.0, "us"]  # 0.004 s / 500 jobs

@@ -245,6 +245,32 @@ def test_exactly_once_accounting_is_shown_per_row(tmp_path: Path) -> None:
     assert common.exactly_once(case) == "9/10 acked, 1 lost, 0 dup."
 
 
+def test_client_cpu_per_job_is_not_measured_yet_in_files_without_it(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run()), "client_cpu_section")
+    assert "Not measured yet" in out and "client_cpu_us_per_job" in out
+    assert "|" not in out  # no table, no figure typed in
+
+
+def test_client_cpu_per_job_is_shown_beside_the_rate_of_the_same_case(tmp_path: Path) -> None:
+    doc = make_run()
+    cpu = {("enqueue-single", 1): 80.0, ("enqueue-bulk", 1): 8.0, ("enqueue-bulk", 4): 12.5,
+           ("process", 32): 20.0}
+    for row in doc["results"]:
+        params = row["params"]
+        key = (row["scenario"], params.get("producers", params.get("concurrency", 1)))
+        if row["config"] == "default" and row["protocol"] == 3 and row["parser"] == "hiredis" \
+                and key in cpu:
+            row["metrics"]["client_cpu_us_per_job"] = metric(cpu[key], "us", spread=0.0)
+    out = render(dataset(tmp_path, doc), "client_cpu_section")
+    assert "Not measured yet" not in out
+    lines = {line.split("|")[2].strip(): line for line in out.splitlines() if line.count("|") > 4}
+    assert "| 80 " in lines["default"] and "12,500" in lines["default"]  # 1e6 / 80 µs; no params
+    assert "| 12.5 " in lines["batch 50, producers 4"] and "80,000" in lines["batch 50, producers 4"]
+    assert "| 20 " in lines["concurrency 32"] and "50,000" in lines["concurrency 32"]
+    assert "concurrency 1 " not in out  # rows without the metric are not shown
+    assert "20261129T201500Z-ab12cd" in out  # the source run is named
+
+
 def test_calculator_defaults_are_the_library_defaults(tmp_path: Path) -> None:
     out = render(dataset(tmp_path, make_run()), "calculator")
     assert f'name="producer_pool" type="number" min="0" step="any" ' \
