@@ -59,6 +59,19 @@ def test_queue_and_worker_run_under_the_documented_rules(server: RunningServer, 
     queue.close()
 
 
+def test_results_are_stored_and_waited_for_under_the_rules(server: RunningServer,
+                                                          queue_name: str) -> None:
+    queue = Queue.from_url(_user(server, acl_rules()), queue_name, store_results=True)
+    job = queue.enqueue("t", 1)
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(job.result(10)))  # XREAD before the ack
+    waiter.start()
+    Worker(queue, {"t": lambda job: job.payload + 1}, burst=True, install_signal_handlers=False).run()
+    waiter.join(10)
+    assert got == [2]
+    queue.close()
+
+
 def test_an_idle_worker_stops_promptly_under_the_rules(server: RunningServer, queue_name: str) -> None:
     """CLIENT UNBLOCK is in the rules so that stop() ends the idle BZPOPMIN at once."""
     queue = Queue.from_url(_user(server, acl_rules()), queue_name)
