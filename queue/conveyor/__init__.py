@@ -22,6 +22,7 @@ from ._errors import (
     ServerConfigError,
     UnknownTaskError,
 )
+from ._hooks import current_job
 from ._metrics import instrument
 from ._models import Job, JobSpec, QueueSettings
 from ._retry import Backoff
@@ -64,6 +65,7 @@ __all__ = [
     "Worker",
     "__version__",
     "acl_rules",
+    "current_job",
     "instrument",
     "instrument_tracing",
     "redact_url",

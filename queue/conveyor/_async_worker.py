@@ -22,11 +22,12 @@ from ._dispatch import (
     missing_handler,
     report_pump_error,
     settle_return,
+    stopped,
     validate_handlers,
 )
 from ._errors import LeaseLostError
 from ._models import Job
-from ._ops import held_token
+from ._ops import TIMEOUT, held_token
 from ._retry import RECONNECT
 from ._topology import ASYNC, role_client
 
@@ -43,6 +44,13 @@ class AsyncWorker:
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
     deadline, handlers still running are cancelled and their jobs released (the attempt counts).
+
+    Time limits and cancellation: a handler still running when its job's time limit passes, or
+    when a cancel of it arrives with a heartbeat (within a third of the lease), is cancelled
+    (``CancelledError`` at its current ``await``) and the job settled: retried or failed as timed
+    out, or cancelled. A sync task of an app, run in a thread (``asyncio.to_thread``), is not
+    interrupted: its slot is freed, the thread runs on with its outcome dropped, and a timed-out
+    attempt of it is failed, not retried (a retry would run it twice at once).
     """
 
     def __init__(self, queue: AsyncQueue, handlers: Mapping[str, AsyncHandler], **options: Any) -> None:
@@ -54,6 +62,7 @@ class AsyncWorker:
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._idle: asyncio.Future[Any] | None = None
         self._slots: list[asyncio.Task[None]] = []
+        self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
 
     @property
     def stats(self) -> dict[str, int]:
@@ -109,10 +118,16 @@ class AsyncWorker:
 
     # -- handler tasks ----------------------------------------------------------------------------
     async def _slot(self) -> None:
-        d = self._dispatch
+        d, me, loop = self._dispatch, asyncio.current_task(), asyncio.get_running_loop()
+        assert me is not None
         while True:
             job = await self._ready.get()
+            if job.stop_reason is not None:
+                continue  # stopped before it started: already settled
             d.on_started(job)
+            token = held_token(job)
+            self._running[token] = me
+            timer = loop.call_at(d.deadlines[token], self._stop_job, job, TIMEOUT) if job.time_limit else None
             handler = self.handlers.get(job.task)
             failure, result = None, None
             try:
@@ -124,10 +139,33 @@ class AsyncWorker:
             except Exception as exc:
                 failure = failure_of(job, exc)
             except asyncio.CancelledError:
-                d.running.discard(held_token(job))  # cancelled at the deadline: released as started
-                raise
+                if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
+                    d.running.discard(token)  # cancelled at the deadline: released as started
+                    del self._running[token]
+                    raise
+                threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
+                failure = stopped(job, job.stop_reason, still_running=threaded)
+            if job.stop_reason is not None:
+                self._after_stop(me, timer)
+            elif timer is not None:
+                timer.cancel()
+            del self._running[token]
             d.on_finished(job, failure, result)
             self._wake.set()
+
+    @staticmethod
+    def _after_stop(me: asyncio.Task[Any], timer: asyncio.TimerHandle | None) -> None:
+        """A handler that swallowed its cancellation leaves the request counted: drop it."""
+        if timer is not None:
+            timer.cancel()
+        if me.cancelling():
+            me.uncancel()
+
+    def _stop_job(self, job: Job, reason: str) -> None:
+        """Cancel the handler of a job to stop; a job not started yet is settled by the pump."""
+        if self._dispatch.stop(job, reason):
+            self._running[held_token(job)].cancel()
+        self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
     async def _pump(self, pump: AsyncQueue, waiter: AsyncQueue) -> None:
@@ -247,9 +285,12 @@ class AsyncWorker:
                 await asyncio.wait_for(self._finished.wait(), tick)
                 return
             try:
-                jobs = d.needs_heartbeat()
+                for job in d.overdue():  # not started yet (running ones have a timer)
+                    self._stop_job(job, TIMEOUT)
+                jobs = d.needs_heartbeat(tick)
                 if jobs:
-                    d.on_extended(jobs, await maint._run(maint.core.extend(jobs, None)))
+                    for job, reason in d.on_extended(jobs, await maint._run(maint.core.extend(jobs, None))):
+                        self._stop_job(job, reason)
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     await maint.promote()

@@ -141,3 +141,4 @@ class QueueBase(Generic[ClientT]):
         for key in (k.delayed, k.active, k.completed, k.failed):
             pipe.zcard(key)
         pipe.hmget(k.meta, ["completed", "failed"])
+        pipe.zcard(k.cancelled)

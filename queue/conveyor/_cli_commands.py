@@ -144,6 +144,7 @@ def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool
         "active",
         "completed",
         "failed",
+        "cancelled",
         "total_completed",
         "total_failed",
     ]

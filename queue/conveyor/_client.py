@@ -138,14 +138,22 @@ class Queue(QueueBase[redis.Redis]):
         delay: float = 0.0,
         max_attempts: int | None = None,
         priority: int = 0,
+        time_limit: float | None = None,
     ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
-        ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level."""
+        ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
+        ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``)."""
         if self.settings.batch_enqueue:
-            specs = enqueue_spec(task, payload, job_id, delay, max_attempts, priority=priority)
+            specs = enqueue_spec(
+                task, payload, job_id, delay, max_attempts, priority=priority, time_limit=time_limit
+            )
             return (self._batcher.enqueue(specs))[0]
         return (
-            self._run(self.core.enqueue_one(task, payload, job_id, delay, max_attempts, priority=priority))
+            self._run(
+                self.core.enqueue_one(
+                    task, payload, job_id, delay, max_attempts, priority=priority, time_limit=time_limit
+                )
+            )
         )[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
@@ -192,7 +200,9 @@ class Queue(QueueBase[redis.Redis]):
         return self._run(self.core.fail(job, error, retry))
 
     def extend(self, job: Job, lease: float | None = None) -> None:
-        """Push the job's lease deadline to now + ``lease`` (heartbeat)."""
+        """Push the job's lease deadline to now + ``lease`` (heartbeat). If a cancel of the job was
+        requested, ``job.cancelled`` turns True: stop, then ``fail`` settles it as cancelled. Past
+        its time limit the lease is not renewed: :class:`LeaseLostError`."""
         settle_single("extend", job, self._run(self.core.extend([job], lease)), "")
 
     def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
@@ -214,13 +224,17 @@ class Queue(QueueBase[redis.Redis]):
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)
         without polling. Needs ``store_results``. Raises :class:`JobFailedError` (with the stored
-        error and attempts) if the job failed, :class:`JobCancelledError` if it ended cancelled or
-        timed out, ``TimeoutError`` if it has not finished in time, and :class:`ConveyorError` if
-        its result is gone (expired, trimmed, or never stored)."""
+        error and attempts) if the job failed (also when its last attempt timed out: the error names
+        the time limit), :class:`JobCancelledError` if it ended cancelled, ``TimeoutError`` if it
+        has not finished in time, and :class:`ConveyorError` if its result is gone (expired,
+        trimmed, or never stored)."""
         return self._results.wait(job_id, timeout)
 
     def cancel(self, job_id: str) -> bool:
-        """Remove a waiting or delayed job; False if it is active, finished or unknown."""
+        """Cancel a job: a waiting or delayed job is removed; an active one is marked, and the
+        worker holding it stops its handler at its next heartbeat (within a third of the lease)
+        and settles it as ``cancelled`` (so does lease recovery if that worker is gone). True in
+        both cases; False if the job is finished or unknown."""
         return self._run(self.core.cancel(job_id))
 
     def counts(self) -> dict[str, int]:
@@ -241,7 +255,7 @@ class Queue(QueueBase[redis.Redis]):
 
     def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
-        completed and failed newest first. Jobs that change state meanwhile are left out."""
+        completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
         page = list_range(self.core, state, offset, limit)
         if isinstance(page, Call):
             ids = self._run(page)

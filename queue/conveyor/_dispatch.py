@@ -21,7 +21,17 @@ import redis
 from ._errors import ConveyorError, PayloadTooLargeError, SerializationError
 from ._keys import validate_name
 from ._models import Job, QueueSettings
-from ._ops import LEASE_STATUS, MAX_BATCH, NULL_RECORD, Call, QueueCore, held_token
+from ._ops import (
+    CANCEL,
+    LEASE_STATUS,
+    MAX_BATCH,
+    NULL_RECORD,
+    STOP_STATUS,
+    TIMEOUT,
+    Call,
+    QueueCore,
+    held_token,
+)
 from ._results import encode_result
 
 log = logging.getLogger("conveyor.worker")
@@ -104,6 +114,19 @@ def missing_handler(job: Job) -> Failure:
     return Failure(job, f"no handler is registered for task {job.task!r}", True)
 
 
+def stopped(job: Job, reason: str, still_running: bool) -> Failure:
+    """How a stopped attempt is settled (by the fail script, which ends a job whose cancel was
+    requested as cancelled). A timed-out attempt is retried while attempts remain, unless its
+    handler thread still runs: a retry would then run the job twice at once."""
+    if reason == CANCEL:
+        return Failure(job, "cancelled while running", False)
+    limit = job.time_limit
+    text = f"timed out: the attempt exceeded its time limit of {limit:g} s" if limit else "timed out"
+    if still_running:
+        text += " (its handler thread was still running: not retried, a thread cannot be interrupted)"
+    return Failure(job, text, not still_running)
+
+
 @dataclass
 class Dispatcher:
     """Book-keeping of leased jobs for one worker.
@@ -126,10 +149,13 @@ class Dispatcher:
     sequence: int = 0
     inflight: list[Job] | None = None
     results: dict[str, bytes] = field(default_factory=dict)  # token -> serialised return value
+    deadlines: dict[str, float] = field(default_factory=dict)  # token -> time limit (monotonic)
+    overrun: set[int] = field(default_factory=set)  # id() of settled jobs whose thread still runs
 
     @property
     def held(self) -> int:
-        return len(self.leases)
+        """Slots in use: leased jobs, plus threads still running jobs settled without them."""
+        return len(self.leases) + len(self.overrun)
 
     def claim_budget(self, acking: int) -> int:
         if self.stopping:
@@ -157,6 +183,8 @@ class Dispatcher:
         now = time.monotonic()
         for job in jobs:
             self.leases[held_token(job)] = (job, now)
+            if job.time_limit:
+                self.deadlines[held_token(job)] = now + job.time_limit
 
     def on_acked(self, acked: Sequence[Job], statuses: Sequence[int]) -> None:
         del self.done[: len(acked)]
@@ -181,7 +209,11 @@ class Dispatcher:
     def on_finished(self, job: Job, failure: Failure | None, result: bytes | None = None) -> None:
         """A handler returned or raised (failure None: success; ``result`` its serialised return
         value, when results are stored). A cancelled handler reports nothing: its job is released
-        as started at shutdown."""
+        as started at shutdown. An attempt settled while its thread still ran (cancelled, timed
+        out) reports too late: its outcome is dropped."""
+        if self.overrun and id(job) in self.overrun:
+            self.overrun.discard(id(job))
+            return
         self.running.discard(held_token(job))
         if failure is None:
             self.done.append(job)
@@ -200,23 +232,61 @@ class Dispatcher:
         # (a sent fail clears job.token: find its lease by identity)
         self.leases.pop(token, None)
         self.results.pop(token, None)
+        if self.deadlines:
+            self.deadlines.pop(token, None)
         self.started.discard(token)
         self.running.discard(token)
 
-    def needs_heartbeat(self) -> list[Job]:
-        """Leased jobs whose lease is a third used up: extend them before it runs out."""
-        cutoff = time.monotonic() - self.lease / 3
+    def needs_heartbeat(self, tick: float) -> list[Job]:
+        """Leased jobs that would reach a third of their lease before the next tick: the gap
+        between two heartbeats of a job (when a cancel can reach its worker) is at most a third."""
+        cutoff = time.monotonic() - max(0.0, self.lease / 3 - tick)
         leased = list(self.leases.values())
         return [job for job, since in leased if since <= cutoff and job.token][:MAX_BATCH]
 
-    def on_extended(self, jobs: Sequence[Job], statuses: Sequence[int]) -> None:
+    def on_extended(self, jobs: Sequence[Job], statuses: Sequence[int]) -> list[tuple[Job, str]]:
+        """Record renewed leases; returns the jobs to stop, with why (cancel requested, time limit
+        passed: see extend.lua)."""
         now = time.monotonic()
+        stop: list[tuple[Job, str]] = []
         for job, status in zip(jobs, statuses, strict=True):
-            token = held_token(job)
-            if status == 1 and token in self.leases:
+            token = job.token
+            if status in (1, 2) and token in self.leases:
                 self.leases[token] = (job, now)
+            if status in STOP_STATUS:
+                stop.append((job, STOP_STATUS[status]))
             elif status != 1:
                 log.warning("lease of job %s lost: %s", job.id, LEASE_STATUS.get(status, status))
+        return stop
+
+    def overdue(self) -> list[Job]:
+        """Leased jobs past their time limit (by this worker's clock) not yet asked to stop."""
+        if not self.deadlines:
+            return []
+        now = time.monotonic()
+        late = [t for t, deadline in self.deadlines.items() if deadline <= now]
+        return [job for t in late if (job := self.leases[t][0]).stop_reason is None]
+
+    def stop(self, job: Job, reason: str) -> bool:
+        """Ask a leased job to stop. Returns True when its handler is running (the caller
+        interrupts it, or abandons its thread); a job not started yet is settled at once, one
+        finished already is left to its own report."""
+        token = job.token
+        if job.stop_reason is not None or token not in self.leases:
+            return False
+        job.stop_reason = reason
+        if token in self.running:
+            return True
+        if token not in self.started:
+            self.failures.append(stopped(job, reason, still_running=False))
+        return False
+
+    def abandon(self, job: Job) -> None:
+        """Settle a stopped job whose thread cannot be interrupted: it keeps its slot until it
+        returns, and whatever it reports then is dropped."""
+        self.running.discard(held_token(job))
+        self.overrun.add(id(job))
+        self.failures.append(stopped(job, job.stop_reason or TIMEOUT, still_running=True))
 
     def unsettled(self) -> tuple[list[Job], list[bool]]:
         """Leased jobs to release at shutdown: (jobs, started flags). Jobs with something to report

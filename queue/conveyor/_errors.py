@@ -69,4 +69,4 @@ class JobFailedError(ConveyorError):
 
 class JobCancelledError(JobFailedError):
     """Raised by ``job.result()``: the job ended in another final state than completed or failed
-    (cancelled, or stopped at its time limit)."""
+    (cancelled while it ran; a timed-out job ends failed, with an error naming its time limit)."""

@@ -11,6 +11,7 @@ hooks the handler is the bare call: no hook cost.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,19 @@ Hook = Callable[..., Any]
 H = TypeVar("H", bound=Hook)
 SyncHandler = Callable[[Job], Any]
 AsyncHandler = Callable[[Job], Awaitable[Any]]
+_CURRENT_JOB: contextvars.ContextVar[Job] = contextvars.ContextVar("conveyor_current_job")
+
+
+def current_job() -> Job:
+    """The job whose task is running in this thread or asyncio task (inside a task only).
+
+    A sync task cannot be interrupted: check ``current_job().cancelled`` between steps and return
+    early once it is True (the job was cancelled or ran past its time limit).
+    """
+    try:
+        return _CURRENT_JOB.get()
+    except LookupError:
+        raise LookupError("current_job() is only available inside a running task") from None
 
 
 def will_retry(job: Job, exc: BaseException) -> bool:
@@ -70,6 +84,7 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
 
     def bare(job: Job) -> Any:
         args, kwargs = unpack_arguments(job)
+        _CURRENT_JOB.set(job)  # each slot thread has its own context: no reset needed
         return fn(*args, **kwargs)
 
     if not hooks:
@@ -104,25 +119,17 @@ async def _call(hook: Hook, *args: Any) -> Any:
 
 def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
     """An asyncio worker's handler for ``task``; a sync task runs in a thread (asyncio.to_thread)."""
-    fn, name, limit = task.fn, task.name, task.options.time_limit
+    fn = task.fn
 
     async def bare(job: Job) -> Any:
         args, kwargs = unpack_arguments(job)
+        _CURRENT_JOB.set(job)  # in the slot task's context; to_thread copies it to the thread
         if not task.is_async:
             return await asyncio.to_thread(fn, *args, **kwargs)
-        if limit is None:
-            return await fn(*args, **kwargs)
-        timer = asyncio.timeout(limit)
-        try:
-            async with timer:
-                return await fn(*args, **kwargs)
-        except TimeoutError:
-            if not timer.expired():
-                raise
-            raise TimeoutError(f"task {name!r} exceeded its time limit of {limit} s") from None
+        return await fn(*args, **kwargs)
 
     if not hooks:
-        return bare
+        return in_thread(bare, not task.is_async)
 
     async def hooked(job: Job) -> Any:
         try:
@@ -143,4 +150,12 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
                 _report(hook, hook_exc)
         return result
 
-    return hooked
+    return in_thread(hooked, not task.is_async)
+
+
+def in_thread(handler: AsyncHandler, threaded: bool) -> AsyncHandler:
+    """Mark an asyncio worker's handler that runs its task in a thread: cancelling it does not
+    stop the thread, so a stopped attempt of it is not retried (see AsyncWorker)."""
+    if threaded:
+        handler.runs_in_thread = True  # type: ignore[attr-defined]
+    return handler

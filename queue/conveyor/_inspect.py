@@ -9,7 +9,7 @@ from ._keys import validate_name
 from ._ops import MAX_BATCH, Call, QueueCore, text
 from ._scripts import Scripts
 
-LISTABLE = ("waiting", "delayed", "active", "completed", "failed")
+LISTABLE = ("waiting", "delayed", "active", "completed", "failed", "cancelled")
 
 
 Page = tuple[str, str, int, int] | Call[list[str]]
@@ -18,7 +18,7 @@ Page = tuple[str, str, int, int] | Call[list[str]]
 def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
     """How to read ids of ``state`` in display order: waiting in claim order (a script call: the
     priority levels' lists, highest first), else (command, key, start, stop): delayed and active by
-    due time / lease deadline, completed and failed newest first."""
+    due time / lease deadline, completed, failed and cancelled newest first."""
     if state not in LISTABLE:
         raise ValueError(f"state must be one of {', '.join(LISTABLE)}, got {state!r}")
     if offset < 0 or not 1 <= limit <= MAX_BATCH:
@@ -26,7 +26,8 @@ def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
     k = core.keys
     if state == "waiting":
         return Call(Scripts.WAITING_PAGE.value, (k.waiting,), (offset, limit), listed_ids)
-    key = {"delayed": k.delayed, "active": k.active, "completed": k.completed, "failed": k.failed}[state]
+    key = {"delayed": k.delayed, "active": k.active, "completed": k.completed, "failed": k.failed,
+           "cancelled": k.cancelled}[state]  # fmt: skip
     command = "zrange" if state in ("delayed", "active") else "zrevrange"
     return command, key, offset, offset + limit - 1
 

@@ -50,6 +50,7 @@ class QueueKeys:
     active: str  # sorted set: id -> lease deadline (ms)
     completed: str  # sorted set: id -> finish time (ms), retained jobs only
     failed: str  # sorted set: id -> finish time (ms)
+    cancelled: str  # sorted set: id -> finish time (ms), jobs cancelled while active
     marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
     dedup: str  # sorted set: caller-given id -> finish time (ms), within the deduplication window
     schedules: str  # hash: periodic schedule name -> next fire time (ms)
@@ -94,6 +95,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         active=base + "a",
         completed=base + "c",
         failed=base + "f",
+        cancelled=base + "x",
         marker=base + "m",
         dedup=base + "u",
         schedules=base + "cron",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ STATES = {
     "a": "active",
     "c": "completed",
     "f": "failed",
+    "C": "cancelled",  # cancelled while active (a waiting or delayed job is removed instead)
     "x": "finished",  # finished inside the deduplication window; its record is gone
 }
 _UNSET: Any = object()
@@ -28,6 +30,20 @@ def check_priority(priority: object) -> int:
             f"priority must be an int in 0..{MAX_PRIORITY} (higher runs first), got {priority!r}"
         )
     return priority
+
+
+def is_time_limit(value: object) -> bool:
+    """A time limit is a finite number of seconds > 0."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def time_limit_ms(limit: float | None) -> int:
+    """A job's time limit for the scripts, in ms (0 = none); bad values raise, naming the value."""
+    if limit is None:
+        return 0
+    if not is_time_limit(limit):
+        raise ValueError(f"time_limit must be a number of seconds > 0, got {limit!r}")
+    return max(1, round(limit * 1000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,9 @@ class QueueSettings:
     kept for result_ttl seconds, and goes earlier with its job when retention removes it.
     batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
     go out together as one script call when it returns; a lone caller is sent at once, as without.
+    time_limit: hard limit of one attempt, from its claim, for jobs enqueued through this queue
+    without their own (None: no limit). See "Time limits" on the production page: an asyncio
+    handler is cancelled at the limit; a thread is not interrupted (``Job.cancelled`` tells it).
     """
 
     prefix: str = "cv"
@@ -72,6 +91,7 @@ class QueueSettings:
     store_results: bool = False
     result_ttl: float = 24 * 3600.0
     max_result_bytes: int = 64 * 1024
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         checks = {
@@ -93,6 +113,8 @@ class QueueSettings:
             "max_result_bytes must be > 0": self.max_result_bytes > 0,
         }
         failed = [message for message, ok in checks.items() if not ok]
+        if self.time_limit is not None and not is_time_limit(self.time_limit):
+            failed.append(f"time_limit must be None or a number of seconds > 0, got {self.time_limit!r}")
         if failed:
             raise ValueError("invalid QueueSettings: " + "; ".join(failed))
 
@@ -108,11 +130,17 @@ class JobSpec:
     delay: float = 0.0
     max_attempts: int | None = None
     priority: int = 0
+    time_limit: float | None = None
 
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """A job as stored on the server. ``token`` is set while this client holds its lease."""
+    """A job as stored on the server. ``token`` is set while this client holds its lease.
+
+    ``time_limit``: seconds one attempt may run (None: no limit). ``stop_reason``: set by the
+    worker running the job when it wants the handler to stop (``"cancel"`` or ``"timeout"``);
+    a sync handler cannot be interrupted and should check :attr:`cancelled` between steps.
+    """
 
     id: str
     task: str
@@ -130,6 +158,15 @@ class Job:
     # Known from enqueue, get_job and jobs(); a claimed job leaves it at 0 (not sent on claims).
     priority: int = 0
     _queue: Any = field(default=None, repr=False)  # the Queue or AsyncQueue that returned it
+    time_limit: float | None = None
+    stop_reason: str | None = field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker asked this attempt to stop: the job was cancelled while it ran, or
+        its time limit passed. The job is already settled; whatever the handler does after this
+        is discarded."""
+        return self.stop_reason is not None
 
     @property
     def payload(self) -> Any:

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from ._errors import LeaseLostError, SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
-from ._models import MAX_PRIORITY, STATES, Job, JobSpec, QueueSettings, check_priority
+from ._models import MAX_PRIORITY, STATES, Job, JobSpec, QueueSettings, check_priority, time_limit_ms
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
@@ -24,12 +24,17 @@ _ENQUEUE = Scripts.ENQUEUE.value  # (an Enum member's .value is a descriptor cal
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
-CLAIM_FIELDS = 7
+CLAIM_FIELDS = 8  # as in _lua/_lib.lua
 LEASE_STATUS = {
     0: "the token does not hold the lease (the job was redelivered or already settled)",
     -1: "the lease expired",  # no longer returned: a matching token is accepted even when late
     -2: "no such job",
+    2: "a cancel was requested while it ran",  # the lease was renewed to settle it with
+    3: "the attempt ran past its time limit (the lease is no longer renewed)",
 }
+# Why a worker stops a running attempt (Job.stop_reason), and the extend statuses that ask for it.
+CANCEL, TIMEOUT = "cancel", "timeout"
+STOP_STATUS = {2: CANCEL, 3: TIMEOUT}
 
 
 @dataclass(slots=True)
@@ -81,8 +86,10 @@ class QueueCore:
         max_attempts: int | None,
         *,
         priority: int,
+        time_limit: float | None = None,
     ) -> tuple[Any, ...]:
-        """One job's ARGV group, validated: id, task, payload, max attempts, delay ms, priority."""
+        """One job's ARGV group, validated: id, task, payload, max attempts, delay ms, priority,
+        time limit ms (0: none; the queue's ``time_limit`` when the job has none)."""
         if task not in self._valid_tasks:
             self._valid_tasks.add(validate_name("task", task))
         settings = self.settings
@@ -92,6 +99,8 @@ class QueueCore:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         if not delay >= 0:
             raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
+        if time_limit is None:
+            time_limit = settings.time_limit
         data = encode_payload(settings.serializer, task, payload, settings.max_payload_bytes)
         return (
             "" if job_id is None else validate_job_id(job_id),
@@ -100,6 +109,7 @@ class QueueCore:
             max_attempts,
             round(delay * 1000) if delay else 0,
             check_priority(priority),
+            0 if time_limit is None else time_limit_ms(time_limit),
         )
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
@@ -110,13 +120,21 @@ class QueueCore:
         args: list[Any] = [len(batch), self._window]
         pack = self._pack
         for s in batch:
-            args += pack(s.task, s.payload, s.job_id, s.delay, s.max_attempts, priority=s.priority)
+            args += pack(
+                s.task,
+                s.payload,
+                s.job_id,
+                s.delay,
+                s.max_attempts,
+                priority=s.priority,
+                time_limit=s.time_limit,
+            )
         return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
-    def enqueue_one(self, *job: Any, priority: int) -> Call[list[Job]]:
-        """``enqueue([JobSpec(*job, priority=priority)])`` without building the JobSpec: ``job`` is
-        task, payload, job_id, delay, max_attempts, as :meth:`_pack` takes them."""
-        args = [1, self._window, *self._pack(*job, priority=priority)]
+    def enqueue_one(self, *job: Any, priority: int, time_limit: float | None = None) -> Call[list[Job]]:
+        """``enqueue([JobSpec(*job, priority=priority, ...)])`` without building the JobSpec: ``job``
+        is task, payload, job_id, delay, max_attempts, as :meth:`_pack` takes them."""
+        args = [1, self._window, *self._pack(*job, priority=priority, time_limit=time_limit)]
         return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
     def _parse_enqueue(self, args: list[Any], reply: Any) -> list[Job]:
@@ -130,10 +148,12 @@ class QueueCore:
             if type(job_id) is bytes:
                 job_id, state = job_id.decode(), state.decode()
             if reply[2 + 3 * i]:
-                g = 2 + 6 * i  # this job's ARGV group: id, task, payload, max attempts, delay, priority
+                g = 2 + 7 * i  # this job's ARGV group (see _pack)
                 job = Job(job_id, args[g + 1], STATES[state], args[g + 2], 0, args[g + 3], now,
                           serializer=serializer)  # fmt: skip
                 job.priority = args[g + 5]
+                if args[g + 6]:
+                    job.time_limit = args[g + 6] / 1000
             else:
                 f = reply[extra : extra + 5]
                 extra += 5
@@ -157,7 +177,9 @@ class QueueCore:
         serializer = self.settings.serializer
         jobs = []
         for i in range(start, len(reply), CLAIM_FIELDS):
-            job_id, token, task, payload, attempts, max_attempts, enqueued = reply[i : i + CLAIM_FIELDS]
+            job_id, token, task, payload, attempts, max_attempts, enqueued, limit = reply[
+                i : i + CLAIM_FIELDS
+            ]
             if type(job_id) is bytes:
                 job_id, token, task = job_id.decode(), token.decode(), task.decode()
             else:
@@ -173,6 +195,7 @@ class QueueCore:
                     enqueued / 1000,
                     token,
                     serializer=serializer,
+                    time_limit=limit / 1000 if limit else None,
                 )
             )
         return jobs
@@ -269,8 +292,9 @@ class QueueCore:
             if status != 1:
                 raise lease_error("fail", job, status)
             job.token, job.error = None, message[:MAX_ERROR_CHARS]
-            job.state = "delayed" if text(r[1]) == "retry" else "failed"
-            return "retry" if text(r[1]) == "retry" else "failed"
+            outcome = text(r[1])
+            job.state = {"retry": "delayed", "failed": "failed"}.get(outcome, "cancelled")
+            return outcome
 
         return Call(
             Scripts.FAIL.value,
@@ -284,6 +308,7 @@ class QueueCore:
                 k.jobs,
                 k.dedup,
                 *self._result_keys(),
+                k.cancelled,
             ),
             (
                 job.id,
@@ -337,12 +362,24 @@ class QueueCore:
         )
 
     def recover(self, batch: int | None) -> Call[tuple[int, int]]:
+        """(redelivered, ended): ended counts jobs that failed for lack of attempts or ended
+        cancelled (a cancel was requested while their worker was gone)."""
         k = self.keys
         return Call(
             Scripts.RECOVER.value,
-            (k.meta, k.waiting, k.active, k.failed, k.marker, k.jobs, k.dedup, *self._result_keys()),
+            (
+                k.meta,
+                k.waiting,
+                k.active,
+                k.failed,
+                k.marker,
+                k.jobs,
+                k.dedup,
+                *self._result_keys(),
+                k.cancelled,
+            ),
             (self._batch(batch), self.settings.keep_failed, self._window_ms(), self._result_ttl_ms()),
-            lambda r: (int(r[0]), int(r[1])),
+            lambda r: (int(r[0]), int(r[1]) + int(r[2])),
         )
 
     def trim(self, batch: int | None) -> Call[int]:
@@ -350,7 +387,14 @@ class QueueCore:
         ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
         return Call(
             Scripts.TRIM.value,
-            (self.keys.completed, self.keys.failed, self.keys.jobs, self.keys.dedup, self.keys.results),
+            (
+                self.keys.completed,
+                self.keys.failed,
+                self.keys.jobs,
+                self.keys.dedup,
+                self.keys.results,
+                self.keys.cancelled,
+            ),
             (
                 s.keep_completed,
                 ages[0],
@@ -360,7 +404,7 @@ class QueueCore:
                 self._window_ms(),
                 1 if s.store_results else 0,
             ),
-            lambda r: int(r[0]) + int(r[1]),
+            lambda r: sum(int(n) for n in r),
         )
 
     def cancel(self, job_id: str) -> Call[bool]:
@@ -370,7 +414,7 @@ class QueueCore:
             Scripts.CANCEL.value,
             (k.waiting, k.delayed, k.jobs),
             (job_id,),
-            lambda r: int(r[0]) == 1,
+            lambda r: int(r[0]) in (1, 2),  # 2: active, its worker is asked to stop it
         )
 
     # -- reads ------------------------------------------------------------------------------------
@@ -383,6 +427,7 @@ class QueueCore:
         totals = replies[levels + 4]
         counts["total_completed"] = int(totals[0] or 0)
         counts["total_failed"] = int(totals[1] or 0)
+        counts["cancelled"] = int(replies[levels + 5])
         return counts
 
     def parse_job(self, job_id: str, fields: dict[Any, Any]) -> Job | None:
@@ -404,6 +449,8 @@ class QueueCore:
         )
         job.serializer, job._queue = self.settings.serializer, self.owner
         job.priority = int(f.get("p", 0))
+        if "x" in f:
+            job.time_limit = int(f["x"]) / 1000
         return job
 
     def check_layout(self, stored: Any) -> None:
@@ -434,7 +481,11 @@ def check_statuses(action: str, jobs: Sequence[Job], statuses: Sequence[int]) ->
 
 
 def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) -> None:
-    """After a one-job ack/extend: raise if refused, else update the local job."""
+    """After a one-job ack/extend: raise if refused, else update the local job. An extend that
+    reports a cancel request renewed the lease: the job is marked (``job.cancelled``) instead."""
+    if statuses[0] == 2:
+        job.stop_reason = CANCEL
+        return
     check_statuses(action, [job], statuses)
     if state:
         job.state, job.token = state, None
@@ -448,5 +499,6 @@ def enqueue_spec(
     max_attempts: int | None,
     *,
     priority: int = 0,
+    time_limit: float | None = None,
 ) -> list[JobSpec]:
-    return [JobSpec(task, payload, job_id, delay, max_attempts, priority)]
+    return [JobSpec(task, payload, job_id, delay, max_attempts, priority, time_limit)]

@@ -54,6 +54,7 @@ class Schedule:
     grace: float = 60.0
     payload: dict[str, Any] = field(default_factory=dict)
     max_attempts: int | None = None
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         validate_name("schedule", self.name)

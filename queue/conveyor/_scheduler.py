@@ -28,12 +28,18 @@ def fire_call(
     core: QueueCore, schedule: Schedule, stored: int | None, new_next: int, fire: int | None
 ) -> Call[int]:
     """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
-    job: list[object] = ["", "", "", ""]
+    job: list[object] = ["", "", "", "", 0]
     if fire is not None:
         packed = core._pack(
-            schedule.task, schedule.payload, schedule.job_id(fire), 0.0, schedule.max_attempts, priority=0
+            schedule.task,
+            schedule.payload,
+            schedule.job_id(fire),
+            0.0,
+            schedule.max_attempts,
+            priority=0,
+            time_limit=schedule.time_limit,
         )
-        job = list(packed[:4])  # id, task, payload, max attempts (validated, encoded)
+        job = [*packed[:4], packed[6]]  # id, task, payload, max attempts, time limit (validated, encoded)
     k = core.keys
     args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job]
     return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._errors import SerializationError
 from ._keys import validate_job_id, validate_name
-from ._models import Job, JobSpec, check_priority
+from ._models import Job, JobSpec, check_priority, is_time_limit
 
 if TYPE_CHECKING:
     from ._app import Conveyor
@@ -30,8 +30,10 @@ class TaskOptions:
     """Per-task defaults; every enqueue may override ``job_id``, ``delay``, ``max_attempts`` and
     ``priority`` (a level in 0..9, higher claimed first) through :meth:`Task.with_options`.
 
-    ``time_limit`` (seconds) cancels an async task's attempt that runs longer and records it as a
-    failed attempt; a thread cannot be interrupted, so sync tasks reject it.
+    ``time_limit`` (seconds) is stored in each job enqueued and bounds every attempt from its claim
+    (see "Time limits" on the production page): an async task is cancelled at the limit; a sync
+    task's thread cannot be interrupted: its job is settled as timed out and
+    ``current_job().cancelled`` turns True so it can stop on its own.
     """
 
     queue: str
@@ -48,8 +50,8 @@ class TaskOptions:
             raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
         if not self.delay >= 0:
             raise ValueError(f"delay must be >= 0 seconds, got {self.delay!r}")
-        if self.time_limit is not None and not self.time_limit > 0:
-            raise ValueError(f"time_limit must be > 0 seconds, got {self.time_limit!r}")
+        if self.time_limit is not None and not is_time_limit(self.time_limit):
+            raise ValueError(f"time_limit must be a number of seconds > 0, got {self.time_limit!r}")
         if self.job_id is not None:
             validate_job_id(self.job_id)
 
@@ -89,10 +91,6 @@ class Task(Generic[P, R]):
         self.app, self.name, self.fn, self.options = app, validate_name("task", name), fn, options
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
-        if options.time_limit is not None and not self.is_async:
-            raise TypeError(
-                f"task {name!r}: time_limit needs an async def function (a thread cannot be interrupted)"
-            )
 
     @property
     def queue(self) -> str:
@@ -112,6 +110,7 @@ class Task(Generic[P, R]):
         max_attempts: int | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        time_limit: float | None = None,
     ) -> Task[P, R]:
         """This task with other defaults for the next enqueue (the registry is not changed)."""
         changes: dict[str, Any] = {
@@ -120,6 +119,7 @@ class Task(Generic[P, R]):
             "max_attempts": max_attempts,
             "queue": queue,
             "priority": priority,
+            "time_limit": time_limit,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.app, self.name, self.fn, options)
@@ -133,7 +133,7 @@ class Task(Generic[P, R]):
         o, payload = self.options, pack_arguments(args, kwargs)
         if self.app.trace_carrier is not None and (carrier := self.app.trace_carrier()):
             payload["trace"] = carrier  # the enqueuing span's context, for the handler's span
-        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts, o.priority)
+        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts, o.priority, o.time_limit)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (synchronous client)."""

@@ -28,6 +28,7 @@ from ._dispatch import (
 )
 from ._errors import LeaseLostError
 from ._models import Job
+from ._ops import TIMEOUT
 from ._retry import RECONNECT
 from ._topology import SYNC, role_client
 
@@ -50,6 +51,14 @@ class Worker:
     deadline, jobs that never started are released; a handler thread that still runs cannot be
     interrupted, so its job is not released (another worker would run it at the same time): its
     lease is left to expire and the job is redelivered after ``lease`` seconds.
+
+    Time limits and cancellation: a thread cannot be interrupted. When a job's time limit passes
+    (checked every maintenance tick, at most ``min(lease / 3, maintenance_interval)``) or a cancel
+    of it arrives with a heartbeat, the worker sets ``job.cancelled`` (``current_job().cancelled``
+    in a task), stops renewing the lease and settles the job at once: cancelled, or timed out.
+    A timed-out job whose thread still runs is failed, not retried (a retry would run it twice at
+    once); a job stopped before its handler started is retried as usual. The thread keeps its slot
+    until it returns (no new job is claimed for it) and whatever it returns or raises is dropped.
     """
 
     def __init__(self, queue: Queue, handlers: Mapping[str, Handler], **options: Any) -> None:
@@ -135,6 +144,8 @@ class Worker:
         d = self._dispatch
         while (job := self._ready.get()) is not None:
             with self._lock:
+                if job.stop_reason is not None:
+                    continue  # stopped before it started: already settled
                 d.on_started(job)
             handler, result = self.handlers.get(job.task), None
             failure: Failure | None
@@ -266,6 +277,14 @@ class Worker:
                 len(self._dispatch.running),
             )
 
+    def _stop_jobs(self, stops: list[tuple[Job, str]]) -> None:
+        """Settle jobs to stop (lock held); their threads cannot be interrupted, only told."""
+        for job, reason in stops:
+            if self._dispatch.stop(job, reason):
+                self._dispatch.abandon(job)
+        if stops:
+            self._wake.set()
+
     # -- maintenance ------------------------------------------------------------------------------
     def _maintain(self, maint: Queue) -> None:
         """Heartbeats and sweeps until run() ends (not at stop(): a graceful shutdown still holds
@@ -276,11 +295,12 @@ class Worker:
         while not self._finished.wait(tick):
             try:
                 with self._lock:
-                    jobs = d.needs_heartbeat()
+                    jobs = d.needs_heartbeat(tick)
+                    self._stop_jobs([(job, TIMEOUT) for job in d.overdue()])
                 if jobs:
                     statuses = maint._run(maint.core.extend(jobs, None))
                     with self._lock:
-                        d.on_extended(jobs, statuses)
+                        self._stop_jobs(d.on_extended(jobs, statuses))
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     maint.promote()

@@ -289,7 +289,7 @@ def with_token(job: Job, token: str | None) -> Job:
 
 
 EMPTY = {"waiting": 0, "delayed": 0, "active": 0, "completed": 0, "failed": 0,
-         "total_completed": 0, "total_failed": 0}
+         "cancelled": 0, "total_completed": 0, "total_failed": 0}
 
 
 def counts(**nonzero: int) -> dict[str, int]:

@@ -61,8 +61,10 @@ def test_bad_calls_are_refused_before_anything_is_sent(redis_url, queue_name):
         app.task(name="add")(lambda: None)
     with pytest.raises(ValueError, match="max_attempts must be an int >= 1, got 0"):
         app.task(max_attempts=0)
-    with pytest.raises(TypeError, match="time_limit needs an async def function"):
-        app.task(time_limit=1)(lambda: None)
+    with pytest.raises(ValueError, match="time_limit must be a number of seconds > 0, got 0"):
+        app.task(time_limit=0)
+    with pytest.raises(ValueError, match="time_limit must be a number of seconds > 0, got -1"):
+        add.with_options(time_limit=-1).enqueue(1, 2)
     with pytest.raises(ValueError, match="queue 'other' has no registered task"):
         Runner(app, [queue_name, "other"])
     assert app.queue(queue_name).counts()["waiting"] == 0

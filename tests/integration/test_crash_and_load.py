@@ -103,7 +103,7 @@ def test_sigkill_mid_job_loses_nothing(server, queue_name, tmp_path):
     assert set(counter) == ids  # nothing lost
     assert max(counter.values()) == 1  # each job ran once in the rescuer
     assert q.counts() == {"waiting": 0, "delayed": 0, "active": 0, "completed": 5, "failed": 0,
-                          "total_completed": 5, "total_failed": 0}
+                          "cancelled": 0, "total_completed": 5, "total_failed": 0}
     completed = {m.decode() for m in admin.zrange(q.core.keys.completed, 0, -1)}
     assert completed == ids  # each acknowledged exactly once: 5 acks, 5 distinct ids
     for job_id in started:
@@ -150,7 +150,7 @@ def test_20k_jobs_through_4_workers_in_2_processes(server, queue_name, tmp_path)
     assert sum(per_worker.values()) == total
     assert sorted(per_worker) == ["0-async", "0-sync", "1-async", "1-sync"], per_worker
     assert q.counts() == {"waiting": 0, "delayed": 0, "active": 0, "completed": total,
-                          "failed": 0, "total_completed": total, "total_failed": 0}
+                          "failed": 0, "cancelled": 0, "total_completed": total, "total_failed": 0}
     acked = {m.decode() for m in admin.zrange(q.core.keys.completed, 0, -1)}
     assert acked == set(enqueued)
     q.close()

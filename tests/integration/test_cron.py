@@ -22,7 +22,7 @@ AFTER = [T0 + 2017 + STEP * i for i in range(120)]  # the schedulers were all do
 def _app(redis_url: str, queue_name: str) -> Conveyor:
     app = Conveyor(redis_url, default_queue=queue_name)
 
-    @app.task
+    @app.task(time_limit=90)
     def report(kind: str, *, verbose: bool = False) -> None:
         pass
 
@@ -70,6 +70,7 @@ def test_three_competing_schedulers_fire_each_time_exactly_once(redis_url, queue
     job = queue.get_job(f"cron:every-20s:{(T0 + 20) * 1000}")
     assert job is not None and job.task == "report"
     assert job.payload == {"kwargs": {"kind": "e", "verbose": True}}
+    assert job.time_limit == 90  # the task's time limit goes with its periodic jobs
     for app in apps:
         app.close()
 

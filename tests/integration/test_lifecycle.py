@@ -261,12 +261,21 @@ async def test_cancel(api):
     await q.ack(finished)
     assert finished.id == done.id
     snap = api.snapshot()
-    assert await q.cancel(active.id) is False
     assert await q.cancel(done.id) is False
     assert await q.cancel("no-such-job") is False
     assert await q.cancel(waiting.id) is False  # already cancelled
     assert api.snapshot() == snap
     assert await q.counts() == counts(active=1, completed=1, total_completed=1)
+    # An active job is marked; its holder learns at its next heartbeat and settles it cancelled.
+    assert await q.cancel(active.id) is True
+    assert await q.counts() == counts(active=1, completed=1, total_completed=1)
+    await q.extend(leased)
+    assert leased.cancelled
+    assert await q.fail(leased, "stopped") == "cancelled"
+    assert await q.counts() == counts(completed=1, cancelled=1, total_completed=1)
+    [listed] = await q.jobs("cancelled")
+    assert (listed.id, listed.state) == (active.id, "cancelled")
+    assert await q.cancel(active.id) is False  # finished
 
 
 async def test_retention_keeps_the_newest_completed(api):

@@ -4,9 +4,12 @@
 -- immune to clock skew between worker machines. Redis 7+, Valkey and Dragonfly replicate script
 -- effects, so reading TIME inside a script is safe.
 --
--- Job hash fields: s state (w waiting, d delayed, a active, c completed, f failed), n task name,
--- d payload, m max attempts, e enqueued at (ms), a attempts, k lease token and l lease deadline (ms)
--- (both only while active), r last error, t finished (ms), p priority level (1..9; absent = 0).
+-- Job hash fields: s state (w waiting, d delayed, a active, c completed, f failed, C cancelled),
+-- n task name, d payload, m max attempts, e enqueued at (ms), a attempts, k lease token and l lease
+-- deadline (ms) (both only while active), r last error, t finished (ms), p priority level (1..9;
+-- absent = 0), x time limit of an attempt (ms; absent: none), h hard deadline of the running
+-- attempt (ms; claim time + x), q cancel requested (set by cancel.lua on an active job; the holder
+-- learns at its next heartbeat).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 --
 -- Priorities: level 0 (the default) is the waiting list itself, so a queue that never uses
@@ -175,7 +178,7 @@ local function remember(dedup, window, id, now)
 end
 
 local function finish_failed(failed, meta, key, id, err, now)
-  redis.call('HDEL', key, 'k', 'l')
+  redis.call('HDEL', key, 'k', 'l', 'h')
   redis.call('HSET', key, 's', 'f', 'r', err, 't', now)
   redis.call('ZADD', failed, now, id)
   redis.call('HINCRBY', meta, 'failed', 1)
@@ -212,8 +215,26 @@ local function has_ready(waiting)
   return redis.call('LLEN', waiting) > 0 or redis.call('ZCARD', levels_of(waiting)) > 0
 end
 
--- Claim up to `count` waiting jobs with fresh tokens. Appends 7 fields per job to `out`:
--- id, token, task, payload, attempts, max attempts, enqueued at (ms). Returns the number claimed.
+-- A job whose cancel was requested while it ran ends here instead of being retried or failed.
+local function finish_cancelled(cancelled, key, id, now)
+  redis.call('HDEL', key, 'k', 'l', 'h', 'q')
+  redis.call('HSET', key, 's', 'C', 't', now)
+  redis.call('ZADD', cancelled, now, id)
+  if RESULTS.ttl > 0 then
+    store_result(id, 'C', redis.call('HGET', key, 'a') or '', 'cancelled while running')
+    announce({id, 'C'})
+  end
+end
+
+-- The error text of an attempt that ran past its time limit (x, in ms).
+local function timed_out(limit_ms)
+  return 'timed out: the attempt exceeded its time limit of ' .. (tonumber(limit_ms) / 1000) .. ' s'
+end
+
+-- Claim up to `count` waiting jobs with fresh tokens. Appends CLAIM_FIELDS fields per job to `out`:
+-- id, token, task, payload, attempts, max attempts, enqueued at (ms), time limit (ms, 0 = none).
+-- A job with a time limit gets its hard deadline h = now + limit. Returns the number claimed.
+local CLAIM_FIELDS = 8
 local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
   if count <= 0 then return 0 end
   local ids = pop_ready(waiting, count)
@@ -225,11 +246,15 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
   for i = 1, #ids do
     local id = ids[i]
     local key = jobs .. id
-    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e')
+    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x')
     if f[1] then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
-      redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token, 'l', deadline)
+      if f[6] then
+        redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token, 'l', deadline, 'h', now + tonumber(f[6]))
+      else
+        redis.call('HSET', key, 's', 'a', 'a', attempts, 'k', token, 'l', deadline)
+      end
       zargs[#zargs + 1] = deadline
       zargs[#zargs + 1] = id
       local o = #out
@@ -240,6 +265,7 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
       out[o + 5] = attempts
       out[o + 6] = tonumber(f[4]) or 1
       out[o + 7] = tonumber(f[5]) or 0
+      out[o + 8] = tonumber(f[6]) or 0
     end
   end
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits

@@ -8,7 +8,7 @@
 --       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off), 8 n acks (<= 1000),
 --       then n tuples: id, token, and (results on only) the success record, 'c:' .. serialised value
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
---          now, next due (-1 none), then 7 fields per claimed job as in claim.lua}
+--          now, next due (-1 none), then CLAIM_FIELDS (8) fields per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
 -- Retry safety: with a request id, the call records its ack statuses and claimed (id, token)
 -- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
@@ -37,11 +37,12 @@ local function replay(parts)
   out[#out + 1] = next_due(delayed)
   for i = 3, #parts - 1, 2 do
     local id, token = parts[i], parts[i + 1]
-    local f = redis.call('HMGET', jobs .. id, 'k', 'n', 'd', 'a', 'm', 'e')
+    local f = redis.call('HMGET', jobs .. id, 'k', 'n', 'd', 'a', 'm', 'e', 'x')
     if f[1] == token then
       local o = #out
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, token, f[2], f[3]
       out[o + 5], out[o + 6], out[o + 7] = tonumber(f[4]), tonumber(f[5]) or 1, tonumber(f[6]) or 0
+      out[o + 8] = tonumber(f[7]) or 0
     end
   end
   return out
@@ -78,7 +79,7 @@ for i = 1, n do
     if keep == 0 then
       redis.call('DEL', key)
     else
-      redis.call('HDEL', key, 'k', 'l')
+      redis.call('HDEL', key, 'k', 'l', 'h', 'q')
       redis.call('HSET', key, 's', 'c', 't', now)
       finished[#finished + 1] = now
       finished[#finished + 1] = id
@@ -106,7 +107,7 @@ if count > 0 then
 end
 if request ~= '' then
   local rec = {request, table.concat(out, ',', 1, n)}
-  for i = next_pos + 1, #out, 7 do
+  for i = next_pos + 1, #out, CLAIM_FIELDS do
     rec[#rec + 1] = out[i]
     rec[#rec + 1] = out[i + 1]
   end

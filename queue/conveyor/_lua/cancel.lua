@@ -1,7 +1,9 @@
--- cancel: remove a waiting or delayed job. Active and finished jobs cannot be cancelled.
+-- cancel: remove a waiting or delayed job, or ask the worker holding an active job to stop it.
 -- KEYS: 1 waiting, 2 delayed, 3 jobs
 -- ARGV: 1 id
--- Returns: {status (1 cancelled, 0 not cancellable in its state, -2 no such job), state}
+-- Returns: {status (1 cancelled: removed, 2 cancel requested: the job is active; its worker learns
+--          at its next heartbeat, stops the handler and settles the job as cancelled, or recovery
+--          does should the worker be gone; 0 not cancellable: finished, -2 no such job), state}
 -- Errors: none. Cancelling a waiting job is O(length of its priority level's list) (LREM).
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
@@ -19,6 +21,9 @@ if state == 'w' then
   end
 elseif state == 'd' then
   redis.call('ZREM', delayed, id)
+elseif state == 'a' then
+  redis.call('HSET', key, 'q', 1)
+  return {2, state}
 else
   return {0, state}
 end

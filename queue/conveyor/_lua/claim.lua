@@ -1,8 +1,9 @@
 -- claim: lease up to `count` waiting jobs, promoting due delayed jobs first.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 marker, 6 jobs
 -- ARGV: 1 count (<= 1000), 2 lease ms, 3 promote batch
--- Returns: {now, next due (ms, -1 when no delayed job), then 7 fields per claimed job:
---          id, token, task, payload, attempts, max attempts, enqueued at}
+-- Returns: {now, next due (ms, -1 when no delayed job), then CLAIM_FIELDS (8) per claimed job:
+--          id, token, task, payload, attempts, max attempts, enqueued at, time limit ms (0 none)}
+--          (a job with a time limit gets its hard deadline, claim time + limit, in field h)
 -- Errors: CONVEYOR_BOUND when count exceeds 1000 or a promotion exceeds its batch.
 local meta, waiting, delayed, active, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local count = bounded(tonumber(ARGV[1]), 1000, 'claim')

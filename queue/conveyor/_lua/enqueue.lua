@@ -1,8 +1,9 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
 -- ARGV: 1 n (<= 1000), 2 deduplication window ms (-1: a finished job dedups while retained;
---       >= 0: for that long after it finished), then n groups of 6: id ('' = generate), task,
---       payload, max attempts, delay ms (0 = ready now), priority level (0..9, checked by the client)
+--       >= 0: for that long after it finished), then n groups of 7: id ('' = generate), task,
+--       payload, max attempts, delay ms (0 = ready now), priority level (0..9, checked by the client),
+--       time limit ms of each attempt (0 = none)
 -- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
 --          task, payload, attempts, max attempts, enqueued at}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
@@ -15,7 +16,7 @@ local now = now_ms()
 
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[3 + i * 6] == '' then generated = generated + 1 end
+  if ARGV[3 + i * 7] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
@@ -23,7 +24,7 @@ if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - g
 -- With a window: a finished job dedups only until window ms after it finished (then the new job
 -- replaces it); a job whose record is gone still dedups while its id is in the dedup set.
 local function within_window(old, id, now)
-  if (old[1] == 'c' or old[1] == 'f') and now - (tonumber(old[7]) or 0) >= window then
+  if (old[1] == 'c' or old[1] == 'f' or old[1] == 'C') and now - (tonumber(old[7]) or 0) >= window then
     redis.call('ZREM', completed, id)
     redis.call('ZREM', failed, id)
     redis.call('ZREM', dedup, id)
@@ -39,9 +40,9 @@ end
 
 local out, existing, ready, later, leveled = {now}, {}, {}, {}, {}
 for i = 0, n - 1 do
-  local base = 3 + i * 6
+  local base = 3 + i * 7
   local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
-  local level = ARGV[base + 5]
+  local level, limit = ARGV[base + 5], ARGV[base + 6]
   local old = {false}
   if id == '' then
     -- Generated ids are digits only and callers may not use such ids: no existence check needed.
@@ -58,16 +59,19 @@ for i = 0, n - 1 do
   elseif delay > 0 then
     redis.call('HSET', key, 's', 'd', 'n', task, 'd', payload, 'm', max, 'e', now)
     if level ~= '0' then redis.call('HSET', key, 'p', level) end
+    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
     later[#later + 1] = now + delay
     later[#later + 1] = id
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'd'
   elseif level ~= '0' then
     redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now, 'p', level)
+    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
     leveled[#leveled + 1] = level
     leveled[#leveled + 1] = id
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
   else
     redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now)
+    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
     ready[#ready + 1] = id
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
   end

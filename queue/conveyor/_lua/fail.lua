@@ -1,24 +1,33 @@
--- fail: record a failed attempt; retry later through the delayed set, or end in the failed state.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results
--- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all),
---       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off; on: a final failure
---       stores its error as the job's result record and announces it, see _lib.lua)
+-- fail: record a failed, timed-out or stopped attempt; retry later through the delayed set, end in
+-- the failed state, or (a cancel was requested while it ran) end in the cancelled state.
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results, 11 cancelled
+-- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all;
+--       also bounds the cancelled set), 6 deduplication window ms (<= 0 off), 7 result ttl ms (0:
+--       results off; on: a final failure or cancel stores its error as the job's result record and
+--       announces it, see _lib.lua)
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
---          outcome ('retry' | 'failed' | ''), due or finish time (ms)}
+--          outcome ('retry' | 'failed' | 'cancelled' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
-local meta, waiting, delayed, active, failed, marker, jobs, dedup =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local meta, waiting, delayed, active, failed, marker, jobs, dedup, cancelled =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11]
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
 local status = check_lease(key, token)
 if status ~= 1 then return {status, '', 0} end
 
-local f = redis.call('HMGET', key, 'a', 'm')
+local f = redis.call('HMGET', key, 'a', 'm', 'q')
 local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
 redis.call('ZREM', active, id)
+if tonumber(ARGV[7]) > 0 then RESULTS = {ttl = tonumber(ARGV[7]), events = KEYS[9], prefix = KEYS[10]} end
+if f[3] then
+  finish_cancelled(cancelled, key, id, now)
+  remember(dedup, tonumber(ARGV[6]), id, now)
+  trim_by_count(cancelled, jobs, keep, 10)
+  return {1, 'cancelled', now}
+end
 if delay >= 0 and attempts < max then
-  redis.call('HDEL', key, 'k', 'l')
+  redis.call('HDEL', key, 'k', 'l', 'h')
   if delay == 0 then
     redis.call('HSET', key, 's', 'w', 'r', err)
     requeue('LPUSH', waiting, jobs, id)
@@ -29,7 +38,6 @@ if delay >= 0 and attempts < max then
   wake(marker)
   return {1, 'retry', now + delay}
 end
-if tonumber(ARGV[7]) > 0 then RESULTS = {ttl = tonumber(ARGV[7]), events = KEYS[9], prefix = KEYS[10]} end
 finish_failed(failed, meta, key, id, err, now)
 remember(dedup, tonumber(ARGV[6]), id, now)
 trim_by_count(failed, jobs, keep, 10)

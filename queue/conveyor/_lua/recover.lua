@@ -1,39 +1,53 @@
--- recover: redeliver jobs whose lease expired (the worker died or stalled), at most `batch` per call;
--- a job that has used all its attempts ends in the failed state instead.
--- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results (prefix)
--- ARGV: 1 batch (1..100000), 2 keep failed (-1 all), 3 deduplication window ms (<= 0 off),
---       4 result ttl ms (0: results off; on: a job failed here gets a result record, see _lib.lua)
--- Returns: {redelivered, failed}
+-- recover: settle jobs whose lease expired (the worker died or stalled), at most `batch` per call.
+-- A job whose cancel was requested ends cancelled; one whose attempt ran past its time limit (h)
+-- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
+-- ends in the failed state otherwise (its error names the cause).
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 cancelled
+-- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
+--       3 deduplication window ms (<= 0 off),
+--       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)
+-- Returns: {redelivered, failed, cancelled}
 -- Errors: CONVEYOR_BOUND if more than `batch` jobs were processed (asserted, never expected).
-local meta, waiting, active, failed, marker, jobs, dedup =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local meta, waiting, active, failed, marker, jobs, dedup, cancelled =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
 local batch = bounded(tonumber(ARGV[1]), 100000, 'recover batch')
-local keep = tonumber(ARGV[2])
+local keep, window = tonumber(ARGV[2]), tonumber(ARGV[3])
 if tonumber(ARGV[4]) > 0 then RESULTS = {ttl = tonumber(ARGV[4]), events = KEYS[8], prefix = KEYS[9]} end
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
 bounded(#ids, batch, 'recover')
-local redelivered, dead = 0, 0
+local redelivered, dead, stopped = 0, 0, 0
 -- Walk backwards: RPUSH puts each id at the claim end, so the longest-expired is claimed first.
 for i = #ids, 1, -1 do
   local id = ids[i]
   local key = jobs .. id
   redis.call('ZREM', active, id)
-  local f = redis.call('HMGET', key, 'a', 'm')
+  local f = redis.call('HMGET', key, 'a', 'm', 'q', 'h', 'x')
   if f[1] then
     local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
-    if attempts >= max then
-      finish_failed(failed, meta, key, id, 'lease expired after attempt ' .. attempts .. ' of ' .. max, now)
-      remember(dedup, tonumber(ARGV[3]), id, now)
+    local cause = 'lease expired'
+    if f[4] and now >= tonumber(f[4]) then cause = timed_out(f[5]) end
+    if f[3] then
+      finish_cancelled(cancelled, key, id, now)
+      remember(dedup, window, id, now)
+      stopped = stopped + 1
+    elseif attempts >= max then
+      finish_failed(failed, meta, key, id, cause .. ' after attempt ' .. attempts .. ' of ' .. max, now)
+      remember(dedup, window, id, now)
       dead = dead + 1
     else
-      redis.call('HDEL', key, 'k', 'l')
-      redis.call('HSET', key, 's', 'w')
+      redis.call('HDEL', key, 'k', 'l', 'h')
+      if cause == 'lease expired' then
+        redis.call('HSET', key, 's', 'w')
+      else
+        redis.call('HSET', key, 's', 'w', 'r', cause .. ' after attempt ' .. attempts .. ' of ' .. max)
+      end
       requeue('RPUSH', waiting, jobs, id)
       redelivered = redelivered + 1
     end
   end
 end
 if dead > 0 then trim_by_count(failed, jobs, keep, dead + 10) end
+if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
 if redelivered > 0 then wake(marker) end
-return {redelivered, dead}
+return {redelivered, dead, stopped}

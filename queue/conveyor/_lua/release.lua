@@ -16,7 +16,7 @@ for i = n, 1, -1 do
   out[i] = check_lease(key, token)
   if out[i] == 1 then
     redis.call('ZREM', active, id)
-    redis.call('HDEL', key, 'k', 'l')
+    redis.call('HDEL', key, 'k', 'l', 'h')
     redis.call('HSET', key, 's', 'w')
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
     requeue('RPUSH', waiting, jobs, id)

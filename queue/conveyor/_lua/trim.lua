@@ -1,11 +1,13 @@
--- trim: retention of completed and failed jobs by count and by age, at most `batch` removals per set.
--- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (prefix)
+-- trim: retention of completed, failed and cancelled jobs by count and by age, at most `batch`
+-- removals per set (cancelled jobs are retained like failed ones).
+-- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (prefix), 6 cancelled
 -- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
 --       4 failed max age ms (-1 none), 5 batch (1..100000), 6 deduplication window ms (<= 0 off),
 --       7 results on (1: a removed job's result record goes with it; 0: off)
--- Returns: {completed removed, failed removed} (expired dedup entries are dropped too, up to batch)
+-- Returns: {completed removed, failed removed, cancelled removed} (expired dedup entries are dropped
+--          too, up to batch)
 -- Errors: CONVEYOR_BOUND if more than `batch` removals happened in one set (asserted).
-local completed, failed, jobs, dedup = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local completed, failed, jobs, dedup, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local batch = bounded(tonumber(ARGV[5]), 100000, 'trim batch')
 local now = now_ms()
 if ARGV[7] == '1' then RESULTS.prefix = KEYS[5] end
@@ -22,4 +24,6 @@ if window > 0 then
   local old = redis.call('ZRANGEBYSCORE', dedup, '-inf', '(' .. (now - window), 'LIMIT', 0, batch)
   call_chunked('ZREM', dedup, old)
 end
-return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, tonumber(ARGV[3]), tonumber(ARGV[4]))}
+local keep_failed, failed_age = tonumber(ARGV[3]), tonumber(ARGV[4])
+return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, keep_failed, failed_age),
+        trim(cancelled, keep_failed, failed_age)}

@@ -1,0 +1,78 @@
+"""Stopping running attempts (time limits, cancels) in the worker's book-keeping, without a server."""
+
+from __future__ import annotations
+
+import time
+
+from conveyor import Job
+from conveyor._dispatch import Dispatcher, WorkerOptions, stopped
+from conveyor._ops import CANCEL, TIMEOUT
+
+
+def _job(job_id: str, limit: float | None = None) -> Job:
+    return Job(job_id, "t", "active", token="tok-" + job_id, attempts=1, max_attempts=3, time_limit=limit)
+
+
+def _dispatcher(*jobs: Job) -> Dispatcher:
+    d = Dispatcher(WorkerOptions(concurrency=2), lease=3.0)
+    d.on_claimed(list(jobs))
+    return d
+
+
+def test_how_a_stopped_attempt_is_settled():
+    job = _job("a", 0.25)
+    assert (stopped(job, CANCEL, still_running=True).error, stopped(job, CANCEL, True).retry) == (
+        "cancelled while running", False)  # fmt: skip
+    timed_out = stopped(job, TIMEOUT, still_running=False)
+    assert timed_out.error == "timed out: the attempt exceeded its time limit of 0.25 s"
+    assert timed_out.retry
+    running = stopped(job, TIMEOUT, still_running=True)
+    assert not running.retry and "not retried" in running.error
+
+
+def test_overdue_jobs_are_those_past_their_limit_not_yet_stopped():
+    late, other = _job("late", 0.001), _job("other")
+    d = _dispatcher(late, other)
+    time.sleep(0.01)
+    assert d.overdue() == [late]
+    assert d.stop(late, TIMEOUT) is False  # not started: settled at once, retried as usual
+    assert [(f.job, f.retry) for f in d.failures] == [(late, True)]
+    assert late.cancelled and d.overdue() == []
+    assert d.stop(late, TIMEOUT) is False and len(d.failures) == 1  # asked once only
+
+
+def test_a_running_thread_is_abandoned_keeps_its_slot_and_its_outcome_is_dropped():
+    job = _job("a", 5)
+    d = _dispatcher(job)
+    d.on_started(job)
+    assert d.stop(job, CANCEL) is True  # running: the caller interrupts or abandons it
+    d.abandon(job)
+    # (until its fail is sent the slot counts twice: one claim fewer for a moment, never one more)
+    assert d.held == 2 and [f.error for f in d.failures] == ["cancelled while running"]
+    d.on_failed(d.failures[0])
+    assert d.held == 1 and not d.leases  # settled, but the thread still holds its slot
+    assert d.claim_budget(0) == 1
+    d.on_finished(job, None)  # the thread returned: nothing to ack
+    assert d.held == 0 and not d.done
+
+
+def test_a_finished_job_is_left_to_its_own_report():
+    job = _job("a")
+    d = _dispatcher(job)
+    d.on_started(job)
+    d.on_finished(job, None)
+    assert d.stop(job, CANCEL) is False
+    assert d.done == [job] and not d.failures
+
+
+def test_heartbeat_statuses_that_ask_to_stop():
+    jobs = [_job(str(i)) for i in range(4)]
+    d = _dispatcher(*jobs)
+    assert d.on_extended(jobs, [1, 2, 3, 0]) == [(jobs[1], CANCEL), (jobs[2], TIMEOUT)]
+
+
+def test_heartbeats_leave_at_most_a_third_of_the_lease_between_them():
+    job = _job("a")
+    d = _dispatcher(job)
+    assert d.needs_heartbeat(tick=1.0) == [job]  # lease 3 s, tick 1 s: due at every tick
+    assert Dispatcher(WorkerOptions(), lease=30.0).needs_heartbeat(tick=1.0) == []
