@@ -32,6 +32,7 @@ examples:
   python -m bench                                   full default matrix, every local server
   python -m bench --quick                           smoke run of every scenario (< 2 min)
   python -m bench --servers valkey-9.1 --scenarios process,lifecycle
+  python -m bench --scenarios failover --servers valkey-9.1,redis-8.2   primaries killed (opt-in)
   python -m bench --server-url mine=redis://host:6379/0   a server you run (never flushed
                                                     unless empty, or with --force-flush)
   python -m bench --param lifecycle.min_seconds=5 --param memory.counts=[1000,10000]
@@ -61,8 +62,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--configs", type=_csv, default=",".join(DEFAULT_CONFIGS),
                    help="server configurations (default: %(default)s; dragonfly also has "
                         "global-lock)")
-    p.add_argument("--scenarios", type=_csv, default=",".join(scenarios.ORDER),
-                   help="scenarios (default: all: %(default)s)")
+    p.add_argument("--scenarios", type=_csv, default=",".join(scenarios.DEFAULT),
+                   help="scenarios (default: %(default)s; opt-in: "
+                        f"{','.join(scenarios.OPT_IN)})")
     p.add_argument("--protocols", type=_ints, default="3,2", help="RESP versions (default 3,2)")
     p.add_argument("--parsers", type=_csv, default="hiredis,python",
                    help="reply parsers (default hiredis,python)")

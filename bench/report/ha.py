@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from bench.report.compare import select
+from bench.report.compare import ratio, select
 from bench.report.load import Dataset
-from bench.report.text import fmt, fmt_stat, md_table, no_data, source_line
+from bench.report.text import fmt, fmt_stat, md_table, no_data, pct, source_line, span, times
 
 SCENARIO = "scale-out"
 
@@ -95,11 +95,49 @@ def durability_table(ds: Dataset, prefix: str) -> str:
 
 
 def tls_table(ds: Dataset, prefix: str) -> str:
-    """One caller enqueueing one job per call through the plain port (0) and the TLS port (1)."""
-    return _table(ds, prefix, ("tls", ""), "tls", ONE_CALLER)
+    """One caller enqueueing one job per call through the plain port (0) and the TLS port (1),
+    then the ratio of the two throughputs per server (the same server, the same run)."""
+    table = _table(ds, prefix, ("tls", ""), "tls", ONE_CALLER)
+    rows, _ = _rows(ds, "tls", metric="jobs_per_s")
+    lines = []
+    for server, group in rows.groupby("server", sort=True):
+        plain, tls = group[group.tls == 0], group[group.tls == 1]
+        if plain.empty or tls.empty:
+            continue
+        r = ratio(tls.iloc[0], plain.iloc[0])
+        cost = f"TLS costs {pct(1 - float(r['ratio']))} of the throughput"
+        verdict = "the difference is within the noise" if r["noise"] else cost
+        lines.append(f"- {server}: TLS / plain throughput {times(float(r['ratio']))} "
+                     f"(repetitions span {span(float(r['lo']), float(r['hi']))}): {verdict}")
+    return table + ("\n\n" + "\n".join(lines) if lines else "")
+
+
+FAILOVER_COUNTS = {"acknowledged enqueues": "acknowledged", "lost": "lost", "ran twice": "ran_twice"}
+
+
+def failover_table(ds: Dataset, prefix: str) -> str:
+    """Jobs lost and run twice when the queue's primary is killed, with and without wait_replicas.
+
+    Counts are totals over the repetitions (each kills one primary); recovery times are medians.
+    """
+    rows, run_id = _rows(ds, "failover")
+    if run_id is None or rows.empty:
+        return no_data("the `failover` scenario")
+    frame = select(ds.frame, run_id=run_id, scenario="failover")
+    table = []
+    for (server, topology, wait), group in rows.groupby(["server", "topology", "wait_replicas"], sort=True):
+        reps = frame[(frame.server == server) & (frame.topology == topology) & (frame.wait_replicas == wait)]
+        totals = {label: fmt(float(reps[reps.metric == m]["value"].sum()), 0)
+                  for label, m in FAILOVER_COUNTS.items()}  # fmt: skip
+        table.append({"server": server, "topology": topology, "wait_replicas": int(wait),
+                      "primaries killed": int(reps[reps.metric == "lost"]["rep"].nunique()), **totals,
+                      "producer back after (s)": _stat(group, "enqueue_recovery_s"),
+                      "worker back after (s)": _stat(group, "run_recovery_s")})  # fmt: skip
+    return md_table(pd.DataFrame(table)) + "\n\n" + source_line(ds.run(run_id), prefix)
 
 
 SECTIONS = {
+    "ha_failover_table": failover_table,
     "ha_acl_setup": acl_setup,
     "ha_scale_out_table": scale_out_table,
     "ha_durability_table": durability_table,

@@ -9,6 +9,9 @@ A scenario module provides:
 - ``run(target, params) -> dict``: one repetition of one case, run in a fresh process;
   returns ``{"metrics": {name: [value, unit]}, "exactly_once": report | None, "extra": {...}}``.
 - ``NEEDS_CONVEYOR``: whether it imports the library.
+
+Scenarios in ``OPT_IN`` run only when named in ``--scenarios`` (slow topologies, not part of the
+default matrix or of CI's quick run).
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ ORDER = (
     "connections",
     "scale-out",
     "tls",
+    "failover",
 )
+OPT_IN = ("failover",)
+DEFAULT = tuple(name for name in ORDER if name not in OPT_IN)
 
 
 def module_name(name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import scenarios
+from bench.cli import parser
 from bench.plan import (
     Options,
     _config_plans,
@@ -93,3 +94,16 @@ def test_enqueue_single_sweeps_callers_and_batching_on_the_first_servers_baselin
         (n, b, 2.0 if n == 1 else 1.0) for n in (1, 8, 32, 128) for b in (False, True)]
     others = [cases for key, cases in grid.items() if key[1] != "valkey-9.1/default/resp3/hiredis"]
     assert others and all(cases == [(1, False, 2.0)] for cases in others)
+
+
+def test_failover_is_opt_in_and_varies_only_topology_and_wait_replicas() -> None:
+    assert "failover" in scenarios.ORDER and "failover" not in scenarios.DEFAULT
+    assert "failover" not in parser().parse_args([]).scenarios
+    assert parser().parse_args(["--scenarios", "failover"]).scenarios == ["failover"]
+    opts = options(scenarios=["failover"])
+    base = variants("valkey-9.1", "valkey", ["default", "aof-always"], opts)[0]
+    rows = scenarios.load("failover").cases(base, scenario_options("failover", opts))
+    assert [(r["topology"], r["wait_replicas"]) for r in rows] == [
+        ("sentinel", 0), ("sentinel", 1), ("cluster", 0), ("cluster", 1)]
+    assert len({tuple(sorted((k, v) for k, v in r.items() if k not in ("topology", "wait_replicas")))
+                for r in rows}) == 1  # everything else is held equal

@@ -128,6 +128,21 @@ def ha_rows() -> list[dict[str, Any]]:
                  {"jobs_per_s": metric(rate, "1/s"), "p50_ms": metric(0.3, "ms"),
                   "p99_ms": metric(0.9, "ms")}, server="redis-7.0")
              for flag, rate in ((0, 3000.0), (1, 2400.0))]
+    return rows + failover_rows()
+
+
+def failover_rows() -> list[dict[str, Any]]:
+    """failover: three kills per case; without wait_replicas 2 jobs lost per kill, with it none."""
+    shared = {"before": 3000, "after": 1000, "pause_ms": 0.0, "lease": 2.0, "detect_ms": 1000}
+    rows = []
+    for topology, wait in (("sentinel", 0), ("sentinel", 1), ("cluster", 0), ("cluster", 1)):
+        counts = {"acknowledged": 4000.0, "lost": 0.0 if wait else 2.0, "ran_twice": 1.0,
+                  "enqueue_errors": 20.0}
+        metrics = {k: metric(v, "count", spread=0.0) for k, v in counts.items()}
+        metrics["enqueue_recovery_s"] = metric(1.5 + wait, "s", spread=0.1)
+        metrics["run_recovery_s"] = metric(2.5, "s", spread=0.1)
+        row_ = row("failover", {"topology": topology, "wait_replicas": wait, **shared}, metrics)
+        rows.append({**row_, "exactly_once": None})
     return rows
 
 

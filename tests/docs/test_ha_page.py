@@ -10,13 +10,13 @@ from conveyor import acl_rules
 from docs_synthetic import make_run
 
 from bench.report import SECTIONS, load
-from bench.report.ha import acl_setup, durability_table, scale_out_table, tls_table
+from bench.report.ha import acl_setup, durability_table, failover_table, scale_out_table, tls_table
 
 
 def _dataset(tmp_path: Path, with_ha: bool):  # type: ignore[no-untyped-def]
     doc = make_run()
     if not with_ha:
-        doc["results"] = [r for r in doc["results"] if r["scenario"] not in ("scale-out", "tls")]
+        doc["results"] = [r for r in doc["results"] if r["scenario"] not in ("scale-out", "tls", "failover")]
     path = tmp_path / "v1" / "conveyor-0.1.0" / f"{doc['run_id']}.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(doc))
@@ -38,12 +38,31 @@ def test_scale_out_tables_show_each_case(tmp_path: Path) -> None:
     assert "2,400" in tls_table(ds, "") and "redis-7.0" in tls_table(ds, "")
 
 
+def test_tls_ratio_is_computed_from_the_two_cases(tmp_path: Path) -> None:
+    text = tls_table(_dataset(tmp_path, True), "")
+    assert "redis-7.0: TLS / plain throughput 0.80x" in text
+    assert "TLS costs 20% of the throughput" in text  # 2,400 vs 3,000 jobs/s, repetitions apart
+
+
+def test_failover_table_totals_losses_per_topology_and_setting(tmp_path: Path) -> None:
+    text = failover_table(_dataset(tmp_path, True), "")
+    rows = [line for line in text.splitlines() if line.startswith("| valkey-9.1")]
+    assert len(rows) == 4
+    cells = {tuple(c.strip() for c in r.split("|")[2:4]): [c.strip() for c in r.split("|")[4:-1]]
+             for r in rows}  # fmt: skip
+    # three kills per case: 2 lost per kill without wait_replicas, none with it
+    assert cells[("sentinel", "0")][:4] == ["3", "12,000", "6", "3"]
+    assert cells[("cluster", "1")] == ["3", "12,000", "0", "3", "2.50 ± 0.25", "2.50 ± 0.25"]
+
+
 def test_missing_results_say_so(tmp_path: Path) -> None:
     ds = _dataset(tmp_path, False)
     assert "No results yet" in scale_out_table(ds, "")
     assert "No results yet" in durability_table(ds, "")
     assert "No results yet" in tls_table(ds, "")
+    assert "No results yet" in failover_table(ds, "")
 
 
 def test_sections_are_registered() -> None:
-    assert {"ha_acl_setup", "ha_scale_out_table", "ha_durability_table", "ha_tls_table"} <= set(SECTIONS)
+    assert {"ha_acl_setup", "ha_scale_out_table", "ha_durability_table", "ha_tls_table",
+            "ha_failover_table"} <= set(SECTIONS)
