@@ -112,6 +112,7 @@ def tls_table(ds: Dataset, prefix: str) -> str:
     return table + ("\n\n" + "\n".join(lines) if lines else "")
 
 
+FAILOVER_CASE = ["topology", "fault", "wait_replicas"]
 FAILOVER_COUNTS = {"acknowledged enqueues": "acknowledged", "lost": "lost", "ran twice": "ran_twice"}
 
 
@@ -125,11 +126,11 @@ def failover_table(ds: Dataset, prefix: str) -> str:
         return no_data("the `failover` scenario")
     frame = select(ds.frame, run_id=run_id, scenario="failover")
     table = []
-    for (server, topology, wait), group in rows.groupby(["server", "topology", "wait_replicas"], sort=True):
-        reps = frame[(frame.server == server) & (frame.topology == topology) & (frame.wait_replicas == wait)]
+    for (server, topology, fault, wait), group in rows.groupby(["server", *FAILOVER_CASE], sort=True):
+        reps = select(frame, server=server, topology=topology, fault=fault, wait_replicas=wait)
         totals = {label: fmt(float(reps[reps.metric == m]["value"].sum()), 0)
                   for label, m in FAILOVER_COUNTS.items()}  # fmt: skip
-        table.append({"server": server, "topology": topology, "wait_replicas": int(wait),
+        table.append({"server": server, "topology": topology, "fault": fault, "wait_replicas": int(wait),
                       "primaries killed": int(reps[reps.metric == "lost"]["rep"].nunique()), **totals,
                       "producer back after (s)": _stat(group, "enqueue_recovery_s"),
                       "worker back after (s)": _stat(group, "run_recovery_s")})  # fmt: skip

@@ -7,8 +7,17 @@ the target's binaries (``bench.topologies``); the harness's single server stays 
 - ``topology: sentinel``: a primary, two replicas, three Sentinels (down-after ``detect_ms``).
 - ``topology: cluster``: 3 primaries with two replicas each (node timeout ``detect_ms``).
 
-Both keep a replica for ``WAIT`` after losing one, so ``wait_replicas`` is the only difference
-between the two cases of a topology. One producer enqueues job ids ``j0, j1, ...`` back to back
+Both keep a replica for ``WAIT`` after losing one. Two faults, each with ``wait_replicas`` 0 and 1
+(everything else held equal):
+
+- ``fault: kill``: SIGKILL of the primary's process. The kernel still delivers what the process
+  had written to its replicas' sockets, so this alone rarely loses an acknowledged write.
+- ``fault: cut-then-kill``: the primary is cut off from its replicas for ``cut_ms`` (they are
+  frozen with SIGSTOP and their links closed with ``CLIENT KILL TYPE replica``, so they cannot
+  reconnect), then killed; the replicas resume after it died. What a network partition followed
+  by the loss of the primary's host does: writes acknowledged in between are on the dead primary
+  only. Sentinel and Cluster keep running (``cut_ms`` is below their failure detection).
+ One producer enqueues job ids ``j0, j1, ...`` back to back
 (``pause_ms`` between calls), retrying an id until an enqueue returns (*acknowledged*); one
 thread ``Worker`` (concurrency 4, lease ``lease`` s) runs them. After ``before`` acknowledged
 enqueues the primary serving the queue is killed (SIGKILL); the producer continues until
@@ -32,19 +41,21 @@ NEEDS_CONVEYOR = True
 HEADLINE = ("lost",)
 MAX_REPETITIONS = 3
 WARMUP = 0
-DEFAULTS: dict[str, Any] = {"topology": ["sentinel", "cluster"], "wait_replicas": [0, 1], "before": 3000,
-                            "after": 1000, "pause_ms": 0.0, "lease": 2.0, "detect_ms": 1000}  # fmt: skip
-QUICK: dict[str, Any] = {"topology": ["sentinel", "cluster"], "wait_replicas": [0, 1], "before": 300,
-                         "after": 100, "pause_ms": 0.0, "lease": 2.0, "detect_ms": 1000}  # fmt: skip
+VARIED = ("topology", "fault", "wait_replicas")
+DEFAULTS: dict[str, Any] = {"topology": ["sentinel", "cluster"], "fault": ["kill", "cut-then-kill"],
+                            "wait_replicas": [0, 1], "before": 3000, "after": 1000, "pause_ms": 0.0,
+                            "cut_ms": 300, "lease": 2.0, "detect_ms": 1000}  # fmt: skip
+QUICK: dict[str, Any] = {**DEFAULTS, "before": 300, "after": 100}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     """Both topologies with and without durability, on the baseline of Redis and Valkey."""
     if not variant.primary or variant.family == "dragonfly":
         return []
-    shared = {k: v for k, v in options.items() if k not in ("topology", "wait_replicas")}
-    return [{"topology": t, "wait_replicas": w, **shared}
-            for t in options["topology"] for w in options["wait_replicas"]]  # fmt: skip
+    shared = {k: v for k, v in options.items() if k not in VARIED}
+    return [{"topology": t, "fault": f, "wait_replicas": w, **shared}
+            for t in options["topology"] for f in options["fault"]
+            for w in options["wait_replicas"]]  # fmt: skip
 
 
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
@@ -52,10 +63,10 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     from bench.failover import drive  # noqa: PLC0415 (deliberately lazy: imports the library)
 
     name = queue_name(NAME)
-    with _topology(target, params) as (url, kill):
+    with _topology(target, params) as (url, primary_of):
         settings = target.settings(lease=params["lease"], wait_replicas=params["wait_replicas"])
-        outcome = drive(lambda: _queue(url, name, settings), lambda: kill(name), params["before"],
-                        params["after"], pause=params["pause_ms"] / 1000)  # fmt: skip
+        outcome = drive(lambda: _queue(url, name, settings), lambda: _fault(primary_of(name), params),
+                        params["before"], params["after"], pause=params["pause_ms"] / 1000)  # fmt: skip
     counts = {"acknowledged": len(outcome.acknowledged), "lost": len(outcome.lost),
               "ran_twice": len(outcome.ran_twice), "enqueue_errors": outcome.enqueue_errors}  # fmt: skip
     metrics = {k: metric(v, "count") for k, v in counts.items()}
@@ -70,8 +81,30 @@ def _queue(url: str, name: str, settings: dict[str, Any]) -> Any:
     return Queue.from_url(url, name, **settings)
 
 
+def _fault(servers: tuple[Any, list[Any]], params: dict[str, Any]) -> None:
+    """Kill the primary (SIGKILL); for ``cut-then-kill`` cut it off from its replicas first."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    primary, replicas = servers
+    if params["fault"] != "cut-then-kill":
+        primary.kill()
+        return
+    for replica in replicas:
+        os.kill(replica.pid, signal.SIGSTOP)
+    try:
+        with primary.client() as client:
+            client.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        time.sleep(params["cut_ms"] / 1000)
+        primary.kill()
+    finally:
+        for replica in replicas:
+            os.kill(replica.pid, signal.SIGCONT)
+
+
 def _topology(target: Target, params: dict[str, Any]) -> Any:
-    """A context yielding (URL, kill(queue name)) for the case's topology."""
+    """A context yielding (URL, queue name -> (its primary, that primary's replicas))."""
     import contextlib  # noqa: PLC0415
 
     from redis.cluster import key_slot  # noqa: PLC0415
@@ -84,9 +117,15 @@ def _topology(target: Target, params: dict[str, Any]) -> Any:
     def started() -> Any:
         if params["topology"] == "cluster":
             with start_cluster(target.server, replicas=2, node_timeout_ms=detect) as cluster:
-                yield cluster.url, lambda name: cluster.owner(key_slot(name.encode())).kill()
+                yield cluster.url, lambda name: _shard(cluster.shards, cluster.owner(key_slot(name.encode())))
         else:
             with start_sentinel_group(target.server, down_after_ms=detect) as group:
-                yield group.url, lambda name: group.primary().kill()
+                yield group.url, lambda name: _shard([group.servers], group.primary())
 
     return started()
+
+
+def _shard(shards: list[list[Any]], primary: Any) -> tuple[Any, list[Any]]:
+    """``primary`` and the live servers of its shard besides it (its replicas)."""
+    shard = next(members for members in shards if primary in members)
+    return primary, [srv for srv in shard if srv is not primary and srv.running]

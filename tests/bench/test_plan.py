@@ -96,14 +96,14 @@ def test_enqueue_single_sweeps_callers_and_batching_on_the_first_servers_baselin
     assert others and all(cases == [(1, False, 2.0)] for cases in others)
 
 
-def test_failover_is_opt_in_and_varies_only_topology_and_wait_replicas() -> None:
+def test_failover_is_opt_in_and_varies_only_topology_fault_and_wait_replicas() -> None:
     assert "failover" in scenarios.ORDER and "failover" not in scenarios.DEFAULT
     assert "failover" not in parser().parse_args([]).scenarios
     assert parser().parse_args(["--scenarios", "failover"]).scenarios == ["failover"]
     opts = options(scenarios=["failover"])
     base = variants("valkey-9.1", "valkey", ["default", "aof-always"], opts)[0]
     rows = scenarios.load("failover").cases(base, scenario_options("failover", opts))
-    assert [(r["topology"], r["wait_replicas"]) for r in rows] == [
-        ("sentinel", 0), ("sentinel", 1), ("cluster", 0), ("cluster", 1)]
-    assert len({tuple(sorted((k, v) for k, v in r.items() if k not in ("topology", "wait_replicas")))
+    assert [(r["topology"], r["fault"], r["wait_replicas"]) for r in rows] == [
+        (t, f, w) for t in ("sentinel", "cluster") for f in ("kill", "cut-then-kill") for w in (0, 1)]
+    assert len({tuple(sorted((k, v) for k, v in r.items() if k not in ("topology", "fault", "wait_replicas")))
                 for r in rows}) == 1  # everything else is held equal

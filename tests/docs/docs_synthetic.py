@@ -132,16 +132,20 @@ def ha_rows() -> list[dict[str, Any]]:
 
 
 def failover_rows() -> list[dict[str, Any]]:
-    """failover: three kills per case; without wait_replicas 2 jobs lost per kill, with it none."""
-    shared = {"before": 3000, "after": 1000, "pause_ms": 0.0, "lease": 2.0, "detect_ms": 1000}
+    """failover: three kills per case; cut-then-kill loses 2 jobs per kill without wait_replicas."""
+    shared = {"before": 3000, "after": 1000, "pause_ms": 0.0, "cut_ms": 300, "lease": 2.0,
+              "detect_ms": 1000}
     rows = []
-    for topology, wait in (("sentinel", 0), ("sentinel", 1), ("cluster", 0), ("cluster", 1)):
-        counts = {"acknowledged": 4000.0, "lost": 0.0 if wait else 2.0, "ran_twice": 1.0,
+    for topology, fault, wait in [(t, f, w) for t in ("sentinel", "cluster")
+                                  for f in ("kill", "cut-then-kill") for w in (0, 1)]:
+        lost = 2.0 if fault == "cut-then-kill" and not wait else 0.0
+        counts = {"acknowledged": 4000.0, "lost": lost, "ran_twice": 1.0,
                   "enqueue_errors": 20.0}
         metrics = {k: metric(v, "count", spread=0.0) for k, v in counts.items()}
         metrics["enqueue_recovery_s"] = metric(1.5 + wait, "s", spread=0.1)
         metrics["run_recovery_s"] = metric(2.5, "s", spread=0.1)
-        row_ = row("failover", {"topology": topology, "wait_replicas": wait, **shared}, metrics)
+        row_ = row("failover", {"topology": topology, "fault": fault, "wait_replicas": wait, **shared},
+                   metrics)
         rows.append({**row_, "exactly_once": None})
     return rows
 
