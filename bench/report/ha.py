@@ -106,7 +106,9 @@ def tls_table(ds: Dataset, prefix: str) -> str:
             continue
         r = ratio(tls.iloc[0], plain.iloc[0])
         cost = f"TLS costs {pct(1 - float(r['ratio']))} of the throughput"
-        verdict = "the difference is within the noise" if r["noise"] else cost
+        single = min(int(tls.iloc[0]["n"]), int(plain.iloc[0]["n"])) < 2
+        verdict = ("one repetition: no spread to judge the difference by" if single
+                   else "the difference is within the noise" if r["noise"] else cost)  # fmt: skip
         lines.append(f"- {server}: TLS / plain throughput {times(float(r['ratio']))} "
                      f"(repetitions span {span(float(r['lo']), float(r['hi']))}): {verdict}")
     return table + ("\n\n" + "\n".join(lines) if lines else "")
