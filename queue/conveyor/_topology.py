@@ -26,6 +26,7 @@ from redis.connection import SSLConnection, parse_url
 from ._connection import describe, pool_options, redact_url, role_options, translate_error
 from ._errors import InvalidNameError
 from ._models import QueueSettings
+from ._packing import hiredis_packing
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
@@ -137,7 +138,10 @@ def connect(flavour: Flavour, url: str, settings: QueueSettings) -> Any:
 def _connect(flavour: Flavour, target: Target, url: str, settings: QueueSettings) -> Any:
     options = pool_options(settings)
     if target.kind == "single":
-        return flavour.redis.from_pool(flavour.blocking_pool.from_url(url, **options))
+        pool = flavour.blocking_pool.from_url(url, **options)
+        if flavour is ASYNC:  # redis-py's asyncio connections pack commands in Python
+            pool.connection_class = hiredis_packing(pool.connection_class)
+        return flavour.redis.from_pool(pool)
     options.pop("timeout")  # a blocking-pool option; Cluster and Sentinel pools do not wait
     if target.kind == "cluster":
         options.pop("retry_on_timeout")  # not an option of the asyncio cluster client
