@@ -5,6 +5,10 @@ parameters, metric and repetition (column ``value``); ``Dataset.summary`` one ro
 case and metric (median, MAD, min, max, n, computed here from the raw repetitions);
 ``Dataset.cases`` one row per case with its exactly-once accounting and extras;
 ``Dataset.runs`` one row per file. Files are validated by :mod:`bench.results` first.
+
+Cases with a ``features`` parameter (``process`` with priorities, a limit key and hooks on) are
+kept apart in ``Dataset.featured`` (summary rows): every other table compares like for like
+without them, and the feature-cost section reads them from there.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class Dataset:
     cases: pd.DataFrame
     frame: pd.DataFrame
     summary: pd.DataFrame
+    featured: pd.DataFrame
 
     @property
     def empty(self) -> bool:
@@ -148,8 +153,15 @@ def load(root: Path) -> Dataset:
         if frame[col].dtype == float and (frame[col].dropna() % 1 == 0).all():
             frame[col] = frame[col].astype("Int64")
     case_frame = pd.DataFrame(cases, columns=None if cases else [*CASE, "params"])
-    return Dataset(root, run_frame, case_frame, frame, summarise(frame) if tidy else
-                   frame.drop(columns=["rep", "value"]).assign(median=[], mad=[], min=[], max=[], n=[]))
+    summary = summarise(frame) if tidy else frame.drop(columns=["rep", "value"]).assign(
+        median=[], mad=[], min=[], max=[], n=[])
+    featured = summary.iloc[0:0]
+    if "features" in frame.columns:
+        featured = summary[summary.features.notna()]
+        summary = summary[summary.features.isna()].drop(columns="features")
+        frame = frame[frame.features.isna()].drop(columns="features")
+        case_frame = case_frame[[not p.get("features") for p in case_frame.params]]
+    return Dataset(root, run_frame, case_frame, frame, summary, featured)
 
 
 def same_method(ds: Dataset, run_ids: list[str], what: str) -> None:

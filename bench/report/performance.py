@@ -17,10 +17,10 @@ from bench.report.common import (
     variant,
     wide,
 )
-from bench.report.compare import BASELINE, select
+from bench.report.compare import BASELINE, ratio, select
 from bench.report.figures import chart, figure, lines, mad_bars
 from bench.report.load import Dataset
-from bench.report.text import admonition, fmt, md_table, no_data, params_text, times
+from bench.report.text import admonition, fmt, md_table, no_data, params_text, span, times
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 LATENCY = ["p50_ms", "p99_ms"]
@@ -189,6 +189,34 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
             f"{md_table(pd.DataFrame(table))}\n\n{sources}\n")
 
 
+def _feature_row(ds: Dataset, run: str, on: pd.Series) -> dict[str, str] | None:
+    off = select(ds.summary, run_id=run, scenario="process", server=on.server, metric="jobs_per_s",
+                 concurrency=on.concurrency, payload_bytes=on.payload_bytes, **BASELINE)
+    if off.empty:
+        return None
+    r = ratio(on, off.iloc[0])
+    verdict = "within noise" if r["noise"] else f"{span(float(r['lo']), float(r['hi']))} whiskers"
+    return {"features on": str(on.features), "concurrency": str(on.concurrency),
+            "jobs/s, none used": stat_cell(off.iloc[0]), "jobs/s, features on": stat_cell(on),
+            "ratio": f"{times(float(r['ratio']))} ({verdict})"}
+
+
+def features_section(ds: Dataset, prefix: str = "") -> str:
+    """``process`` with priorities, a limit key and hooks on, against the same run's baseline."""
+    run = primary_run(ds, "process")
+    server = primary_server(ds, run, "process") if run else None
+    on = select(ds.featured, run_id=run, scenario="process", server=server, metric="jobs_per_s",
+                **BASELINE) if run and "features" in ds.featured.columns else ds.featured.iloc[0:0]
+    rows = [row for _, r in on.iterrows() if (row := _feature_row(ds, str(run), r))]
+    if not rows:
+        return no_data("the `process` case with priorities, a limit key and hooks on")
+    return (f"{server_label(ds, str(run), str(server))}, RESP3, hiredis, same run, same "
+            f"concurrency; jobs alternate between priority levels 0 and 5, all carry one limit key "
+            f"whose limit is never reached, and a `before` and an `after` hook wrap each task call."
+            f"\n\n{md_table(pd.DataFrame(rows))}\n\n{source(ds, str(run), prefix)}\n")
+
+
 SECTIONS = {"reference_section": reference_section, "enqueue_section": enqueue_section,
             "process_section": process_section, "ceiling_section": ceiling_section,
-            "client_cpu_section": client_cpu_section}
+            "client_cpu_section": client_cpu_section,
+            "features_section": features_section}

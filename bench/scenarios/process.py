@@ -19,6 +19,14 @@ the no-op figures (headline, history, peers) never pick it up by its concurrency
 Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``;
 ``client_cpu_us_per_job``: CPU time of the worker process over the same window, per job.
 Params: ``min_seconds``, ``concurrency``, ``payload_bytes``, ``result_bytes`` (results case only).
+
+``features`` (one more case on the baseline variant, at ``features_concurrency`` when that
+concurrency is measured too, for the like-for-like ratio) = :data:`FEATURES`: jobs alternate
+between priority levels 0 and 5, all carry one per-key concurrency limit set high enough never to
+park a job (the cost of the bookkeeping, not of waiting), and the handler is a registered task
+wrapped by a ``before`` and an ``after`` hook (its payload is task arguments,
+``{"args": [payload]}``). Its rows are kept apart by the report (``Dataset.featured``), so readers
+of the no-op figures never pick it up by its concurrency.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from bench.scenarios._common import (
     make_async_queue,
     make_queue,
     metric,
+    payload_of,
     preload_scripts,
     run_async,
     sized_jobs,
@@ -45,17 +54,22 @@ from bench.scenarios._common import (
 NAME = "process"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
-HEADLINE_CASE = {"metric": "jobs_per_s", "params": {"concurrency": 32, "payload_bytes": 64},
+HEADLINE_CASE = {"metric": "jobs_per_s",
+                 "params": {"concurrency": 32, "payload_bytes": 64, "features": None},
                  "conditions": "no-op handlers, one AsyncWorker with concurrency 32, 64 B payload, "
                                "first claim to last ack, RESP3, hiredis"}
 DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "concurrencies": [1, 32, 100], "payload_bytes": 64,
                             "calibration_jobs": 2000, "max_jobs": 250000, "result_bytes": 100,
-                            "result_concurrency": 32}
+                            "result_concurrency": 32,
+                            "features_concurrency": 32}
 MAX_ROUNDS = 4
 RESULT_SUFFIX = "_storing_results"
 QUICK: dict[str, Any] = {"min_seconds": 0.3, "concurrencies": [1, 32, 100], "payload_bytes": 64,
                          "calibration_jobs": 500, "max_jobs": 20000, "result_bytes": 100,
-                         "result_concurrency": 32}
+                         "result_concurrency": 32,
+                         "features_concurrency": 32}
+FEATURES = "priorities+limit-key+hooks"
+HIGH_LIMIT = 100_000  # per-key concurrency limit of the features case: never reached
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,6 +83,9 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     if variant.primary and options.get("result_bytes"):
         out.append({**{k: options[k] for k in keep}, "concurrency": options["result_concurrency"],
                     "result_bytes": options["result_bytes"]})
+    if variant.primary and options["features_concurrency"] in concs:  # compared at a measured one
+        out.append({**{k: options[k] for k in keep}, "concurrency": options["features_concurrency"],
+                    "features": FEATURES})
     return out
 
 
@@ -134,15 +151,19 @@ async def drain(target: Target, name: str, params: dict[str, Any], tracker: Trac
     handled = [0]
     value = result_value(size) if size else None
 
-    async def noop(job: Any) -> Any:
+    def done(job: Any, *_: Any) -> Any:
         tracker.handled(job.id)
         handled[0] += 1
         if handled[0] == jobs:
             window.all_done = time.perf_counter()
         return value
 
+    async def noop(job: Any) -> Any:
+        return done(job)
+
+    handler = hooked_noop(done) if params.get("features") else noop
     await acheck_counts(queue, waiting=jobs, active=0)
-    worker = timed_worker(queue, {"noop": noop}, window, concurrency=params["concurrency"],
+    worker = timed_worker(queue, {"noop": handler}, window, concurrency=params["concurrency"],
                           burst=True)
     start = time.perf_counter()
     await worker.run()
@@ -162,13 +183,43 @@ async def acheck_results(queue: Any, tracker: Tracker, value: str) -> None:
         raise AssertionError(f"job {sample}: stored result {stored!r:.40} is not the handler's value")
 
 
+def hooked_noop(done: Any) -> Any:
+    """The features case's handler: a registered no-op task inside a before and an after hook."""
+    from conveyor import Conveyor  # noqa: PLC0415 (deliberately lazy)
+    from conveyor._hooks import async_handler  # noqa: PLC0415
+
+    app = Conveyor("redis://unused")  # only its registry and hooks: no client is created
+    seen = [0]
+
+    async def noop(payload: Any) -> None:
+        return None
+
+    app.task(name="noop")(noop)
+    app.before(lambda job: seen.__setitem__(0, seen[0] + 1))
+    app.after(done)
+    return async_handler(app.get_task("noop"), app.hooks)
+
+
+def _fill(producer: Any, params: dict[str, Any], jobs: int) -> list[str]:
+    if not params.get("features"):
+        return fill(producer, jobs, params["payload_bytes"])
+    from conveyor import JobSpec, Limit  # noqa: PLC0415 (deliberately lazy)
+
+    payload, limit, ids = {"args": [payload_of(params["payload_bytes"])]}, Limit("bench", HIGH_LIMIT), []
+    for start in range(0, jobs, 1000):
+        batch = [JobSpec("noop", payload, priority=5 * (i % 2), limit=limit)
+                 for i in range(start, min(jobs, start + 1000))]
+        ids += [job.id for job in producer.enqueue_many(batch)]
+    return ids
+
+
 def _round(target: Target, params: dict[str, Any],
            jobs: int) -> tuple[float, float, float, dict]:
     """Enqueue ``jobs`` on a fresh queue, drain them; (seconds, run seconds, CPU seconds,
     exactly-once)."""
     producer = make_queue(target, NAME)
     tracker = Tracker()
-    tracker.add(fill(producer, jobs, params["payload_bytes"]))
+    tracker.add(_fill(producer, params, jobs))
     producer.close()
     elapsed, wall, cpu = run_async(target, drain(target, producer.name, params, tracker, jobs))
     return elapsed, wall, cpu, tracker.verify()

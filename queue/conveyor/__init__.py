@@ -24,7 +24,7 @@ from ._errors import (
 )
 from ._hooks import current_job
 from ._metrics import instrument
-from ._models import Job, JobSpec, QueueSettings
+from ._models import Job, JobSpec, Limit, QueueSettings
 from ._retry import Backoff
 from ._schedule import Schedule
 from ._serialize import JSONSerializer, Serializer
@@ -49,6 +49,7 @@ __all__ = [
     "JobFailedError",
     "JobSpec",
     "LeaseLostError",
+    "Limit",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "PoolExhaustedError",

@@ -22,8 +22,8 @@ CLIENT_COMMANDS = (
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (
-    "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "llen", "lpush", "lrem",
-    "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
+    "decr", "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr", "llen",
+    "lpush", "lrem", "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
     "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange", "xadd",
 )  # fmt: skip
 

@@ -10,7 +10,7 @@ from ._base import resolve_settings
 from ._client import Queue
 from ._errors import UnknownTaskError
 from ._hooks import AsyncHandler, Hook, Hooks, SyncHandler, async_handler, sync_handler
-from ._models import Job, QueueSettings
+from ._models import Job, Limit, QueueSettings
 from ._schedule import Schedule
 from ._tasks import Task, TaskOptions
 
@@ -64,6 +64,7 @@ class Conveyor:
         delay: float = 0.0,
         time_limit: float | None = None,
         priority: int = 0,
+        limit: Limit | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -77,12 +78,15 @@ class Conveyor:
         delay: float = 0.0,
         time_limit: float | None = None,
         priority: int = 0,
+        limit: Limit | None = None,
     ) -> Any:
         """Register a sync or async function as a task (bare ``@app.task`` or with defaults).
 
         The task's name defaults to the function's ``__name__``; names are unique per app.
         """
-        options = TaskOptions(queue or self.default_queue, max_attempts, delay, time_limit, priority=priority)
+        options = TaskOptions(
+            queue or self.default_queue, max_attempts, delay, time_limit, priority=priority, limit=limit
+        )
 
         def register(function: Callable[..., Any]) -> Task[..., Any]:
             task = Task(self, name or function.__name__, function, options)

@@ -17,7 +17,7 @@ from ._batching import AsyncEnqueueBatcher
 from ._connection import check_policy
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
-from ._models import Job, JobSpec, QueueSettings
+from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, enqueue_spec, settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values
@@ -145,19 +145,35 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         max_attempts: int | None = None,
         priority: int = 0,
         time_limit: float | None = None,
+        limit: Limit | None = None,
     ) -> Job:
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
-        ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``)."""
+        ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``).
+        ``limit``: per-key concurrency and rate limits (:class:`Limit`)."""
         if self.settings.batch_enqueue:
             specs = enqueue_spec(
-                task, payload, job_id, delay, max_attempts, priority=priority, time_limit=time_limit
+                task,
+                payload,
+                job_id,
+                delay,
+                max_attempts,
+                priority=priority,
+                time_limit=time_limit,
+                limit=limit,
             )
             return (await self._batcher.enqueue(specs))[0]
         return (
             await self._run(
                 self.core.enqueue_one(
-                    task, payload, job_id, delay, max_attempts, priority=priority, time_limit=time_limit
+                    task,
+                    payload,
+                    job_id,
+                    delay,
+                    max_attempts,
+                    priority=priority,
+                    time_limit=time_limit,
+                    limit=limit,
                 )
             )
         )[0]

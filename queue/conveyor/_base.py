@@ -142,3 +142,4 @@ class QueueBase(Generic[ClientT]):
             pipe.zcard(key)
         pipe.hmget(k.meta, ["completed", "failed"])
         pipe.zcard(k.cancelled)
+        pipe.get(k.parked)

@@ -19,7 +19,7 @@ from typing import Any
 from ._models import Job, JobSpec
 from ._ops import MAX_BATCH, Call, QueueCore
 
-JOB_FIELDS = 7  # ARGV per job in enqueue.lua (QueueCore._pack)
+JOB_FIELDS = 8  # ARGV per job in enqueue.lua (QueueCore._pack)
 
 
 class Waiter:

@@ -68,6 +68,15 @@ class QueueKeys:
         """Sorted set of the priority levels above 0 that may hold jobs (scripts: levels_of)."""
         return self.waiting + ":l"
 
+    @property
+    def parked(self) -> str:
+        """Count of jobs parked at their limit key's concurrency limit (scripts: <waiting>:pn).
+
+        Scripts also derive, from the waiting key: <waiting>:g (hash: limit key -> active jobs),
+        <waiting>:t (hash: limit key -> earliest next start, ms) and <waiting>:p:<limit key> (list
+        of the key's parked jobs); see _lua/_lib.lua."""
+        return self.waiting + ":pn"
+
     def level(self, priority: int) -> str:
         """The list of ready jobs at ``priority``: level 0 is the waiting list itself, level L > 0
         is ``<waiting>:<L>``. Scripts derive these from the declared waiting key, as they derive job

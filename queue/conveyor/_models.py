@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConveyorError
+from ._keys import validate_name
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
 
@@ -120,9 +121,41 @@ class QueueSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Limit:
+    """Per-key limits, enforced when a job is claimed: at most ``concurrency`` jobs of ``key`` active
+    at once, and/or at most ``rate`` starts of ``key`` per second (evenly spaced, no burst).
+
+    A job over the concurrency limit is parked until a job of its key finishes, fails, is released
+    or has its lease recovered; a job over the rate waits in the delayed set for its reserved start.
+    Each job carries its own limit, so every job of one key should carry the same one.
+    """
+
+    key: str
+    concurrency: int | None = None
+    rate: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_name("limit key", self.key)
+        if self.concurrency is None and self.rate is None:
+            raise ValueError(f"limit {self.key!r} needs a concurrency, a rate or both")
+        if self.concurrency is not None and (type(self.concurrency) is not int or self.concurrency < 1):
+            raise ValueError(f"limit {self.key!r}: concurrency must be an int >= 1, got {self.concurrency!r}")
+        rate = self.rate
+        if rate is not None and (type(rate) not in (int, float) or not math.isfinite(rate) or not rate > 0):
+            raise ValueError(f"limit {self.key!r}: rate must be > 0 jobs per second, got {rate!r}")
+
+    def packed(self) -> str:
+        """The enqueue script's limit argument: '<concurrency>:<ms between starts>:<key>'."""
+        concurrency = "" if self.concurrency is None else str(self.concurrency)
+        interval = "" if self.rate is None else repr(1000.0 / self.rate)
+        return f"{concurrency}:{interval}:{self.key}"
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job to enqueue. ``job_id`` makes the enqueue idempotent; ``delay`` is in seconds;
-    ``priority`` is a level in 0..9 (default 0), higher levels are claimed first."""
+    ``priority`` is a level in 0..9 (default 0), higher levels are claimed first; ``limit`` caps
+    how many jobs of its key run at once and how often they start (:class:`Limit`)."""
 
     task: str
     payload: Any = None
@@ -131,6 +164,7 @@ class JobSpec:
     max_attempts: int | None = None
     priority: int = 0
     time_limit: float | None = None
+    limit: Limit | None = None
 
 
 @dataclass(slots=True, eq=False)

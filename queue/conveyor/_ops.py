@@ -12,7 +12,16 @@ from typing import Any, Generic, TypeVar
 
 from ._errors import LeaseLostError, SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
-from ._models import MAX_PRIORITY, STATES, Job, JobSpec, QueueSettings, check_priority, time_limit_ms
+from ._models import (
+    MAX_PRIORITY,
+    STATES,
+    Job,
+    JobSpec,
+    Limit,
+    QueueSettings,
+    check_priority,
+    time_limit_ms,
+)
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
@@ -87,9 +96,10 @@ class QueueCore:
         *,
         priority: int,
         time_limit: float | None = None,
+        limit: Limit | None = None,
     ) -> tuple[Any, ...]:
         """One job's ARGV group, validated: id, task, payload, max attempts, delay ms, priority,
-        time limit ms (0: none; the queue's ``time_limit`` when the job has none)."""
+        time limit ms (0: none; the queue's ``time_limit`` when the job has none), key limit."""
         if task not in self._valid_tasks:
             self._valid_tasks.add(validate_name("task", task))
         settings = self.settings
@@ -110,6 +120,7 @@ class QueueCore:
             round(delay * 1000) if delay else 0,
             check_priority(priority),
             0 if time_limit is None else time_limit_ms(time_limit),
+            "" if limit is None else packed_limit(limit),
         )
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
@@ -128,13 +139,16 @@ class QueueCore:
                 s.max_attempts,
                 priority=s.priority,
                 time_limit=s.time_limit,
+                limit=s.limit,
             )
         return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
-    def enqueue_one(self, *job: Any, priority: int, time_limit: float | None = None) -> Call[list[Job]]:
+    def enqueue_one(
+        self, *job: Any, priority: int, time_limit: float | None = None, limit: Limit | None = None
+    ) -> Call[list[Job]]:
         """``enqueue([JobSpec(*job, priority=priority, ...)])`` without building the JobSpec: ``job``
         is task, payload, job_id, delay, max_attempts, as :meth:`_pack` takes them."""
-        args = [1, self._window, *self._pack(*job, priority=priority, time_limit=time_limit)]
+        args = [1, self._window, *self._pack(*job, priority=priority, time_limit=time_limit, limit=limit)]
         return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
     def _parse_enqueue(self, args: list[Any], reply: Any) -> list[Job]:
@@ -148,7 +162,7 @@ class QueueCore:
             if type(job_id) is bytes:
                 job_id, state = job_id.decode(), state.decode()
             if reply[2 + 3 * i]:
-                g = 2 + 7 * i  # this job's ARGV group (see _pack)
+                g = 2 + 8 * i  # this job's ARGV group (see _pack)
                 job = Job(job_id, args[g + 1], STATES[state], args[g + 2], 0, args[g + 3], now,
                           serializer=serializer)  # fmt: skip
                 job.priority = args[g + 5]
@@ -425,6 +439,7 @@ class QueueCore:
         counts = {"waiting": sum(int(r) for r in replies[:levels])}
         counts.update(zip(names, (int(r) for r in replies[levels : levels + 4]), strict=True))
         totals = replies[levels + 4]
+        counts["waiting"] += int(replies[levels + 6] or 0)  # parked at a limit key's concurrency
         counts["total_completed"] = int(totals[0] or 0)
         counts["total_failed"] = int(totals[1] or 0)
         counts["cancelled"] = int(replies[levels + 5])
@@ -459,6 +474,12 @@ class QueueCore:
                 f"queue {self.name!r} was written with data layout version {text(stored)}; this "
                 f"Conveyor reads version {LAYOUT_VERSION}. Upgrade Conveyor or use another queue name."
             )
+
+
+def packed_limit(limit: object) -> str:
+    if not isinstance(limit, Limit):
+        raise TypeError(f"limit must be a conveyor.Limit, got {limit!r}")
+    return limit.packed()
 
 
 def until_due(now_ms: Any, due_ms: Any) -> float:
@@ -500,5 +521,6 @@ def enqueue_spec(
     *,
     priority: int = 0,
     time_limit: float | None = None,
+    limit: Limit | None = None,
 ) -> list[JobSpec]:
-    return [JobSpec(task, payload, job_id, delay, max_attempts, priority, time_limit)]
+    return [JobSpec(task, payload, job_id, delay, max_attempts, priority, time_limit, limit)]

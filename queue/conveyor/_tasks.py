@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._errors import SerializationError
 from ._keys import validate_job_id, validate_name
-from ._models import Job, JobSpec, check_priority, is_time_limit
+from ._models import Job, JobSpec, Limit, check_priority, is_time_limit
 
 if TYPE_CHECKING:
     from ._app import Conveyor
@@ -28,7 +28,8 @@ R = TypeVar("R")
 @dataclass(frozen=True, slots=True)
 class TaskOptions:
     """Per-task defaults; every enqueue may override ``job_id``, ``delay``, ``max_attempts`` and
-    ``priority`` (a level in 0..9, higher claimed first) through :meth:`Task.with_options`.
+    ``priority`` (a level in 0..9, higher claimed first) and ``limit`` (per-key concurrency and rate,
+    :class:`Limit`; for example one key per tenant) through :meth:`Task.with_options`.
 
     ``time_limit`` (seconds) is stored in each job enqueued and bounds every attempt from its claim
     (see "Time limits" on the production page): an async task is cancelled at the limit; a sync
@@ -42,10 +43,13 @@ class TaskOptions:
     time_limit: float | None = None
     job_id: str | None = None
     priority: int = 0
+    limit: Limit | None = None
 
     def __post_init__(self) -> None:
         validate_name("queue", self.queue)
         check_priority(self.priority)
+        if self.limit is not None and not isinstance(self.limit, Limit):
+            raise TypeError(f"limit must be a conveyor.Limit, got {self.limit!r}")
         if self.max_attempts is not None and (type(self.max_attempts) is not int or self.max_attempts < 1):
             raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
         if not self.delay >= 0:
@@ -111,6 +115,7 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: int | None = None,
         time_limit: float | None = None,
+        limit: Limit | None = None,
     ) -> Task[P, R]:
         """This task with other defaults for the next enqueue (the registry is not changed)."""
         changes: dict[str, Any] = {
@@ -120,6 +125,7 @@ class Task(Generic[P, R]):
             "queue": queue,
             "priority": priority,
             "time_limit": time_limit,
+            "limit": limit,
         }
         options = replace(self.options, **{k: v for k, v in changes.items() if v is not None})
         return Task(self.app, self.name, self.fn, options)
@@ -133,7 +139,9 @@ class Task(Generic[P, R]):
         o, payload = self.options, pack_arguments(args, kwargs)
         if self.app.trace_carrier is not None and (carrier := self.app.trace_carrier()):
             payload["trace"] = carrier  # the enqueuing span's context, for the handler's span
-        return JobSpec(self.name, payload, o.job_id, o.delay, o.max_attempts, o.priority, o.time_limit)
+        return JobSpec(
+            self.name, payload, o.job_id, o.delay, o.max_attempts, o.priority, o.time_limit, o.limit
+        )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Send one job to the task's queue (synchronous client)."""

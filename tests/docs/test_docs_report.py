@@ -346,3 +346,15 @@ def test_methodology_says_what_each_older_run_is_used_for(tmp_path: Path) -> Non
     out = render(dataset(tmp_path, make_run(), older, other), "runs_section")
     assert "the figures on every page" in out
     assert "run-to-run spread only" in out and "History only: an older method" in out
+
+
+def test_features_case_is_compared_apart_from_the_baseline_grid(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run())
+    features = render(ds, "features_section")
+    assert "priorities+limit-key+hooks" in features and "0.79x" in features  # 1.5 / 1.9
+    process = render(ds, "process_section")
+    assert "priorities+limit-key+hooks" not in process  # not a second concurrency-32 row
+    assert "features" not in ds.summary.columns and len(ds.featured) > 0
+    without = make_run()
+    without["results"] = [r for r in without["results"] if "features" not in r["params"]]
+    assert "No results yet" in render(dataset(tmp_path / "old", without), "features_section")

@@ -179,7 +179,7 @@ def test_enqueue_checks_the_configured_limit_before_building_a_call():
 
 def test_batches_are_bounded():
     core = QueueCore("q", QueueSettings())
-    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 2 + 7 * 1000  # n, window, 7 per job
+    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 2 + 8 * 1000  # n, window, 8 per job
     for size in (0, 1001):
         with pytest.raises(ValueError, match=r"a batch holds 1\.\.1000 jobs"):
             core.enqueue([JobSpec("t")] * size)

@@ -9,7 +9,8 @@
 -- deadline (ms) (both only while active), r last error, t finished (ms), p priority level (1..9;
 -- absent = 0), x time limit of an attempt (ms; absent: none), h hard deadline of the running
 -- attempt (ms; claim time + x), q cancel requested (set by cancel.lua on an active job; the holder
--- learns at its next heartbeat).
+-- learns at its next heartbeat), g limit key, gc its concurrency limit, gr its rate interval (ms
+-- between starts), rs a rate slot reserved for this job (see the per-key limits below).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 --
 -- Priorities: level 0 (the default) is the waiting list itself, so a queue that never uses
@@ -30,16 +31,17 @@ local function bounded(n, limit, what)
   return n
 end
 
--- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease, -2 no such job.
+-- Lease check for ack/fail/extend/release: 1 ok, 0 token does not hold the lease, -2 no such job;
+-- second value: the job's limit key (false when it has none), whose slot a settled job frees.
 -- A matching token is accepted even past the lease deadline: recovery clears the token (k) when it
 -- redelivers, so a token that still matches proves nobody else holds the job (a late ack after a
 -- GC pause or a blocked event loop then settles the job instead of causing a second run).
 -- (-1, "lease expired", is no longer returned; callers still name it for older servers' scripts.)
 local function check_lease(key, token)
-  local held = redis.call('HGET', key, 'k')
-  if held == token then return 1 end
-  if not held and redis.call('EXISTS', key) == 0 then return -2 end
-  return 0
+  local held = redis.call('HMGET', key, 'k', 'g')
+  if held[1] == token then return 1, held[2] end
+  if not held[1] and redis.call('EXISTS', key) == 0 then return -2, false end
+  return 0, false
 end
 
 -- Lua's unpack fails past a few thousand values: every variadic write goes in chunks of CHUNK
@@ -211,6 +213,60 @@ local function pop_ready(waiting, count)
   return ids
 end
 
+-- Per-key limits. A job may carry a limit key g with gc (at most gc jobs of the key active at
+-- once) and/or gr (at least gr ms between two starts of the key: 1000 / rate). Derived keys, all
+-- under the queue's hash tag: <waiting>:g hash key -> active jobs of the key, <waiting>:t hash
+-- key -> earliest start of its next job (ms), <waiting>:p:<key> list of jobs parked because the
+-- key was at its concurrency limit, <waiting>:pn how many jobs are parked (counted as waiting).
+-- A parked job is never polled: each freed slot (ack, fail, release, lease recovery) moves one
+-- parked job of its key back to the claim end of its level. A rate-limited job reserves the next
+-- start of its key and waits in the delayed set until then.
+
+-- 'run', 'park' (concurrency limit reached) or the due time of the reserved start (rate limit).
+local function limit_verdict(waiting, g, gc, gr, reserved, now)
+  if gc and (tonumber(redis.call('HGET', waiting .. ':g', g)) or 0) >= tonumber(gc) then
+    return 'park'
+  end
+  if gr and not reserved then
+    local starts = waiting .. ':t'
+    local next_start = math.max(tonumber(redis.call('HGET', starts, g)) or 0, now)
+    redis.call('HSET', starts, g, next_start + tonumber(gr))
+    if next_start > now then return next_start end
+  end
+  return 'run'
+end
+
+-- Hold back a popped job that may not start now; true when it was held back. f: the claim's HMGET
+-- (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start).
+local function held_back(waiting, delayed, key, id, f, now)
+  local verdict = limit_verdict(waiting, f[7], f[8], f[9], f[10], now)
+  if verdict == 'run' then
+    redis.call('HINCRBY', waiting .. ':g', f[7], 1)
+    if f[10] then redis.call('HDEL', key, 'rs') end
+    return false
+  end
+  if verdict == 'park' then
+    redis.call('LPUSH', waiting .. ':p:' .. f[7], id)
+    redis.call('INCR', waiting .. ':pn')
+  else
+    redis.call('HSET', key, 's', 'd', 'rs', 1)
+    redis.call('ZADD', delayed, verdict, id)
+  end
+  return true
+end
+
+-- A job of limit key g left the active set: free its slot and release one parked job of the key.
+-- Returns true when a job was released (the caller wakes a worker).
+local function free_slot(waiting, jobs, g)
+  local running = waiting .. ':g'
+  if redis.call('HINCRBY', running, g, -1) <= 0 then redis.call('HDEL', running, g) end
+  local id = redis.call('RPOP', waiting .. ':p:' .. g)
+  if not id then return false end
+  redis.call('DECR', waiting .. ':pn')
+  requeue('RPUSH', waiting, jobs, id)
+  return true
+end
+
 local function has_ready(waiting)
   return redis.call('LLEN', waiting) > 0 or redis.call('ZCARD', levels_of(waiting)) > 0
 end
@@ -235,7 +291,7 @@ end
 -- id, token, task, payload, attempts, max attempts, enqueued at (ms), time limit (ms, 0 = none).
 -- A job with a time limit gets its hard deadline h = now + limit. Returns the number claimed.
 local CLAIM_FIELDS = 8
-local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
+local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
   if count <= 0 then return 0 end
   local ids = pop_ready(waiting, count)
   if #ids == 0 then return 0 end
@@ -246,8 +302,8 @@ local function claim_jobs(out, meta, waiting, active, marker, jobs, now, count, 
   for i = 1, #ids do
     local id = ids[i]
     local key = jobs .. id
-    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x')
-    if f[1] then
+    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g', 'gc', 'gr', 'rs')
+    if f[1] and not (f[7] and held_back(waiting, delayed, key, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
       if f[6] then

@@ -65,9 +65,10 @@ for i = 1, n do
   local at = 9 + stride * (i - 1)
   local id, token = ARGV[at], ARGV[at + 1]
   local key = jobs .. id
-  local status = check_lease(key, token)
+  local status, limited = check_lease(key, token)
   out[i] = status
   if status == 1 then
+    if limited and free_slot(waiting, jobs, limited) then wake(marker) end
     done[#done + 1] = id
     remember(dedup, window, id, now)
     if ttl > 0 then
@@ -102,7 +103,7 @@ local next_pos = #out + 1
 out[next_pos] = -1
 if count > 0 then
   promote_due(delayed, waiting, jobs, now, promote_batch)
-  local got = claim_jobs(out, meta, waiting, active, marker, jobs, now, count, lease_ms)
+  local got = claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
   if got < count then out[next_pos] = next_due(delayed) end
 end
 if request ~= '' then

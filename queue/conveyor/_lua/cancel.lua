@@ -8,16 +8,21 @@
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
-local f = redis.call('HMGET', key, 's', 'p')
+local f = redis.call('HMGET', key, 's', 'p', 'g')
 local state = f[1]
 if not state then return {-2, ''} end
 if state == 'w' then
+  local removed
   if f[2] then
     local list = waiting .. ':' .. f[2]
-    redis.call('LREM', list, 1, id)
+    removed = redis.call('LREM', list, 1, id)
     if redis.call('LLEN', list) == 0 then redis.call('ZREM', levels_of(waiting), f[2]) end
   else
-    redis.call('LREM', waiting, 1, id)
+    removed = redis.call('LREM', waiting, 1, id)
+  end
+  -- Not in its level's list: parked at its limit key's concurrency limit.
+  if removed == 0 and f[3] and redis.call('LREM', waiting .. ':p:' .. f[3], 1, id) == 1 then
+    redis.call('DECR', waiting .. ':pn')
   end
 elseif state == 'd' then
   redis.call('ZREM', delayed, id)

@@ -10,6 +10,6 @@ local count = bounded(tonumber(ARGV[1]), 1000, 'claim')
 local now = now_ms()
 promote_due(delayed, waiting, jobs, now, tonumber(ARGV[3]))
 local out = {now, -1}
-local got = claim_jobs(out, meta, waiting, active, marker, jobs, now, count, tonumber(ARGV[2]))
+local got = claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now, count, tonumber(ARGV[2]))
 if got < count then out[2] = next_due(delayed) end
 return out

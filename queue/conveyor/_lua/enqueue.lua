@@ -1,9 +1,10 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
 -- ARGV: 1 n (<= 1000), 2 deduplication window ms (-1: a finished job dedups while retained;
---       >= 0: for that long after it finished), then n groups of 7: id ('' = generate), task,
+--       >= 0: for that long after it finished), then n groups of 8: id ('' = generate), task,
 --       payload, max attempts, delay ms (0 = ready now), priority level (0..9, checked by the client),
 --       time limit ms of each attempt (0 = none)
+--       key limit ('' = none, else '<concurrency>:<ms between starts>:<limit key>', '' for a part unset)
 -- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
 --          task, payload, attempts, max attempts, enqueued at}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
@@ -16,7 +17,7 @@ local now = now_ms()
 
 local generated = 0
 for i = 0, n - 1 do
-  if ARGV[3 + i * 7] == '' then generated = generated + 1 end
+  if ARGV[3 + i * 8] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
@@ -38,11 +39,19 @@ local function within_window(old, id, now)
   return old
 end
 
+-- Store a job's per-key limit (see _lib.lua); written before its state, so a claim sees both.
+local function limit_job(key, keyed)
+  local gc, gr, g = string.match(keyed, '^([^:]*):([^:]*):(.*)$')
+  redis.call('HSET', key, 'g', g)
+  if gc ~= '' then redis.call('HSET', key, 'gc', gc) end
+  if gr ~= '' then redis.call('HSET', key, 'gr', gr) end
+end
+
 local out, existing, ready, later, leveled = {now}, {}, {}, {}, {}
 for i = 0, n - 1 do
-  local base = 3 + i * 7
+  local base = 3 + i * 8
   local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
-  local level, limit = ARGV[base + 5], ARGV[base + 6]
+  local level, limit, keyed = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
   local old = {false}
   if id == '' then
     -- Generated ids are digits only and callers may not use such ids: no existence check needed.
@@ -53,6 +62,7 @@ for i = 0, n - 1 do
     if window >= 0 then old = within_window(old, id, now) end
   end
   local key = jobs .. id
+  if not old[1] and keyed ~= '' then limit_job(key, keyed) end
   if old[1] then
     out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = old[1]
     for j = 2, 6 do existing[#existing + 1] = old[j] or '' end

@@ -13,8 +13,9 @@ local meta, waiting, delayed, active, failed, marker, jobs, dedup, cancelled =
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
-local status = check_lease(key, token)
+local status, limited = check_lease(key, token)
 if status ~= 1 then return {status, '', 0} end
+if limited and free_slot(waiting, jobs, limited) then wake(marker) end
 
 local f = redis.call('HMGET', key, 'a', 'm', 'q')
 local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1

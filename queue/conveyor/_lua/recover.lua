@@ -1,7 +1,8 @@
 -- recover: settle jobs whose lease expired (the worker died or stalled), at most `batch` per call.
 -- A job whose cancel was requested ends cancelled; one whose attempt ran past its time limit (h)
 -- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
--- ends in the failed state otherwise (its error names the cause).
+-- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
+-- its key's slot (releasing one parked job), so a crashed worker never holds a slot.
 -- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 cancelled
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
@@ -16,13 +17,14 @@ if tonumber(ARGV[4]) > 0 then RESULTS = {ttl = tonumber(ARGV[4]), events = KEYS[
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
 bounded(#ids, batch, 'recover')
-local redelivered, dead, stopped = 0, 0, 0
+local redelivered, dead, stopped, unparked = 0, 0, 0, false
 -- Walk backwards: RPUSH puts each id at the claim end, so the longest-expired is claimed first.
 for i = #ids, 1, -1 do
   local id = ids[i]
   local key = jobs .. id
   redis.call('ZREM', active, id)
-  local f = redis.call('HMGET', key, 'a', 'm', 'q', 'h', 'x')
+  local f = redis.call('HMGET', key, 'a', 'm', 'q', 'h', 'x', 'g')
+  if f[6] and free_slot(waiting, jobs, f[6]) then unparked = true end
   if f[1] then
     local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
     local cause = 'lease expired'
@@ -49,5 +51,5 @@ for i = #ids, 1, -1 do
 end
 if dead > 0 then trim_by_count(failed, jobs, keep, dead + 10) end
 if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
-if redelivered > 0 then wake(marker) end
+if redelivered > 0 or unparked then wake(marker) end
 return {redelivered, dead, stopped}

@@ -13,8 +13,10 @@ local released = 0
 for i = n, 1, -1 do
   local id, token, refund = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
   local key = jobs .. id
-  out[i] = check_lease(key, token)
+  local limited
+  out[i], limited = check_lease(key, token)
   if out[i] == 1 then
+    if limited then free_slot(waiting, jobs, limited) end
     redis.call('ZREM', active, id)
     redis.call('HDEL', key, 'k', 'l', 'h')
     redis.call('HSET', key, 's', 'w')

@@ -1,0 +1,123 @@
+"""Per-key limits: concurrency (parked jobs, one released per freed slot, slots freed on crash) and
+rate (reserved starts in the delayed set), enforced by the claim script across workers.
+
+The rate test measures over CONVEYOR_RATE_WINDOW seconds (default 1 s at 100 jobs/s, to keep CI
+fast); CONVEYOR_RATE_WINDOW=10 runs the 10-second check of the issue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
+    api_fixture,
+    counts,
+    wait_until,
+)
+from conveyor import JobSpec, Limit
+
+RATE_WINDOW = float(os.environ.get("CONVEYOR_RATE_WINDOW", "1"))
+
+
+def _running(api, key: str) -> int:
+    return int(api.admin.hget(f"cv:{{{api.name}}}:w:g", key) or 0)
+
+
+async def test_concurrency_limit_parks_and_each_freed_slot_releases_one(api):
+    q = api.queue(keep_failed=-1, max_attempts=1)
+    limit = Limit("tenant-1", concurrency=2)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(5)])]
+    plain = await q.enqueue("t", "free")
+    claimed = await q.claim(count=6)
+    assert [j.id for j in claimed] == [*ids[:2], plain.id]  # three parked, the plain job not held up
+    assert await q.counts() == counts(waiting=3, active=3)  # parked jobs count as waiting
+    assert _running(api, "tenant-1") == 2
+    assert await q.claim(count=5) == []  # parked jobs are not polled: nothing to claim
+    [after_ack] = await q.ack(claimed[0], claim=5)  # the freed slot released the oldest parked
+    assert after_ack.id == ids[2]
+    await q.fail(claimed[1], "boom", retry=False)
+    await q.release([after_ack])  # release frees the slot too (and the job itself goes back)
+    again = [j.id for j in await q.claim(count=5)]
+    assert len(again) == 2 and ids[2] in again and set(again) <= {ids[2], ids[3], ids[4]}
+    assert _running(api, "tenant-1") == 2
+    [parked] = {ids[3], ids[4]} - set(again)
+    assert await q.cancel(parked)  # a parked job can be cancelled
+    assert (await q.counts())["waiting"] == 0
+
+
+async def test_lease_recovery_frees_the_slot_of_a_crashed_worker(api):
+    q = api.queue(lease=0.05, max_attempts=3)
+    limit = Limit("api", concurrency=1)
+    first, second = await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(2)])
+    [held] = await q.claim(count=2)  # the worker holding it "crashes": no ack, no heartbeat
+    assert held.id == first.id
+    assert _running(api, "api") == 1
+    await asyncio.sleep(0.1)
+    assert await q.recover() == (1, 0)
+    assert _running(api, "api") == 0  # the slot came back with the lease
+    [job] = await q.claim(count=2)  # one of the two runs, the other parks again
+    assert {job.id} <= {first.id, second.id}
+    assert _running(api, "api") == 1
+    assert await q.counts() == counts(waiting=1, active=1)
+
+
+def test_bad_limits_are_refused_naming_the_value():
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=f"concurrency must be an int >= 1, got {bad!r}"):
+            Limit("k", concurrency=bad)
+    for bad in (0, -1.0, float("nan"), float("inf"), "10"):
+        with pytest.raises(ValueError, match="rate must be > 0 jobs per second"):
+            Limit("k", rate=bad)
+    with pytest.raises(ValueError, match="needs a concurrency, a rate or both"):
+        Limit("k")
+    with pytest.raises(ValueError, match="limit key"):
+        Limit("{k}", concurrency=1)
+
+
+async def test_concurrency_never_exceeded_under_four_workers(api):
+    q = api.queue(maintenance_interval=0.1)
+    lock, running, peak, done = threading.Lock(), [0], [0], []
+
+    def start(job):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+
+    def finish(job):
+        with lock:
+            running[0] -= 1
+            done.append(job.id)
+
+    handler = api.handler(finish, start=start, sleep=0.01)
+    workers = [api.worker(q, {"t": handler}, concurrency=4) for _ in range(4)]
+    n = 40
+    await q.enqueue_many([JobSpec("t", i, limit=Limit("k", concurrency=3)) for i in range(n)])
+    async def acked() -> bool:  # handlers finish before their acks reach the server
+        return (await q.counts())["total_completed"] == n
+
+    await wait_until(acked, timeout=30, what=f"{n} limited jobs acknowledged")
+    for w in workers:
+        w.check_alive()
+    assert len(done) == n
+    assert peak[0] == 3  # the handlers saw the limit reached and never passed
+    assert _running(api, "k") == 0
+
+
+async def test_rate_limit_holds_the_set_rate(api):
+    if not api.is_async:
+        pytest.skip("the rate is enforced by the server; one surface measures it")
+    rate = 100.0
+    n = int(rate * RATE_WINDOW) + 1
+    q = api.queue()
+    starts: list[float] = []
+    handler = api.handler(start=lambda job: starts.append(time.monotonic()))
+    for _ in range(2):
+        api.worker(q, {"t": handler}, concurrency=8)
+    await q.enqueue_many([JobSpec("t", i, limit=Limit("r", rate=rate)) for i in range(n)])
+    await wait_until(lambda: len(starts) == n, timeout=RATE_WINDOW * 3 + 10, what=f"{n} starts")
+    measured = (n - 1) / (starts[-1] - starts[0])
+    assert abs(measured - rate) / rate < 0.10, f"{measured:.1f} jobs/s for a limit of {rate}"
