@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import threading
 import time
 
@@ -119,5 +120,8 @@ async def test_rate_limit_holds_the_set_rate(api):
         api.worker(q, {"t": handler}, concurrency=8)
     await q.enqueue_many([JobSpec("t", i, limit=Limit("r", rate=rate)) for i in range(n)])
     await wait_until(lambda: len(starts) == n, timeout=RATE_WINDOW * 3 + 10, what=f"{n} starts")
-    measured = (n - 1) / (starts[-1] - starts[0])
+    # The slope of starts over time (least squares): one late wake-up on a loaded machine moves an
+    # end point, not the rate the limit held.
+    measured = statistics.linear_regression(starts, range(n)).slope
     assert abs(measured - rate) / rate < 0.10, f"{measured:.1f} jobs/s for a limit of {rate}"
+    assert n / (starts[-1] - starts[0]) < rate * 1.1  # never faster than the limit, end to end
