@@ -32,6 +32,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated server kinds to test on (default: all available): "
         + ",".join(KIND_IDS),
     )
+    parser.addoption(
+        "--drivers",
+        default=os.environ.get("CONVEYOR_TEST_DRIVERS", "redis-py"),
+        help="comma-separated client drivers the integration tests run with: redis-py (default), glide",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests taking `driver` run once per driver chosen with --drivers / CONVEYOR_TEST_DRIVERS."""
+    if "driver" in metafunc.fixturenames:
+        raw = str(metafunc.config.getoption("--drivers") or "redis-py")
+        drivers = [d.strip() for d in raw.split(",") if d.strip()]
+        metafunc.parametrize("driver", drivers, scope="session")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -65,6 +65,8 @@ class QueueSettings:
     time_limit: hard limit of one attempt, from its claim, for jobs enqueued through this queue
     without their own (None: no limit). See "Time limits" on the production page: an asyncio
     handler is cancelled at the limit; a thread is not interrupted (``Job.cancelled`` tells it).
+    driver: the client library ``from_url`` builds: "redis-py" (default, hiredis when installed) or
+    "glide" (valkey-glide, the ``glide`` extra: one server, no pool; see the Runtimes page).
     """
 
     prefix: str = "cv"
@@ -93,6 +95,7 @@ class QueueSettings:
     result_ttl: float = 24 * 3600.0
     max_result_bytes: int = 64 * 1024
     time_limit: float | None = None
+    driver: str = "redis-py"
 
     def __post_init__(self) -> None:
         checks = {
@@ -112,6 +115,7 @@ class QueueSettings:
                 self.result_ttl >= 0.001
             ),
             "max_result_bytes must be > 0": self.max_result_bytes > 0,
+            "driver must be 'redis-py' or 'glide'": self.driver in ("redis-py", "glide"),
         }
         failed = [message for message, ok in checks.items() if not ok]
         if self.time_limit is not None and not is_time_limit(self.time_limit):

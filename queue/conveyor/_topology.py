@@ -25,6 +25,7 @@ from redis.connection import SSLConnection, parse_url
 
 from ._connection import describe, pool_options, redact_url, role_options, translate_error
 from ._errors import InvalidNameError
+from ._glide import GlideDriver, glide_client
 from ._models import QueueSettings
 from ._packing import hiredis_packing
 
@@ -127,6 +128,8 @@ def connect(flavour: Flavour, url: str, settings: QueueSettings) -> Any:
     The sync cluster client reads the slot map as it is built: its errors are translated here.
     """
     target = parse_target(url)
+    if settings.driver == "glide":
+        return glide_client(flavour is ASYNC, url, settings)
     try:
         return _connect(flavour, target, url, settings)
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
@@ -198,6 +201,8 @@ def role_client(flavour: Flavour, client: Any, queue: str, role: str, block_time
     Sentinel: ``master_for`` the same service (it asks the Sentinels for the primary on reconnect);
     one server: a one-connection pool with the command pool's options.
     """
+    if isinstance(client, GlideDriver):
+        return client.role(queue, role, block_timeout)
     if is_cluster(client):
         options = role_options(dict(client.get_connection_kwargs()), queue, role, block_timeout)
         options["max_connections"] = 1
@@ -220,6 +225,8 @@ def node_of(client: Any, key: str) -> dict[str, Any]:
 
 def where(client: Any) -> str:
     """What a client talks to, for error messages (addresses and service names, never credentials)."""
+    if isinstance(client, GlideDriver):
+        return client.address
     if is_cluster(client):
         return "Redis Cluster via " + ",".join(sorted(client.nodes_manager.startup_nodes))
     pool: Any = getattr(client, "connection_pool", None)

@@ -150,8 +150,9 @@ class WorkerHandle:
 class Api:
     """Everything a test body needs, for one surface, one server and one queue name."""
 
-    def __init__(self, surface: str, server: RunningServer, name: str) -> None:
+    def __init__(self, surface: str, server: RunningServer, name: str, driver: str = "redis-py") -> None:
         self.surface = surface
+        self.driver = driver
         self.server = server
         self.name = name
         self.admin: redis.Redis = server.client()
@@ -165,6 +166,7 @@ class Api:
     def queue(self, name: str | None = None, url: str | None = None, **settings: Any) -> QueueAdapter:
         """A queue with its own bounded pool (from_url), closed at teardown."""
         cls = AsyncQueue if self.is_async else Queue
+        settings.setdefault("driver", self.driver)
         inner = cls.from_url(url or self.server.url, self.name if name is None else name, **settings)
         adapter = QueueAdapter(self.surface, inner)
         self._queues.append(adapter)
@@ -298,9 +300,11 @@ def counts(**nonzero: int) -> dict[str, int]:
 
 
 @pytest.fixture(name="api", params=SURFACES)
-async def api_fixture(request: pytest.FixtureRequest, server: RunningServer, queue_name: str) -> Any:
-    """One surface (sync or async) on one server, for one test's queue name."""
-    a = Api(str(request.param), server, queue_name)
+async def api_fixture(
+    request: pytest.FixtureRequest, server: RunningServer, queue_name: str, driver: str
+) -> Any:
+    """One surface (sync or async) on one server with one driver, for one test's queue name."""
+    a = Api(str(request.param), server, queue_name, driver)
     try:
         yield a
     finally:

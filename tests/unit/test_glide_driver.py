@@ -1,0 +1,73 @@
+"""The valkey-glide driver's pure parts: error mapping, URL reading and its explicit refusals."""
+
+from __future__ import annotations
+
+import pytest
+from conveyor import ConveyorError, Queue, QueueSettings
+from conveyor._glide import SEAM, GlideSync, _info, redis_error
+from redis import exceptions as redis_errors
+
+pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
+
+
+def glide_error(kind: str, message: str) -> Exception:
+    return type(kind, (Exception,), {})(message)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message", "expected", "text"),
+    [
+        ("RequestError", "An error was signalled by the server: - NoScriptError: No matching script.",
+         redis_errors.NoScriptError, "No matching script."),
+        ("RequestError", "An error was signalled by the server: - ResponseError: Unknown command",
+         redis_errors.ResponseError, "Unknown command"),
+        ("RequestError", "CONVEYOR_BOUND: too many", redis_errors.ResponseError, "CONVEYOR_BOUND: too many"),
+        ("RequestError", "NOPERM this user has no permissions", redis_errors.NoPermissionError,
+         "this user has no permissions"),
+        ("TimeoutError", "timed out", redis_errors.TimeoutError, "timed out"),
+        ("ClosingError", "Received error for address `127.0.0.1:1`", redis_errors.ConnectionError,
+         "127.0.0.1:1"),
+        ("ConnectionError", "connection reset", redis_errors.ConnectionError, "connection reset"),
+    ],
+)
+def test_glide_errors_become_the_redis_py_errors_conveyor_handles(kind, message, expected, text):
+    mapped = redis_error(glide_error(kind, message))
+    assert type(mapped) is expected
+    assert text in str(mapped)
+    assert "signalled" not in str(mapped)
+
+
+def test_info_text_is_read_as_a_dict():
+    reply = b"# Memory\r\nused_memory:1\r\nmaxmemory_policy:noeviction\r\n"
+    assert _info(reply)["maxmemory_policy"] == "noeviction"
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("redis+cluster://127.0.0.1:7000,127.0.0.1:7001", "redis-py"),
+        ("redis+sentinel://127.0.0.1:26379/mymaster", "redis-py"),
+        ("unix:///tmp/valkey.sock", "redis-py"),
+        ("redis://127.0.0.1:6379/0?health_check_interval=5", "health_check_interval"),
+    ],
+)
+def test_what_glide_cannot_do_is_an_explicit_error(url, match):
+    with pytest.raises(ConveyorError, match=match):
+        Queue.from_url(url, "q", driver="glide")
+
+
+def test_an_unknown_driver_is_refused():
+    with pytest.raises(ValueError, match="driver must be"):
+        QueueSettings(driver="aioredis")
+
+
+def test_the_adapter_implements_the_whole_seam_and_names_roles():
+    for method in SEAM:
+        assert hasattr(GlideSync, method) or method == "aclose", method
+    client = GlideSync("redis://127.0.0.1:1/2", QueueSettings(driver="glide"))  # lazy: no I/O yet
+    waiter = client.role("jobs", "waiter", block_timeout=2.0)
+    assert waiter.client_name == "conveyor:jobs:waiter"
+    assert waiter.address == "127.0.0.1:1/2"
+    assert waiter._config.request_timeout == 7000  # outlasts the 2 s block
+    client.close()
+    waiter.close()
