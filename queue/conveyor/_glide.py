@@ -35,9 +35,11 @@ from ._models import QueueSettings
 from ._scripts import Scripts
 
 SEAM = (
-    "evalsha script_load pipeline bzpopmin zadd hgetall hmget zcard lrange zrange zrevrange "
-    "info config_get execute_command close aclose set_retry"
-).split()
+    *("evalsha", "script_load", "pipeline", "execute_command"),  # scripts, batches
+    *("bzpopmin", "zadd"),  # the blocking wait on the marker
+    *("hgetall", "hmget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),  # reads
+    *("close", "aclose", "set_retry"),
+)
 _SOURCES = {s.value.sha: s.value.source for s in Scripts}
 _URL_OPTIONS = ("ssl_ca_certs", "ssl_cert_reqs")
 
