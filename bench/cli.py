@@ -21,7 +21,7 @@ from bench import estimate, scenarios
 from bench.peers import resolve as resolve_libraries
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
-from bench.scenarios._common import LOOPS
+from bench.scenarios._common import DRIVER_SCENARIOS, DRIVERS, LOOPS
 from bench.servers import CONFIGS, KINDS
 
 KIND_IDS = tuple(kind.id for kind in KINDS)
@@ -89,6 +89,11 @@ def parser() -> argparse.ArgumentParser:
                    help="event loop for the asyncio parts of scenarios (default %(default)s); "
                         "recorded in the run's method and, when not the default, in each "
                         "result's params")
+    p.add_argument("--driver", choices=DRIVERS, default="redis-py",
+                   help="Conveyor's client library (default %(default)s, with the --parsers "
+                        "variants); redis-py-pure = redis-py with its pure-Python parser only; "
+                        "glide = valkey-glide. Not the default: recorded in each result's params, "
+                        f"and only {', '.join(DRIVER_SCENARIOS)} run")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds allowed per repetition process (default %(default)s)")
     p.add_argument("--libraries", type=_csv, default=["conveyor"],
@@ -156,15 +161,34 @@ def options_from_args(args: argparse.Namespace) -> Options:
     if args.loop != "asyncio" and importlib.util.find_spec(args.loop) is None:
         raise SystemExit(f"--loop {args.loop}: the {args.loop} package is not installed here "
                          "(it is in the bench dependency group: use `nox -s bench`)")
+    scenario_names, parsers, missing = driver_choice(args.driver, args.scenarios, args.parsers)
     return Options(
-        servers=servers, configs=args.configs, scenarios=args.scenarios,
-        protocols=args.protocols, parsers=args.parsers, quick=args.quick,
+        servers=servers, configs=args.configs, scenarios=scenario_names,
+        protocols=args.protocols, parsers=parsers, quick=args.quick,
         repetitions=args.repetitions or (1 if args.quick else 5),
         warmup=args.warmup if args.warmup is not None else (0 if args.quick else 1),
         external=urls, force_flush=args.force_flush, params=parse_params(args.param),
         timeout=args.timeout, output=args.output, client_variants=args.client_variants,
-        loop=args.loop,
+        loop=args.loop, driver=args.driver, driver_missing=missing,
     )
+
+
+def driver_choice(driver: str, names: list[str], parsers: list[str]) -> tuple[list[str], list[str], str]:
+    """Scenarios and parsers a --driver run measures, and why the driver cannot run ('' if it can).
+
+    A driver that is not installed is not an error: its servers get "not measured" rows naming
+    the reason (as for an interpreter nox cannot find)."""
+    if driver == "redis-py":
+        return names, parsers, ""
+    kept = [n for n in names if n in DRIVER_SCENARIOS]
+    if not kept:
+        raise SystemExit(f"--driver {driver} measures only {', '.join(DRIVER_SCENARIOS)}")
+    if driver == "redis-py-pure":
+        return kept, ["python"], ""
+    missing = [m for m in ("glide", "glide_sync") if importlib.util.find_spec(m) is None]
+    reason = (f"driver glide: {' and '.join(missing)} not installed in this interpreter "
+              "(pip install 'conveyor[glide]')") if missing else ""
+    return kept, ["hiredis" if "hiredis" in parsers else parsers[0]], reason
 
 
 def main(argv: Sequence[str] | None = None) -> int:

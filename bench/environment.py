@@ -102,6 +102,7 @@ def clients() -> dict[str, str | None]:
     return {
         "redis_py": package_version("redis") or "unknown",
         "hiredis": package_version("hiredis"),
+        "valkey_glide": package_version("valkey-glide"),
         "conveyor": conveyor_version(),
     }
 

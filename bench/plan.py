@@ -38,6 +38,8 @@ class Options:
     output: Path | None = None
     client_variants: str = "first"  # "first": RESP2 / Python parser on the first server only
     loop: str = "asyncio"  # event loop of the asyncio parts of scenarios ("asyncio" or "uvloop")
+    driver: str = "redis-py"  # Conveyor's client library (see bench.scenarios._common.DRIVERS)
+    driver_missing: str = ""  # why --driver cannot run here (its servers are "not measured")
 
 
 @dataclass
@@ -154,6 +156,8 @@ def _fill_cells(sp: ServerPlan, opts: Options, client: bool = True) -> None:
             cases = module.cases(variant, sizes[name])
             if opts.loop != "asyncio":  # recorded per result; default-loop rows stay as before
                 cases = [{**case, "loop": opts.loop} for case in cases]
+            if opts.driver != "redis-py":  # likewise for the driver
+                cases = [{**case, "driver": opts.driver} for case in cases]
             if cases:
                 reps = min(opts.repetitions, getattr(module, "MAX_REPETITIONS", opts.repetitions))
                 warm = min(opts.warmup, getattr(module, "WARMUP", opts.warmup))
@@ -173,6 +177,9 @@ def _server_plan(kind_id: str, opts: Options, client: bool = True) -> ServerPlan
     """Plan one local server kind, or record why it cannot be measured."""
     kind = get_kind(kind_id)
     sp = ServerPlan(kind.id, kind.family)
+    if opts.driver_missing:
+        sp.reason, sp.command = opts.driver_missing, "pip install 'conveyor[glide]'  # then re-run"
+        return sp
     try:
         locate(kind)
     except ServerUnavailable as exc:

@@ -125,7 +125,7 @@ class Runner:
                 "client_variants_server": client_variants_server(self.plan, self.opts),
                 "statistics": STATISTICS_TEXT,
                 "protocols": self.opts.protocols, "parsers": self.opts.parsers,
-                "params": self.opts.params, "loop": self.opts.loop,
+                "params": self.opts.params, "loop": self.opts.loop, "driver": self.opts.driver,
             },
         }
 
@@ -248,6 +248,7 @@ class Runner:
             server=sp.id, family=srv.family, version=srv.version, config=v.config, url=srv.url,
             protocol=v.protocol, parser=v.parser, external=sp.external_url is not None,
             mode=getattr(srv, "mode", None), loop=self.opts.loop,
+            driver="glide" if self.opts.driver == "glide" else "redis-py",
         )
         planned = spec.warmup + spec.repetitions
         done = 0

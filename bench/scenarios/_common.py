@@ -46,6 +46,7 @@ class Target:
     external: bool = False
     mode: str | None = None
     loop: str = "asyncio"  # event loop of the asyncio parts: "asyncio" or "uvloop"
+    driver: str = "redis-py"  # Conveyor's client library: "redis-py" or "glide"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -70,10 +71,23 @@ class Target:
 
     def settings(self, **extra: Any) -> dict[str, Any]:
         """Conveyor QueueSettings keyword arguments for this target."""
-        return {"protocol": self.protocol, **extra}
+        driver = {"driver": self.driver} if self.driver != "redis-py" else {}
+        return {"protocol": self.protocol, **driver, **extra}
+
+    def driver_client(self, is_async: bool = False) -> Any:
+        """A raw client of the target's driver (redis-py, or glide behind Conveyor's seam)."""
+        if self.driver == "redis-py":
+            return self.aredis() if is_async else self.redis()
+        from conveyor import QueueSettings  # noqa: PLC0415 (deliberately lazy)
+        from conveyor._glide import glide_client  # noqa: PLC0415 (deliberately lazy)
+
+        return glide_client(is_async, self.url, QueueSettings(**self.settings()))
 
 
 LOOPS = ("asyncio", "uvloop")
+# --driver: Conveyor's client library, and for redis-py its reply parser.
+DRIVERS = ("redis-py", "redis-py-pure", "glide")
+DRIVER_SCENARIOS = ("reference", "enqueue-single", "enqueue-bulk", "process", "latency")
 
 
 def run_async(target: Target, coro: Coroutine[Any, Any, T]) -> T:

@@ -1,6 +1,7 @@
 """reference: client and server ceilings on this machine, without Conveyor.
 
-Every queue figure can be read as a fraction of these. Measured with redis-py only:
+Every queue figure can be read as a fraction of these. Measured with the run's driver (redis-py,
+or with ``--driver glide`` valkey-glide, whose one multiplexed connection replaces the pool):
 
 - ``ping_c1_ops_per_s`` / ``evalsha_c1_ops_per_s``: one command at a time (sync client);
 - ``ping_cN_ops_per_s`` / ``evalsha_cN_ops_per_s``: ``concurrency`` asyncio tasks, one command in
@@ -49,13 +50,18 @@ def _sync_rate(fn: Any, seconds: float) -> float:
     return done / elapsed
 
 
+def _ping(client: Any) -> Any:
+    """PING as the client spells it (the glide adapter exposes only Conveyor's seam)."""
+    return getattr(client, "ping", None) or (lambda: client.execute_command("PING"))
+
+
 def _pipelined_rate(client: Any, sha: str | None, seconds: float, batch: int) -> float:
     """Operations per second with pipelines of ``batch`` commands."""
 
     def one() -> int:
         pipe = client.pipeline(transaction=False)
         for _ in range(batch):
-            pipe.evalsha(sha, 0) if sha else pipe.ping()
+            pipe.evalsha(sha, 0) if sha else pipe.execute_command("PING")
         return len(pipe.execute())
 
     done, elapsed = run_for(seconds, one)
@@ -64,15 +70,17 @@ def _pipelined_rate(client: Any, sha: str | None, seconds: float, batch: int) ->
 
 async def _concurrent_rate(target: Target, sha: str | None, seconds: float, conc: int) -> float:
     """Operations per second with ``conc`` tasks issuing commands one at a time."""
-    client = target.aredis(max_connections=conc)
+    glide = target.driver == "glide"
+    client = target.driver_client(True) if glide else target.aredis(max_connections=conc)
+    ping = _ping(client)
     done = [0]
 
     async def loop() -> None:
         while time.perf_counter() < deadline:
-            await (client.evalsha(sha, 0) if sha else client.ping())
+            await (client.evalsha(sha, 0) if sha else ping())
             done[0] += 1
 
-    await asyncio.gather(*(client.ping() for _ in range(conc)))  # open the connections first
+    await asyncio.gather(*(ping() for _ in range(conc)))  # open the connections first
     start = time.perf_counter()
     deadline = start + seconds
     await asyncio.gather(*(loop() for _ in range(conc)))
@@ -84,11 +92,13 @@ async def _concurrent_rate(target: Target, sha: str | None, seconds: float, conc
 def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition: all six ceilings."""
     secs, conc, batch = params["seconds"], params["concurrency"], params["pipeline"]
-    client = target.redis()
+    client = target.driver_client()
     sha = client.script_load(SCRIPT)
-    client.ping()
+    sha = sha.decode() if isinstance(sha, bytes) else sha
+    ping = _ping(client)
+    ping()
     metrics = {
-        "ping_c1_ops_per_s": metric(_sync_rate(client.ping, secs), "1/s"),
+        "ping_c1_ops_per_s": metric(_sync_rate(ping, secs), "1/s"),
         "evalsha_c1_ops_per_s": metric(_sync_rate(lambda: client.evalsha(sha, 0), secs), "1/s"),
         "ping_cN_ops_per_s": metric(run_async(target, _concurrent_rate(target, None, secs, conc)),
                                     "1/s"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import scenarios
+from bench import cli, scenarios
 from bench.cli import parser
 from bench.plan import (
     Options,
@@ -107,3 +107,17 @@ def test_failover_is_opt_in_and_varies_only_topology_fault_and_wait_replicas() -
         (t, f, w) for t in ("sentinel", "cluster") for f in ("kill", "cut-then-kill") for w in (0, 1)]
     assert len({tuple(sorted((k, v) for k, v in r.items() if k not in ("topology", "fault", "wait_replicas")))
                 for r in rows}) == 1  # everything else is held equal
+
+
+def test_a_driver_is_recorded_in_every_case_and_a_missing_one_is_not_measured(monkeypatch) -> None:
+    names, parsers, missing = cli.driver_choice("redis-py-pure", list(scenarios.ORDER), ["hiredis"])
+    assert names == list(cli.DRIVER_SCENARIOS) and parsers == ["python"] and not missing
+    glide = build_plan(options(scenarios=names, driver="glide"))
+    assert all(case["driver"] == "glide" for cell in glide.cells for case in cell.cases)
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    _, _, missing = cli.driver_choice("glide", ["process"], ["hiredis"])
+    assert "glide" in missing and "not installed" in missing
+    [server] = build_plan(options(scenarios=["process"], driver="glide", driver_missing=missing)).servers
+    assert server.reason == missing and not server.configs
+    with pytest.raises(SystemExit, match="measures only"):
+        cli.driver_choice("glide", ["memory"], ["hiredis"])
