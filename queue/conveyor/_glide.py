@@ -37,7 +37,8 @@ from ._scripts import Scripts
 SEAM = (
     *("evalsha", "script_load", "pipeline", "execute_command"),  # scripts, batches
     *("bzpopmin", "zadd"),  # the blocking wait on the marker
-    *("hgetall", "hmget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),  # reads
+    *("hgetall", "hmget", "mget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),
+    "xread",  # the result reader's blocking read (on a connection of its own)
     *("close", "aclose", "set_retry"),
 )
 _SOURCES = {s.value.sha: s.value.source for s in Scripts}
@@ -125,6 +126,30 @@ def redis_error(exc: BaseException) -> Exception:
     return redis_errors.ResponseError(message)
 
 
+def _entries(reply: Any) -> Any:
+    """glide's {entry id: [[field, value], ...]} as redis-py's RESP2 [[entry id, [f, v, ...]], ...]."""
+    if not isinstance(reply, dict):
+        return reply
+    return [[entry, [x for pair in pairs for x in pair]] for entry, pairs in reply.items()]
+
+
+def reshape(command: str, reply: Any) -> Any:
+    """A custom command's reply in the shape redis-py gives: glide turns stream replies into maps."""
+    name = command.upper()
+    if name in ("XRANGE", "XREVRANGE"):
+        return _entries(reply)
+    if name == "XREAD" and isinstance(reply, dict):
+        return [[stream, _entries(entries)] for stream, entries in reply.items()]
+    return reply
+
+
+def _xread_args(streams: dict[str, str], count: int | None, block: int | None) -> list[Any]:
+    args: list[Any] = ["XREAD"]
+    args += ["COUNT", count] if count is not None else []
+    args += ["BLOCK", block] if block is not None else []
+    return [*args, "STREAMS", *streams, *streams.values()]
+
+
 def _info(reply: Any) -> Any:
     """INFO text as the dict redis-py returns (only the fields Conveyor reads need to be right)."""
     if not isinstance(reply, (bytes, str)):
@@ -170,7 +195,7 @@ class Pipeline:
         self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
 
     def execute_command(self, *args: Any) -> None:
-        self._add().custom_command(_args(args))
+        self._add(lambda reply: reshape(str(args[0]), reply)).custom_command(_args(args))
 
     def results(self, replies: list[Any] | None, raise_on_error: bool) -> list[Any]:
         """Replies in redis-py's shapes; errors raised (first one) or returned in place."""
@@ -200,8 +225,9 @@ class GlideDriver:
     def role(self, queue: str, role: str, block_timeout: float) -> Any:
         """A new client (own connection) for a worker role, named ``conveyor:<queue>:<role>``; the
         waiter's request timeout outlasts its block."""
-        timeout = block_timeout + 5.0 if role == "waiter" else self.settings.socket_timeout
-        return type(self)(self.url, self.settings, f"conveyor:{queue}:{role}", timeout)
+        blocks = role in ("waiter", "")
+        timeout = block_timeout + 5.0 if blocks else self.settings.socket_timeout
+        return type(self)(self.url, self.settings, f"conveyor:{queue}:{role}" if role else None, timeout)
 
     def set_retry(self, retry: Any) -> None:
         """Nothing to turn off: glide does not re-send a command that timed out."""
@@ -251,19 +277,34 @@ class GlideSync(GlideDriver):
         return self.execute_command("SCRIPT", "LOAD", source)
 
     def execute_command(self, *args: Any) -> Any:
-        return self._call("custom_command", _args(args))
+        return reshape(str(args[0]), self._call("custom_command", _args(args)))
+
+    def mget(self, keys: Sequence[str]) -> Any:
+        return self._call("mget", list(keys))
+
+    def xread(self, streams: dict[str, str], count: int | None = None, block: int | None = None) -> Any:
+        """XREAD on a connection of its own: a block on this multiplexed one would stall every call."""
+        reader = self.__dict__.get("_reader")
+        if reader is None:
+            reader = self._reader = self.role("", "", (block or 0) / 1000)
+        return reshape(
+            "XREAD", reader._blocking_call("custom_command", _args(_xread_args(streams, count, block)))
+        )
 
     def pipeline(self, transaction: bool = False) -> SyncPipeline:
         return SyncPipeline(self, self._glide.Batch(is_atomic=transaction))
 
-    def bzpopmin(self, key: str, timeout: float) -> Any:
+    def _blocking_call(self, method: str, *args: Any) -> Any:
         if self._id is None:  # asked once, for close() to unblock this connection
             self._id = self.execute_command("CLIENT", "ID")
         self._blocking = True
         try:
-            return self._call("bzpopmin", [key], timeout)
+            return self._call(method, *args)
         finally:
             self._blocking = False
+
+    def bzpopmin(self, key: str, timeout: float) -> Any:
+        return self._blocking_call("bzpopmin", [key], timeout)
 
     def zadd(self, key: str, mapping: dict[str, float]) -> Any:
         return self._call("zadd", key, mapping)
@@ -309,6 +350,8 @@ class GlideSync(GlideDriver):
             idle = self._state.wait_for(lambda: not self._inflight, self.settings.socket_timeout)
         if idle:  # else leave the connection to the process exit rather than abort
             self._client.close()
+        if "_reader" in self.__dict__:
+            self._reader.close()
 
 
 class SyncPipeline(Pipeline):
@@ -352,7 +395,17 @@ class GlideAsync(GlideDriver):
         return await self.execute_command("SCRIPT", "LOAD", source)
 
     async def execute_command(self, *args: Any) -> Any:
-        return await self._call("custom_command", _args(args))
+        return reshape(str(args[0]), await self._call("custom_command", _args(args)))
+
+    async def mget(self, keys: Sequence[str]) -> Any:
+        return await self._call("mget", list(keys))
+
+    async def xread(self, streams: dict[str, str], count: int | None = None, block: int | None = None) -> Any:
+        """XREAD on a connection of its own: a block on this multiplexed one would stall every call."""
+        reader = self.__dict__.get("_reader")
+        if reader is None:
+            reader = self._reader = self.role("", "", (block or 0) / 1000)
+        return await reader.execute_command(*_xread_args(streams, count, block))
 
     def pipeline(self, transaction: bool = False) -> AsyncPipeline:
         return AsyncPipeline(self, self._glide.Batch(is_atomic=transaction))
@@ -390,6 +443,8 @@ class GlideAsync(GlideDriver):
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
+        if "_reader" in self.__dict__:
+            await self._reader.aclose()
 
 
 class AsyncPipeline(Pipeline):

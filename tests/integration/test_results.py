@@ -22,8 +22,9 @@ def _result(api, job, timeout=10.0):
 
 
 def _readers(api) -> int:
-    """Connections blocked in XREAD on this server (the result readers)."""
-    return sum(1 for c in api.admin.client_list() if c.get("cmd") == "xread")
+    """Connections blocked in XREAD on this server (the result readers; flag b: blocked now, as
+    glide's reader keeps its own connection, whose last command stays XREAD)."""
+    return sum(1 for c in api.admin.client_list() if c.get("cmd") == "xread" and "b" in c.get("flags", ""))
 
 
 def _waiting(q) -> int:
