@@ -22,7 +22,7 @@ from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
 PAGES = ("common", "home", "performance", "workload", "takeaways", "servers", "tuning",
-         "connections", "methodology", "history", "ha", "peers", "production")
+         "connections", "methodology", "history", "ha", "peers", "production", "runtimes")
 
 
 def _sections() -> dict[str, Section]:

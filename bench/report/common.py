@@ -34,7 +34,8 @@ def server_label(ds: Dataset, run_id: str, server: str) -> str:
 
 
 def primary_run(ds: Dataset, scenario: str) -> str | None:
-    """The run a section shows: full before quick, most servers, then newest.
+    """The run a section shows: default client before a --driver/--loop variant run (those feed
+    the Runtimes page), full before quick, most servers, then newest.
 
     Dragonfly does not count: it is shown only as ratios within its own runs, so a run made for
     it (Valkey 9.1 and Dragonfly) never replaces the run that measured the local servers.
@@ -45,7 +46,10 @@ def primary_run(ds: Dataset, scenario: str) -> str | None:
     runs = ds.runs[ds.runs.run_id.isin(rows.run_id)]
     runs = runs.assign(servers=[sum(e["measured"] and e["id"] != DRAGONFLY for e in doc["servers"])
                                 for doc in runs.doc])
-    runs = runs.assign(full=~runs.quick).sort_values(["full", "servers", "created", "run_id"])
+    plain = [doc["method"].get("driver", "redis-py") == "redis-py"
+             and doc["method"].get("loop", "asyncio") == "asyncio" for doc in runs.doc]
+    runs = runs.assign(full=~runs.quick, plain=plain)
+    runs = runs.sort_values(["plain", "full", "servers", "created", "run_id"])
     return str(runs.index[-1])
 
 

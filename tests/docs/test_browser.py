@@ -41,8 +41,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-PAGES = ["", "performance/", "peers/", "servers/", "tuning/", "connections/", "history/",
-         "production/", "high-availability/", "methodology/", "api/"]
+PAGES = ["", "performance/", "peers/", "servers/", "tuning/", "connections/", "runtimes/",
+         "history/", "production/", "high-availability/", "methodology/", "api/"]
 DRAW_TIMEOUT_MS = 15_000
 
 

@@ -1,0 +1,77 @@
+"""The Runtimes and drivers page: ratios to the baseline, "not measured yet", the recommendation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from docs_synthetic import make_run
+from test_docs_report import dataset, render
+
+from bench.report import common, runtimes
+
+
+def variant_run(run_id: str, created: str, factor: float, python: str = "3.11.7",
+                **params: Any) -> dict[str, Any]:
+    """make_run() on another interpreter (or with extra case params), every value times factor
+    (latency divided: faster everywhere)."""
+    doc = copy.deepcopy(make_run(run_id=run_id, created=created))
+    doc["environment"]["python"] = python
+    for row in doc["results"]:
+        row["params"].update(params)
+        for name, m in row["metrics"].items():
+            scale = 1 / factor if name.endswith("_ms") else factor
+            m["values"] = [v * scale for v in m["values"]]
+            for key in ("median", "mean", "min", "max", "p5", "p95"):
+                if isinstance(m.get(key), int | float):
+                    m[key] *= scale
+    return doc
+
+
+def test_only_the_baseline_run_leaves_other_options_not_measured(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run())
+    table = render(ds, "runtimes_table")
+    baseline = next(li for li in table.splitlines() if "(baseline)" in li)
+    assert baseline.count("1.00x") == len(runtimes.SCENARIOS)
+    for option in ("3.12 ·", "3.13 ·", "uvloop", "valkey-glide"):
+        line = next(li for li in table.splitlines() if option in li)
+        assert "not measured yet: command" in line, line
+    # the pure-Python parser variant is in the baseline run itself: measured, like for like
+    pure = next(li for li in table.splitlines() if "pure-Python parser" in li)
+    assert "0.60x" in pure and "not measured yet" in pure  # process only: the rest says so
+    assert "No chart yet" not in render(ds, "runtimes_chart")
+    assert "Keep the default" in render(ds, "runtimes_recommendation")
+
+
+def test_a_faster_interpreter_is_a_ratio_and_the_recommendation(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(),
+                 variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 1.3, "3.12.1"),
+                 variant_run("20261129T221500Z-ab12cf", "2026-11-29T22:15:00Z", 1.05, loop="uvloop"))
+    found = runtimes.ratios(ds)
+    py312 = next(o for o in found if o.python == "3.12")
+    assert {round(v, 6) for v in found[py312]["ratios"].values()} == {1.3}
+    assert set(found[py312]["ratios"]) == set(runtimes.SCENARIOS)
+    table = render(ds, "runtimes_table")
+    assert "1.05x (noise)" in next(li for li in table.splitlines() if "uvloop" in li)
+    advice = render(ds, "runtimes_recommendation")
+    assert "CPython 3.12 · asyncio · redis-py + hiredis" in advice and "1.30x" in advice
+    assert "data-cv-chart" in render(ds, "runtimes_chart")
+
+
+def test_no_results_renders_without_error(tmp_path: Path) -> None:
+    ds = dataset(tmp_path)
+    assert render(ds, "runtimes_table").count("not measured yet") == len(runtimes.OPTIONS)
+    assert "No recommendation yet" in render(ds, "runtimes_recommendation")
+    assert "--driver glide" in render(ds, "runtimes_commands")
+    sizes = render(ds, "runtimes_trade_offs")
+    assert "valkey-glide" in sizes and ("MB" in sizes or "not installed" in sizes)
+
+
+def test_a_driver_run_never_becomes_the_run_other_pages_show(tmp_path: Path) -> None:
+    glide = variant_run("20261130T211500Z-ab12cf", "2026-11-30T21:15:00Z", 0.9, driver="glide")
+    glide["method"]["driver"] = "glide"
+    glide["method"]["quick"] = False
+    ds = dataset(tmp_path, make_run(), glide)
+    assert common.primary_run(ds, "process") == make_run()["run_id"]  # newer, yet a variant run
+    assert "valkey-glide" in render(ds, "runtimes_table")
