@@ -97,6 +97,21 @@ def conveyor_version() -> str:
         return package_version("conveyor") or "unknown"
 
 
+CLIENT_PACKAGES = ("redis", "hiredis", "valkey-glide", "valkey-glide-sync")
+
+
+def install_sizes() -> dict[str, int]:
+    """Installed bytes of each client package present here (from its file list)."""
+    sizes = {}
+    for name in CLIENT_PACKAGES:
+        try:
+            files = importlib.metadata.files(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        sizes[name] = sum(f.size or 0 for f in files)
+    return sizes
+
+
 def clients() -> dict[str, str | None]:
     """The ``clients`` block: versions of redis-py, hiredis and conveyor."""
     return {

@@ -126,6 +126,7 @@ class Runner:
                 "statistics": STATISTICS_TEXT,
                 "protocols": self.opts.protocols, "parsers": self.opts.parsers,
                 "params": self.opts.params, "loop": self.opts.loop, "driver": self.opts.driver,
+                "client_install_bytes": environment.install_sizes(),
             },
         }
 

@@ -25,7 +25,8 @@ from bench.results import ResultsError, load_file
 SKIPPED_DIRS = frozenset({"schema", "quick"})
 CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
 # Method fields that differ between runs of one method (timings of the run itself).
-VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines"})
+VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines",
+                             "client_install_bytes"})
 RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores",
                "quick", "repetitions", "method", "doc"]
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import server_rank
-from bench.report.compare import THRESHOLD
+from bench.report.compare import THRESHOLD, ratio
 from bench.report.figures import chart, figure
 from bench.report.load import Dataset
 from bench.report.text import cell, md_table, times
@@ -131,17 +130,27 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
             continue
         server = min(pairs.server.unique(), key=server_rank)
         pairs = pairs[pairs.server == server]
-        found = {}
+        found, noise = {}, {}
         for scenario, part in pairs.groupby("scenario"):
             lower = SCENARIOS[str(scenario)][1]
             logs = [math.log(b / a if lower else a / b)
                     for a, b in zip(part["median"], part["median_base"], strict=True) if a > 0 and b > 0]
             if logs:
                 found[str(scenario)] = math.exp(sum(logs) / len(logs))
+                noise[str(scenario)] = all(_noise(row) for _, row in part.iterrows())
         if found:
-            out[option] = {"server": server, "ratios": found, "same_run": bool(pairs.same.all()),
+            out[option] = {"server": server, "ratios": found, "noise": noise,
+                           "same_run": bool(pairs.same.all()),
                            "runs": sorted(set(pairs.run_id) | set(pairs.run_id_base))}
     return out
+
+
+def _noise(pair: pd.Series) -> bool:
+    """A case's difference is noise unless beyond THRESHOLD with the repetitions' ranges apart."""
+    stats = ("median", "min", "max", "n")
+    mine = pd.Series({k: pair[k] for k in stats})
+    base = pd.Series({k: pair[f"{k}_base"] for k in stats})
+    return bool(ratio(mine, base)["noise"])
 
 
 def geomean(values: Any) -> float:
@@ -149,8 +158,8 @@ def geomean(values: Any) -> float:
     return math.exp(sum(logs) / len(logs))
 
 
-def _ratio_text(value: float) -> str:
-    return times(value) + (" (noise)" if abs(value - 1) <= THRESHOLD else "")
+def _ratio_text(value: float, noise: bool) -> str:
+    return times(value) + (" (noise)" if noise or abs(value - 1) <= THRESHOLD else "")
 
 
 def runtimes_table(ds: Dataset, prefix: str = "") -> str:
@@ -163,7 +172,8 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
         row: dict[str, str] = {"CPython · loop · driver": name}
         values = got["ratios"] if got else {}
         for scenario in SCENARIOS:
-            text = "1.00x" if option == BASELINE else _ratio_text(values.get(scenario, 1.0))
+            noisy = got["noise"].get(scenario, True) if got else True
+            text = "1.00x" if option == BASELINE else _ratio_text(values.get(scenario, 1.0), noisy)
             row[scenario] = text if scenario in values else "—"
         partial = " (—: not measured yet)" if got and len(values) < len(SCENARIOS) else ""
         missing = f"not measured yet: command {number} below"
@@ -171,7 +181,8 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
         records.append(row)
     note = (f"Each cell: the option's speed relative to the baseline on the same server, the geometric "
             f"mean over the scenario's cases (above 1: faster; for `latency` the p99 ratio is inverted, "
-            f"so above 1 means lower latency). Within ±{THRESHOLD:.0%} it is marked noise. Each option "
+            f"so above 1 means lower latency). Marked noise: within ±{THRESHOLD:.0%}, or with the "
+            f"repetitions' ranges overlapping (one repetition has no range). Each option "
             f"differs from the baseline in one dimension only.")
     return f"{note}\n\n{md_table(pd.DataFrame(records))}\n"
 
@@ -210,24 +221,28 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
             "trade-offs below before switching.\n")
 
 
-def install_size(packages: tuple[str, ...]) -> str:
-    """Installed size of the packages where the site is built (from their file lists)."""
-    sizes = []
-    for name in packages:
-        try:
-            files = metadata.files(name) or []
-        except metadata.PackageNotFoundError:
-            return f"not installed where the site was built ({name})"
-        sizes.append(sum((f.size or 0) for f in files))
-    return f"{sum(sizes) / 1e6:.1f} MB"
+def install_sizes(ds: Dataset) -> dict[str, int]:
+    """Installed bytes per client package, as the newest bench run that had it recorded them."""
+    sizes: dict[str, int] = {}
+    for doc in ds.runs.doc if not ds.empty else []:
+        sizes.update(doc["method"].get("client_install_bytes") or {})
+    return sizes
+
+
+def install_size(sizes: dict[str, int], packages: tuple[str, ...]) -> str:
+    missing = [p for p in packages if p not in sizes]
+    if missing:
+        return f"not measured yet ({', '.join(missing)}: recorded by a bench run that has it installed)"
+    return f"{sum(sizes[p] for p in packages) / 1e6:.1f} MB"
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:
     """Maturity, topologies through Conveyor and install size of each driver."""
-    records = []
+    records, sizes = [], install_sizes(ds)
     for driver, (maturity, cluster, sentinel, tls, packages) in TRADE_OFFS.items():
         records.append({"driver": driver, "maturity": maturity, "Cluster": cluster, "Sentinel": sentinel,
-                        "TLS": tls, "packages": ", ".join(packages), "install size": install_size(packages)})
+                        "TLS": tls, "packages": ", ".join(packages),
+                        "install size": install_size(sizes, packages)})
     runtimes = [{"option": "CPython 3.11 / 3.12 / 3.13", "trade-off": "all supported and tested in CI "
                  "(oldest and newest); newer releases carry interpreter speed-ups and newer bug fixes"},
                 {"option": "uvloop", "trade-off": "asyncio only, Linux and macOS (no Windows); one more "

@@ -65,7 +65,24 @@ def test_no_results_renders_without_error(tmp_path: Path) -> None:
     assert "No recommendation yet" in render(ds, "runtimes_recommendation")
     assert "--driver glide" in render(ds, "runtimes_commands")
     sizes = render(ds, "runtimes_trade_offs")
-    assert "valkey-glide" in sizes and ("MB" in sizes or "not installed" in sizes)
+    assert "not measured yet (valkey-glide, valkey-glide-sync" in sizes
+
+
+def test_install_sizes_come_from_the_bench_run_that_recorded_them(tmp_path: Path) -> None:
+    doc = make_run()
+    doc["method"]["client_install_bytes"] = {"redis": 2_000_000, "hiredis": 500_000,
+                                             "valkey-glide": 30_000_000, "valkey-glide-sync": 20_000_000}
+    sizes = render(dataset(tmp_path, doc), "runtimes_trade_offs")
+    assert "| 2.5 MB" in sizes and "| 50.0 MB" in sizes and "not measured" not in sizes
+
+
+def test_a_difference_inside_the_repetitions_spread_is_noise(tmp_path: Path) -> None:
+    wide = variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 1.2, "3.13.0")
+    for row in wide["results"]:
+        for m in row["metrics"].values():
+            m["values"] = [v * f for v, f in zip(m["values"], (0.5, 1.0, 1.5), strict=False)]
+    table = render(dataset(tmp_path, make_run(), wide), "runtimes_table")
+    assert "1.20x (noise)" in next(li for li in table.splitlines() if "3.13 ·" in li)
 
 
 def test_a_driver_run_never_becomes_the_run_other_pages_show(tmp_path: Path) -> None:
