@@ -176,6 +176,9 @@ class Pipeline:
     def hget(self, key: str, field: str) -> None:
         self._add().hget(key, field)
 
+    def get(self, key: str) -> None:
+        self._add().get(key)
+
     def hgetall(self, key: str) -> None:
         self._add().hgetall(key)
 
