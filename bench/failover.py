@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from conveyor import ConveyorError, Queue, Worker
+from conveyor import ConveyorError, JobSpec, Queue, Worker
 
 from bench.topologies import wait_until
 
@@ -64,8 +64,9 @@ def _since(start: float | None, end: float | None) -> float:
 
 
 def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int = 300,
-          after: int = 300, pause: float = 0.002) -> Outcome:  # fmt: skip
-    """Run the producer and the worker across ``kill``; ``pause``: seconds between enqueues."""
+          after: int = 300, *, pause: float = 0.002, batch: int = 1) -> Outcome:  # fmt: skip
+    """Run the producer and the worker across ``kill``; ``pause``: seconds between enqueue calls;
+    ``batch``: jobs per call (above 1, ``enqueue_many``: the producer outruns the worker)."""
     outcome, lock = Outcome(), threading.Lock()
     killed, stop_producing = threading.Event(), threading.Event()
 
@@ -79,16 +80,17 @@ def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int
     def produce(queue: Queue) -> None:
         i = 0
         while not stop_producing.is_set():
+            specs = [JobSpec("t", k, job_id=f"j{k}") for k in range(i, i + batch)]
             try:
-                queue.enqueue("t", i, job_id=f"j{i}")
+                queue.enqueue_many(specs) if batch > 1 else queue.enqueue("t", i, job_id=specs[0].job_id)
             except ConveyorError:
                 outcome.enqueue_errors += 1
                 time.sleep(0.05)
                 continue
-            outcome.acknowledged.append(f"j{i}")
+            outcome.acknowledged.extend(str(spec.job_id) for spec in specs)
             if killed.is_set() and outcome.enqueue_recovered_at is None:
                 outcome.enqueue_recovered_at = time.monotonic()
-            i += 1
+            i += batch
             if pause:
                 time.sleep(pause)  # a steady stream, not a flood: the worker keeps up
 

@@ -136,8 +136,8 @@ def failover_table(ds: Dataset, prefix: str) -> str:
         totals = {label: fmt(float(reps[reps.metric == m]["value"].sum()), 0)
                   for label, m in FAILOVER_COUNTS.items()}  # fmt: skip
         kills = int(reps[reps.metric == "lost"]["rep"].nunique())
-        losses.append({"server": server, "topology, fault": f"{topology}, {fault}, {kills} kills",
-                       "wait_replicas": int(wait), **totals})
+        cell = f"{topology}, {fault}, {kills} kill" + ("s" if kills != 1 else "")
+        losses.append({"server": server, "topology, fault": cell, "wait_replicas": int(wait), **totals})
         recovery.append({**case, "enqueues back after (s)": _stat(group, "enqueue_recovery_s"),
                          "worker back after (s)": _stat(group, "run_recovery_s")})  # fmt: skip
     source = source_line(ds.run(run_id), prefix)

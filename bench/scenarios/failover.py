@@ -17,11 +17,13 @@ Both keep a replica for ``WAIT`` after losing one. Two faults, each with ``wait_
   reconnect), then killed; the replicas resume after it died. What a network partition followed
   by the loss of the primary's host does: writes acknowledged in between are on the dead primary
   only. Sentinel and Cluster keep running (``cut_ms`` is below their failure detection).
- One producer enqueues job ids ``j0, j1, ...`` back to back
-(``pause_ms`` between calls), retrying an id until an enqueue returns (*acknowledged*); one
-thread ``Worker`` (concurrency 4, lease ``lease`` s) runs them. After ``before`` acknowledged
-enqueues the primary serving the queue is killed (SIGKILL); the producer continues until
-``after`` more are acknowledged, then the worker drains the queue (``bench.failover.drive``).
+
+One producer enqueues job ids ``j0, j1, ...`` back to back (``pause_ms`` between calls, ``batch``
+jobs per ``enqueue_many`` call, so a backlog builds up as in a busy queue), retrying a call until
+it returns (*acknowledged*; the ids make retries idempotent); one thread ``Worker`` (concurrency
+4, lease ``lease`` s) runs them. After ``before`` acknowledged enqueues the primary serving the
+queue is killed (SIGKILL); the producer continues until ``after`` more are acknowledged, then the
+worker drains the queue (``bench.failover.drive``).
 
 Metrics (counts per repetition): ``acknowledged``, ``lost`` (acknowledged, never run),
 ``ran_twice``, ``enqueue_errors`` (failed calls while the primary was gone); seconds from the
@@ -44,7 +46,7 @@ WARMUP = 0
 VARIED = ("topology", "fault", "wait_replicas")
 DEFAULTS: dict[str, Any] = {"topology": ["sentinel", "cluster"], "fault": ["kill", "cut-then-kill"],
                             "wait_replicas": [0, 1], "before": 3000, "after": 1000, "pause_ms": 0.0,
-                            "cut_ms": 300, "lease": 2.0, "detect_ms": 1000}  # fmt: skip
+                            "batch": 10, "cut_ms": 300, "lease": 2.0, "detect_ms": 1000}  # fmt: skip
 QUICK: dict[str, Any] = {**DEFAULTS, "before": 300, "after": 100}
 
 
@@ -66,7 +68,8 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     with _topology(target, params) as (url, primary_of):
         settings = target.settings(lease=params["lease"], wait_replicas=params["wait_replicas"])
         outcome = drive(lambda: _queue(url, name, settings), lambda: _fault(primary_of(name), params),
-                        params["before"], params["after"], pause=params["pause_ms"] / 1000)  # fmt: skip
+                        params["before"], params["after"], pause=params["pause_ms"] / 1000,
+                        batch=params["batch"])  # fmt: skip
     counts = {"acknowledged": len(outcome.acknowledged), "lost": len(outcome.lost),
               "ran_twice": len(outcome.ran_twice), "enqueue_errors": outcome.enqueue_errors}  # fmt: skip
     metrics = {k: metric(v, "count") for k, v in counts.items()}
