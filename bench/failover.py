@@ -11,6 +11,8 @@ ran is *lost*, an id that ran more than once *ran twice*.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 from conveyor import ConveyorError, JobSpec, Queue, Worker
 
+from bench.servers import RunningServer
 from bench.topologies import wait_until
 
 DEADLINE = 120.0
@@ -123,3 +126,32 @@ def drive(make_queue: Callable[[], Queue], kill: Callable[[], None], before: int
 def _drained(queue: Queue) -> bool:
     counts = queue.counts()
     return counts["waiting"] + counts["delayed"] + counts["active"] == 0
+
+
+def cut_then_kill(primary: RunningServer, replicas: list[RunningServer], cut_s: float) -> None:
+    """Cut ``primary`` off from its ``replicas`` for ``cut_s``, then SIGKILL it: a partition
+    followed by the loss of the primary's host. The replicas are frozen (SIGSTOP) so they cannot
+    reconnect, their links closed (``CLIENT KILL TYPE replica``); they resume once it died.
+    Writes the primary acknowledged meanwhile exist nowhere else."""
+    pids = [replica.pid for replica in replicas]
+    if None in pids:
+        raise RuntimeError("a replica to freeze is not running")
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)  # type: ignore[arg-type]
+    try:
+        with primary.client() as client:
+            client.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        time.sleep(cut_s)
+        primary.kill()
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)  # type: ignore[arg-type]
+
+
+Shard = tuple[RunningServer, list[RunningServer]]
+
+
+def shard_of(shards: list[list[RunningServer]], primary: RunningServer) -> Shard:
+    """``primary`` and the live servers of its shard besides it (its replicas)."""
+    shard = next(members for members in shards if primary in members)
+    return primary, [srv for srv in shard if srv is not primary and srv.running]

@@ -86,24 +86,13 @@ def _queue(url: str, name: str, settings: dict[str, Any]) -> Any:
 
 def _fault(servers: tuple[Any, list[Any]], params: dict[str, Any]) -> None:
     """Kill the primary (SIGKILL); for ``cut-then-kill`` cut it off from its replicas first."""
-    import os  # noqa: PLC0415
-    import signal  # noqa: PLC0415
-    import time  # noqa: PLC0415
+    from bench.failover import cut_then_kill  # noqa: PLC0415
 
     primary, replicas = servers
-    if params["fault"] != "cut-then-kill":
+    if params["fault"] == "cut-then-kill":
+        cut_then_kill(primary, replicas, params["cut_ms"] / 1000)
+    else:
         primary.kill()
-        return
-    for replica in replicas:
-        os.kill(replica.pid, signal.SIGSTOP)
-    try:
-        with primary.client() as client:
-            client.execute_command("CLIENT", "KILL", "TYPE", "replica")
-        time.sleep(params["cut_ms"] / 1000)
-        primary.kill()
-    finally:
-        for replica in replicas:
-            os.kill(replica.pid, signal.SIGCONT)
 
 
 def _topology(target: Target, params: dict[str, Any]) -> Any:
@@ -112,6 +101,7 @@ def _topology(target: Target, params: dict[str, Any]) -> Any:
 
     from redis.cluster import key_slot  # noqa: PLC0415
 
+    from bench.failover import shard_of  # noqa: PLC0415
     from bench.topologies import start_cluster, start_sentinel_group  # noqa: PLC0415
 
     detect = params["detect_ms"]
@@ -120,15 +110,11 @@ def _topology(target: Target, params: dict[str, Any]) -> Any:
     def started() -> Any:
         if params["topology"] == "cluster":
             with start_cluster(target.server, replicas=2, node_timeout_ms=detect) as cluster:
-                yield cluster.url, lambda name: _shard(cluster.shards, cluster.owner(key_slot(name.encode())))
+                owner = cluster.owner
+                yield cluster.url, lambda name: shard_of(cluster.shards, owner(key_slot(name.encode())))
         else:
             with start_sentinel_group(target.server, down_after_ms=detect) as group:
-                yield group.url, lambda name: _shard([group.servers], group.primary())
+                yield group.url, lambda name: shard_of([group.servers], group.primary())
 
     return started()
 
-
-def _shard(shards: list[list[Any]], primary: Any) -> tuple[Any, list[Any]]:
-    """``primary`` and the live servers of its shard besides it (its replicas)."""
-    shard = next(members for members in shards if primary in members)
-    return primary, [srv for srv in shard if srv is not primary and srv.running]
