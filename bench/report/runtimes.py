@@ -73,7 +73,7 @@ TRADE_OFFS = {
     "redis-py-pure": ("redis-py without its optional C parser (hiredis): nothing to compile",
                       "yes", "yes", "yes", ("redis",)),
     "glide": ("Valkey project client, Rust core behind a Python binding (2.x); one multiplexed "
-              "connection per client, no pool", "not through Conveyor yet (the client has it)",
+              "connection per client, no pool", "not yet in Conveyor",
               "no", "yes", ("valkey-glide", "valkey-glide-sync")),
 }
 
@@ -165,26 +165,31 @@ def _ratio_text(value: float, noise: bool) -> str:
 def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     """One row per option: its ratio to the baseline in each scenario, or "not measured yet"."""
     found = ratios(ds)
-    records = []
+    status = []
     for number, option in enumerate(OPTIONS, 1):
         got = found.get(option)
         name = option.short + (" (baseline)" if option == BASELINE else "")
-        row: dict[str, str] = {"CPython · loop · driver": name}
-        values = got["ratios"] if got else {}
-        for scenario in SCENARIOS:
-            noisy = got["noise"].get(scenario, True) if got else True
-            text = "1.00x" if option == BASELINE else _ratio_text(values.get(scenario, 1.0), noisy)
-            row[scenario] = text if scenario in values else "—"
-        partial = " (—: not measured yet)" if got and len(values) < len(SCENARIOS) else ""
-        missing = f"not measured yet: command {number} below"
-        row["measured"] = f"on {got['server']}{partial}" if got else missing
-        records.append(row)
+        part = got and len(got["ratios"]) < len(SCENARIOS)
+        partial = "; — in the ratios: not measured yet" if part else ""
+        text = f"measured on {got['server']}{partial}" if got else f"not measured yet: command {number} below"
+        status.append({"CPython · loop · driver": name, "status": text})
+    # The ratios themselves: one column per measured option, so the table stays narrow.
+    measured = [o for o in OPTIONS if o in found and o != BASELINE]
+    ratio_rows = []
+    for scenario in SCENARIOS:
+        row: dict[str, str] = {"scenario": scenario}
+        for option in measured:
+            values, noise = found[option]["ratios"], found[option]["noise"]
+            row[option.short] = _ratio_text(values[scenario], noise[scenario]) if scenario in values else "—"
+        ratio_rows.append(row)
     note = (f"Each cell: the option's speed relative to the baseline on the same server, the geometric "
             f"mean over the scenario's cases (above 1: faster; for `latency` the p99 ratio is inverted, "
             f"so above 1 means lower latency). Marked noise: within ±{THRESHOLD:.0%}, or with the "
             f"repetitions' ranges overlapping (one repetition has no range). Each option "
             f"differs from the baseline in one dimension only.")
-    return f"{note}\n\n{md_table(pd.DataFrame(records))}\n"
+    none = "*No option besides the baseline is measured yet.*"
+    table = md_table(pd.DataFrame(ratio_rows)) if measured else none
+    return f"{md_table(pd.DataFrame(status))}\n\n{note}\n\n{table}\n"
 
 
 def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
@@ -232,22 +237,25 @@ def install_sizes(ds: Dataset) -> dict[str, int]:
 def install_size(sizes: dict[str, int], packages: tuple[str, ...]) -> str:
     missing = [p for p in packages if p not in sizes]
     if missing:
-        return f"not measured yet ({', '.join(missing)}: recorded by a bench run that has it installed)"
+        return "not measured yet"
     return f"{sum(sizes[p] for p in packages) / 1e6:.1f} MB"
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:
     """Maturity, topologies through Conveyor and install size of each driver."""
-    records, sizes = [], install_sizes(ds)
+    records, sizes, notes = [], install_sizes(ds), []
     for driver, (maturity, cluster, sentinel, tls, packages) in TRADE_OFFS.items():
-        records.append({"driver": driver, "maturity": maturity, "Cluster": cluster, "Sentinel": sentinel,
-                        "TLS": tls, "packages": ", ".join(packages),
+        records.append({"driver": driver, "Cluster": cluster, "Sentinel": sentinel, "TLS": tls,
                         "install size": install_size(sizes, packages)})
+        notes.append(f"- **{driver}** ({', '.join(packages)}): {maturity}.")
+    size_note = ("Install size: the installed files of the packages, as recorded by a bench run that had "
+                 "them installed (`method.client_install_bytes`).")
     runtimes = [{"option": "CPython 3.11 / 3.12 / 3.13", "trade-off": "all supported and tested in CI "
                  "(oldest and newest); newer releases carry interpreter speed-ups and newer bug fixes"},
                 {"option": "uvloop", "trade-off": "asyncio only, Linux and macOS (no Windows); one more "
                  "compiled dependency; `conveyor worker --loop uvloop`"}]
-    return f"{md_table(pd.DataFrame(records))}\n\n{md_table(pd.DataFrame(runtimes))}\n"
+    return (f"{md_table(pd.DataFrame(records))}\n\n{size_note}\n\n" + "\n".join(notes)
+            + f"\n\n{md_table(pd.DataFrame(runtimes))}\n")
 
 
 def runtimes_commands(ds: Dataset, prefix: str = "") -> str:
