@@ -16,6 +16,8 @@ from conveyor import (
     ConveyorError,
     InvalidNameError,
     Job,
+    JobSpec,
+    Limit,
     Queue,
     Worker,
 )
@@ -50,6 +52,24 @@ def test_every_key_of_a_queue_maps_to_one_slot(cluster: Cluster) -> None:
             for key in (keys.meta, keys.waiting, keys.delayed, keys.active, keys.completed,
                         keys.failed, keys.marker, keys.job("42"), keys.events, keys.result("42"))
         }  # fmt: skip
+    assert len(slots) == 1
+    queue.close()
+
+
+def test_priority_levels_and_key_limits_on_a_cluster(cluster: Cluster) -> None:
+    """The keys the scripts derive (priority lists, limit counts, parked lists) share the slot."""
+    queue = Queue.from_url(cluster.url, "levels-and-limits")
+    low, high = queue.enqueue_many([JobSpec("t", 0), JobSpec("t", 1, priority=7)])
+    limited = queue.enqueue_many([JobSpec("t", i, limit=Limit("k", concurrency=1)) for i in range(2)])
+    claimed = queue.claim(count=4)
+    assert [j.id for j in claimed] == [high.id, low.id, limited[0].id]  # the second one is parked
+    assert queue.counts()["waiting"] == 1
+    [released] = queue.ack(claimed[2], claim=1)
+    assert released.id == limited[1].id
+    with cluster.nodes[0].client() as client:
+        keys = queue.core.keys
+        slots = {client.execute_command("CLUSTER", "KEYSLOT", k)
+                 for k in (keys.waiting, keys.levels, keys.level(7), keys.parked)}  # fmt: skip
     assert len(slots) == 1
     queue.close()
 
