@@ -68,9 +68,9 @@ def run_rows(ds: Dataset, scenario: str, **where: Any) -> tuple[str, pd.DataFram
     return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
 
 
-def defaults_note(ds: Dataset, run: str, keys: dict[str, object]) -> str:
+def defaults_note(ds: Dataset, run: str | None, keys: dict[str, object]) -> str:
     """The library's defaults now, and at the measured commit where the file records others."""
-    recorded = ds.runs.loc[run].doc.get("library_defaults") or {}
+    recorded = (ds.runs.loc[run].doc.get("library_defaults") or {}) if run else {}
     parts = []
     for key, now in keys.items():
         then = recorded.get(key)

@@ -28,6 +28,17 @@ def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
     return frame[mask]
 
 
+def prefer(rows: pd.DataFrame, wanted: dict[str, Any], closest: bool = False) -> pd.DataFrame:
+    """Rows at the stated conditions ``wanted``; a condition not measured is ignored, or with
+    ``closest`` replaced by the largest measured value."""
+    for key, value in wanted.items():
+        if key in rows and (rows[key] == value).any():
+            rows = rows[rows[key] == value]
+        elif closest and key in rows:
+            rows = rows[rows[key] == rows[key].max()]
+    return rows
+
+
 def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
     """``a / b`` for two summary rows: ratio of medians, whiskers and whether it is noise."""
     value = a["median"] / b["median"]

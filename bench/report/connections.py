@@ -15,7 +15,7 @@ import pandas as pd
 from conveyor import QueueSettings
 from conveyor._dispatch import WorkerOptions
 
-from bench.report.common import defaults_note, primary_run, primary_server, server_label, source, wide
+from bench.report.common import defaults_note, run_rows, server_label, source, wide
 from bench.report.compare import THRESHOLD, select
 from bench.report.figures import chart, lines
 from bench.report.load import Dataset
@@ -29,12 +29,8 @@ WORKER_CONCURRENCY = next(f.default for f in fields(WorkerOptions) if f.name == 
 
 
 def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
-    run = primary_run(ds, "connections")
-    if run is None:
-        return None
-    rows = select(ds.summary, run_id=run, scenario="connections", kind=kind, config="default",
-                  server=primary_server(ds, run, "connections"))
-    return (run, rows) if not rows.empty else None
+    found = run_rows(ds, "connections", kind=kind, config="default")
+    return found if found is not None and not found[1].empty else None
 
 
 def fits(rows: pd.DataFrame) -> list[dict[str, float | str]]:
@@ -79,9 +75,7 @@ def sizing_formula(ds: Dataset, prefix: str = "") -> str:
     found = _rows(ds, "roles")
     keys = {"queue.pool_size": SETTINGS.pool_size, "queue.pool_timeout": SETTINGS.pool_timeout,
             "worker.concurrency": WORKER_CONCURRENCY}
-    defaults = (defaults_note(ds, found[0], keys) if found else
-                "The library's defaults: " + ", ".join(f"`{k.split('.')[-1]}={v}`"
-                                                       for k, v in keys.items()) + ".")
+    defaults = defaults_note(ds, found[0] if found else None, keys)
     measured = (f"Measured per worker process: **{formula(fits(found[1]))}** connections.\n\n"
                 if found else no_data("per-role connection counts") + "\n")
     return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "

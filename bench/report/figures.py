@@ -42,6 +42,11 @@ def mad_bars(frame: pd.DataFrame) -> dict[str, object]:
     return {"type": "data", "array": frame["mad"].tolist(), "visible": True}
 
 
+def bar(x: Any, part: pd.DataFrame, name: str, **style: Any) -> go.Bar:
+    """Bars of the ``median`` column of ``part`` with one-MAD error bars."""
+    return go.Bar(x=x, y=part["median"], name=name, error_y=mad_bars(part), **style)
+
+
 def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
            category_x: bool = False) -> go.Figure:
     """An empty figure with titles and axes set."""
@@ -68,3 +73,18 @@ def lines(frame: pd.DataFrame, x: str, y: str, series: Sequence[str], *, title: 
         fig.add_trace(go.Scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers",
                                  name=label(key), error_y=mad_bars(part)))
     return fig
+
+
+def metric_lines(rows: pd.DataFrame, specs: Sequence[tuple[str, str]], chart_id: Callable[[str], str],
+                 x: str, series: str, **layout: Any) -> list[str]:
+    """One :func:`lines` chart per measured ``(metric, title)`` of ``specs``, a line per value of
+    ``series``; ``y_title(metric, unit)`` names the y axis."""
+    y_title = layout.pop("y_title")
+    charts = []
+    for name, title in specs:
+        part = rows[rows.metric == name]
+        if not part.empty:
+            fig = lines(part, x, "median", [series], title=title,
+                        y_title=y_title(name, part.unit.iloc[0]), **layout)
+            charts.append(chart(fig, chart_id(name)))
+    return charts

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from bench.report.common import REFERENCE_SERVER, primary_run, primary_server, server_label, source, stat_cell
-from bench.report.compare import BASELINE, select
+from bench.report.compare import BASELINE, prefer, select
 from bench.report.load import Dataset
 from bench.report.servers import POINTS, cell, comparisons, dragonfly_runs, server_columns, verdict
 from bench.report.text import md_table, no_data, unit_of
@@ -39,19 +39,10 @@ class _Values(dict[str, Any]):
         return _NotRecorded()
 
 
-def _pick(rows: pd.DataFrame, prefer: dict[str, Any]) -> pd.DataFrame:
-    for key, value in prefer.items():
-        if key in rows and (rows[key] == value).any():
-            rows = rows[rows[key] == value]
-        elif key in rows:  # closest stated condition: the largest measured
-            rows = rows[rows[key] == rows[key].max()]
-    return rows
-
-
 def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, str]
                  ) -> tuple[str, dict[str, str]] | None:
     """(run, table row) of one headline, or None when not measured."""
-    label, scenario, name, prefer, words, link = spec
+    label, scenario, name, wanted, words, link = spec
     run = primary_run(ds, scenario)
     if run is None:
         return None
@@ -64,7 +55,7 @@ def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, st
         words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
         row = rows[(rows.case == marked.iloc[0].case) & (rows.metric == name)]
     else:
-        row = _pick(rows[rows.metric == name], prefer)
+        row = prefer(rows[rows.metric == name], wanted, closest=True)
     if row.empty:
         return None
     first = row.iloc[0]

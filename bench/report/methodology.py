@@ -57,16 +57,11 @@ def environment(run: pd.Series) -> str:
                         f", flush per {'case' if method.get('flush_per_case') else 'repetition'}"
                         + (f"; order: {method['case_order']}" if method.get("case_order") else ""))]
     lines = [f"- **{k}**: {v}" for k, v in items]
-    for entry in servers_of(run):
+    for entry in (e for e in run.doc["servers"] if e["measured"]):
         for config in entry["configs"]:
             shown = flags(entry, config) or "not applicable"
             lines.append(f"- **{entry['id']}** `{config}`: `{shown}`")
     return "\n".join(lines)
-
-
-def servers_of(run: pd.Series) -> list[dict[str, object]]:
-    """Measured server entries of a run."""
-    return [e for e in run.doc["servers"] if e["measured"]]
 
 
 def environments_section(ds: Dataset, prefix: str = "") -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
-import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import (
     primary_run,
@@ -18,7 +17,7 @@ from bench.report.common import (
     wide,
 )
 from bench.report.compare import BASELINE, ratio, select
-from bench.report.figures import chart, figure, lines, mad_bars
+from bench.report.figures import bar, chart, figure, lines
 from bench.report.load import Dataset
 from bench.report.text import admonition, fmt, md_table, no_data, params_text, span, times
 
@@ -44,8 +43,7 @@ def reference_section(ds: Dataset, prefix: str = "") -> str:
                  category_x=True)
     for command, group in rows.groupby("command", sort=False):
         part = group.set_index("mode").loc[list(modes.values())].reset_index()
-        fig.add_trace(go.Bar(x=part["mode"], y=part["median"], name=command,
-                             error_y=mad_bars(part)))
+        fig.add_trace(bar(part["mode"], part, command))
     return (f"On {server_label(ds, run, first.server)}, RESP3, hiredis; calls per second.\n\n"
             f"{md_table(table)}\n\n{chart(fig, 'reference')}\n\n{source(ds, run, prefix)}\n")
 
@@ -63,8 +61,7 @@ def _enqueue_chart(rows: pd.DataFrame, chart_id: str, title: str, series: str | 
     groups = rates.groupby(series, sort=True, observed=True) if series else [(None, rates)]
     for key, part in groups:
         name = f"{key} producer{'s' if key != 1 else ''}" if series else "1 producer"
-        fig.add_trace(go.Bar(x=part["variant"].astype(str), y=part["median"], name=name,
-                             error_y=mad_bars(part)))
+        fig.add_trace(bar(part["variant"].astype(str), part, name))
     return chart(fig, chart_id)
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
-from bench.report.compare import ratio, same_method_runs, select
+from bench.report.compare import prefer, ratio, same_method_runs, select
 from bench.report.figures import chart, figure, whiskers
 from bench.report.load import Dataset, same_method
 from bench.report.text import MISSING, md_table, no_data, params_text, span, times
@@ -30,21 +30,14 @@ POINTS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
 )
 
 
-def _point(rows: pd.DataFrame, prefer: dict[str, Any]) -> pd.DataFrame:
-    for key, value in prefer.items():
-        if key in rows and (rows[key] == value).any():
-            rows = rows[rows[key] == value]
-    return rows
-
-
 def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> pd.DataFrame:
     """``server``/``config`` against Valkey 9.1 (default) of ``run``: one row per point."""
     same_method(ds, [run], f"servers comparison in run {run}")
     out = []
-    for label, scenario, name, higher, prefer in POINTS:
+    for label, scenario, name, higher, wanted in POINTS:
         rows = select(ds.summary, run_id=run, scenario=scenario, metric=name,
                       protocol=3, parser="hiredis")
-        ref = _point(select(rows, server=REFERENCE_SERVER, config="default"), prefer)
+        ref = prefer(select(rows, server=REFERENCE_SERVER, config="default"), wanted)
         other = select(rows, server=server, config=config)
         pair = ref.merge(other, on="case", suffixes=("_ref", ""))
         if pair.empty:
@@ -63,6 +56,12 @@ def cell(found: pd.DataFrame, point: str) -> str:
         return MISSING
     r = row.iloc[0]
     return f"{times(r.ratio)} ({span(r.lo, r.hi)}){', noise' if r.noise else ''}"
+
+
+def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:
+    """One row per comparison point, one column of ratio cells per server or mode."""
+    return md_table(pd.DataFrame({"comparison": points,
+                                  **{s: [cell(f, p) for p in points] for s, f in columns.items()}}))
 
 
 def ratio_chart(columns: dict[str, pd.DataFrame], chart_id: str, title: str) -> str:
@@ -149,13 +148,11 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
     columns = server_columns(ds, run)
     if not columns:
         return servers_table(ds, run) + "\n\n" + source(ds, run, prefix)
-    points = [p[0] for p in POINTS]
-    table = pd.DataFrame({"comparison": points,
-                          **{s: [cell(f, p) for p in points] for s, f in columns.items()}})
+    table = ratio_table(columns, [p[0] for p in POINTS])
     return (f"{servers_table(ds, run)}\n\nRatio to {REFERENCE_SERVER} in the same run, median "
             "(whiskers: worst to best pairing of repetitions); above 1 is better. "
             "Baseline configuration, RESP3, hiredis. *noise*: the repetitions' ranges overlap "
-            f"or the difference is under 10%.\n\n{md_table(table)}\n\n"
+            f"or the difference is under 10%.\n\n{table}\n\n"
             f"{ratio_chart(columns, 'servers', 'Against ' + REFERENCE_SERVER)}\n\n"
             f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 
@@ -181,11 +178,10 @@ def dragonfly_block(ds: Dataset, run: str, prefix: str) -> str:
     modes = {f"hashtag lock[^df-{tag}-a]": "default", f"global lock[^df-{tag}-b]": "global-lock"}
     columns = {label: comparisons(ds, run, DRAGONFLY, cfg) for label, cfg in modes.items()}
     points = [p[0] for p in POINTS if any(p[0] in set(f.point) for f in columns.values())]
-    table = pd.DataFrame({"comparison": points,
-                          **{m: [cell(f, p) for p in points] for m, f in columns.items()}})
+    table = ratio_table(columns, points)
     chart_cols = {m.split("[")[0]: f for m, f in columns.items() if not f.empty}
     return (f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the "
-            f"same run; above 1 is better.\n\n{md_table(table)}\n\n"
+            f"same run; above 1 is better.\n\n{table}\n\n"
             f"[^df-{tag}-a]: `{flags(entry, 'default')}`\n"
             f"[^df-{tag}-b]: `{flags(entry, 'global-lock')}`\n\n"
             f"{ratio_chart(chart_cols, f'dragonfly-{run[:15]}', 'Dragonfly lock modes')}\n\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.common import primary_run, primary_server, source
+from bench.report.common import primary_run, primary_server, run_rows, source
 from bench.report.compare import BASELINE, ratio, select
 from bench.report.load import Dataset
 from bench.report.text import fmt, no_data, pct
@@ -72,11 +72,9 @@ def bulk(ds: Dataset, run: str) -> list[str]:
 def performance_takeaways(ds: Dataset, prefix: str = "") -> str:
     """Bulleted takeaways computed from the run each section shows."""
     items: dict[str, list[str]] = {}
-    life = primary_run(ds, "lifecycle")
+    life = run_rows(ds, "lifecycle", **BASELINE)
     if life is not None:
-        server = primary_server(ds, life, "lifecycle")
-        rows = select(ds.summary, run_id=life, scenario="lifecycle", server=server, **BASELINE)
-        items.setdefault(life, []).extend(concurrency(rows))
+        items.setdefault(life[0], []).extend(concurrency(life[1]))
     enq = primary_run(ds, "enqueue-bulk")
     if enq is not None:
         items.setdefault(enq, []).extend(bulk(ds, enq))

@@ -20,7 +20,7 @@ from bench.report.common import (
     wide,
 )
 from bench.report.compare import ratio, same_method_runs, select
-from bench.report.figures import chart, figure, lines, mad_bars, whiskers
+from bench.report.figures import bar, chart, figure, metric_lines, whiskers
 from bench.report.load import Dataset
 from bench.report.text import MISSING, fmt, md_table, no_data, pct, span, times
 
@@ -45,16 +45,14 @@ def memory_section(ds: Dataset, prefix: str = "") -> str:
                               for _, r in rows.iterrows()],
                        million=(rows["median"] * 1e6 / MIB).map(lambda v: f"{fmt(v)} MiB"))
     names = {"default": "limit 64 (default)", LISTPACK: "limit 1024"}
-    table = rows.pivot(index="payload_bytes", columns="config", values="shown").rename(
+    table, million = (rows.pivot(index="payload_bytes", columns="config", values=v).rename(
         columns=names).reset_index().rename(columns={"payload_bytes": "payload (B)"})
-    million = rows.pivot(index="payload_bytes", columns="config", values="million").rename(
-        columns=names).reset_index().rename(columns={"payload_bytes": "payload (B)"})
+        for v in ("shown", "million"))
     fig = figure("Memory per waiting job by payload", "payload", "B/job", category_x=True)
     for config, group in rows.groupby("config", sort=True):
         part = group.sort_values("payload_bytes")
-        fig.add_trace(go.Bar(x=[f"{p} B" for p in part.payload_bytes], y=part["median"],
-                             name=f"hash-max-listpack-value {names[config].split()[1]}",
-                             error_y=mad_bars(part)))
+        fig.add_trace(bar([f"{p} B" for p in part.payload_bytes], part,
+                          f"hash-max-listpack-value {names[config].split()[1]}"))
     return (f"{server_label(ds, run, server)}; B/job ± MAD (hash encoding of a sample job).\n\n"
             f"{md_table(table)}\n\nMemory for 1 million waiting jobs:\n\n{md_table(million)}\n\n"
             f"{chart(fig, 'memory')}\n\n{memory_advice(rows)}\n\n{source(ds, run, prefix)}\n")
@@ -149,14 +147,11 @@ def maintenance_section(ds: Dataset, prefix: str = "") -> str:
     rows = rows.assign(probes=[MISSING if p is None else p for p in probes])
     table = wide(ds, rows, ["backlog", "batch", "probes"], shown).rename(
         columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
-    charts = []
-    for name, title in (("items_per_s", "Jobs promoted per second by batch"),
-                        ("probe_p99_ms", "Another client's PING p99 during sweeps")):
-        part = rows[rows.metric == name]
-        if not part.empty:
-            charts.append(chart(lines(part, "batch", "median", ["backlog"], title=title,
-                                      x_title="maintenance_batch", y_title=part.unit.iloc[0],
-                                      label=lambda k: f"backlog {k[0]:,}"), f"maint-{name}"))
+    charts = metric_lines(rows, (("items_per_s", "Jobs promoted per second by batch"),
+                                 ("probe_p99_ms", "Another client's PING p99 during sweeps")),
+                          lambda name: f"maint-{name}", "batch", "backlog",
+                          y_title=lambda _, unit: unit, x_title="maintenance_batch",
+                          label=lambda k: f"backlog {k[0]:,}")
     default = defaults_note(ds, run, {"queue.maintenance_batch": QueueSettings().maintenance_batch})
     return (f"{server_label(ds, run, server)}. {default} *PING*: another client's round trip during the "
             f"sweeps; with under 100 samples its p99 is the slowest one.\n\n{md_table(table)}\n\n"

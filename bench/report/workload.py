@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import run_rows, server_label, source, wide
 from bench.report.compare import BASELINE
-from bench.report.figures import chart, figure, lines, mad_bars
+from bench.report.figures import bar, chart, figure, metric_lines
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, metric_label, no_data, pct
 
@@ -23,15 +22,11 @@ def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
     run, rows = found
     shown = [m for m in ("lifecycles_per_s", "p50_ms", "p99_ms") if m in set(rows.metric)]
     table = wide(ds, rows, ["payload_bytes", "concurrency"], shown, once=True)
-    charts = []
-    for name, title in (("lifecycles_per_s", "Lifecycles per second by concurrency"),
-                        ("p99_ms", "Enqueue-to-ack p99 by concurrency")):
-        part = rows[rows.metric == name]
-        if not part.empty:
-            fig = lines(part, "concurrency", "median", ["payload_bytes"], title=title,
-                        x_title="concurrent tasks", y_title=metric_label(name, part.unit.iloc[0]),
-                        label=lambda key: f"payload {key[0]} B")
-            charts.append(chart(fig, f"lifecycle-{name.replace('_', '-')}"))
+    charts = metric_lines(rows, (("lifecycles_per_s", "Lifecycles per second by concurrency"),
+                                 ("p99_ms", "Enqueue-to-ack p99 by concurrency")),
+                          lambda name: f"lifecycle-{name.replace('_', '-')}", "concurrency",
+                          "payload_bytes", y_title=metric_label, x_title="concurrent tasks",
+                          label=lambda key: f"payload {key[0]} B")
     first = rows.iloc[0]
     return (f"{server_label(ds, run, first.server)}, RESP3, hiredis; latency per lifecycle."
             f"\n\n{md_table(table)}\n\n"
@@ -97,7 +92,7 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
     for load, group in rows[rows.metric.isin(shown)].groupby("load", sort=True, observed=True):
         part = group.set_index("metric").loc[[m for m in shown if m in set(group.metric)]]
         names = [metric_label(m).split(" (")[0] for m in part.index]
-        fig.add_trace(go.Bar(x=names, y=part["median"], name=load, error_y=mad_bars(part)))
+        fig.add_trace(bar(names, part, load))
     few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
     note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next "
             "to it: read it as the maximum." if few else "")
