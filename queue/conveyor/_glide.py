@@ -299,7 +299,9 @@ class GlideSync(GlideDriver):
 
     def _blocking_call(self, method: str, *args: Any) -> Any:
         if self._id is None:  # asked once, for close() to unblock this connection
-            self._id = self.execute_command("CLIENT", "ID")
+            self._id = ""  # an ACL refusing CLIENT ID: close() lets the block run out instead
+            with contextlib.suppress(redis_errors.ResponseError):
+                self._id = self.execute_command("CLIENT", "ID")
         self._blocking = True
         try:
             return self._call(method, *args)
@@ -344,7 +346,7 @@ class GlideSync(GlideDriver):
             if self._closed:
                 return
             self._closed = True
-        if self._blocking and self._id is not None:
+        if self._blocking and self._id:
             other = GlideSync(self.url, self.settings)
             with contextlib.suppress(redis_errors.RedisError):
                 other.execute_command("CLIENT", "UNBLOCK", self._id)
