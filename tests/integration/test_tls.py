@@ -26,8 +26,11 @@ def tls() -> Iterator[TlsServer]:
         pytest.skip(exc.reason)
 
 
-def test_queue_and_worker_over_tls(tls: TlsServer) -> None:
-    queue = Queue.from_url(tls.url(), "tls-sync")
+def test_queue_and_worker_over_tls(tls: TlsServer, driver: str) -> None:
+    """With each driver of --drivers (glide reads the CA from the URL's ssl_ca_certs)."""
+    if driver == "glide":
+        pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
+    queue = Queue.from_url(tls.url(), f"tls-sync-{driver}", driver=driver)
     queue.enqueue_many([("t", i) for i in range(20)])
     seen: list[int] = []
     worker = Worker(queue, {"t": lambda job: seen.append(job.payload)}, burst=True,
