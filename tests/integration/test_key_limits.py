@@ -118,7 +118,9 @@ async def test_rate_limit_holds_the_set_rate(api):
     handler = api.handler(start=lambda job: starts.append(time.monotonic()))
     for _ in range(2):
         api.worker(q, {"t": handler}, concurrency=8)
-    await q.enqueue_many([JobSpec("t", i, limit=Limit("r", rate=rate)) for i in range(n)])
+    for start in range(0, n, 1000):  # CONVEYOR_RATE_WINDOW=10: more than one batch
+        await q.enqueue_many([JobSpec("t", i, limit=Limit("r", rate=rate))
+                              for i in range(start, min(n, start + 1000))])
     await wait_until(lambda: len(starts) == n, timeout=RATE_WINDOW * 3 + 10, what=f"{n} starts")
     # The slope of starts over time (least squares): one late wake-up on a loaded machine moves an
     # end point, not the rate the limit held.
