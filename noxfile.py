@@ -49,6 +49,9 @@ def _tests(session: nox.Session) -> None:
 
 def _bench(session: nox.Session) -> None:
     _install(session, "bench")
+    args = " ".join(session.posargs).replace("=", " ")
+    if "--driver glide" in args:  # the optional client, only for the runs that measure it
+        session.install("-q", *PYPROJECT["project"]["optional-dependencies"]["glide"])
     session.run("python", "-m", "bench", *session.posargs)
 
 
