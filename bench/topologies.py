@@ -20,15 +20,9 @@ from pathlib import Path
 
 import redis
 
-from bench.servers import (
-    HOST,
-    RunningServer,
-    ServerStartError,
-    _free_port,
-    get_kind,
-    locate,
-    start_server,
-)
+from bench.servers import RunningServer, ServerStartError, get_kind, locate, start_server
+from bench.servers.catalog import HOST
+from bench.servers.launcher import _free_port
 
 __all__ = ["CLUSTER_SLOTS", "Cluster", "SentinelGroup", "start_cluster", "start_sentinel_group"]
 

@@ -155,8 +155,8 @@ def test_busy_port_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
         busy.listen()
         taken = busy.getsockname()[1]
         ports = iter([taken])
-        real = servers._free_port
-        monkeypatch.setattr(servers, "_free_port", lambda: next(ports, None) or real())
+        real = servers.launcher._free_port
+        monkeypatch.setattr(servers.launcher, "_free_port", lambda: next(ports, None) or real())
         with start_server(kind) as srv:
             assert srv.port != taken
             with srv.client() as c:

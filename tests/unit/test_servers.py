@@ -27,9 +27,9 @@ from bench.servers import (
 @pytest.fixture(autouse=True)
 def _fresh_locate_cache() -> Iterator[None]:
     """locate() caches per process; tests that change PATH/env must not see or leave stale hits."""
-    servers._locate_checked.cache_clear()
+    servers.catalog._locate_checked.cache_clear()
     yield
-    servers._locate_checked.cache_clear()
+    servers.catalog._locate_checked.cache_clear()
 
 
 def test_catalog_has_the_five_kinds() -> None:
@@ -153,7 +153,7 @@ def test_redis_70_wrong_version_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_locate_finds_wheel_binaries_via_importlib() -> None:
-    for kind, (module, _, _) in servers._WHEEL_BINARIES.items():
+    for kind, (module, _, _) in servers.catalog._WHEEL_BINARIES.items():
         try:
             path = locate(kind)
         except ServerUnavailable as exc:

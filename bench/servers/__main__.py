@@ -1,0 +1,5 @@
+"""`python -m bench.servers`."""
+
+from bench.servers import main
+
+main()
