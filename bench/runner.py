@@ -125,8 +125,10 @@ class Runner:
                 "client_variants_server": client_variants_server(self.plan, self.opts),
                 "statistics": STATISTICS_TEXT,
                 "protocols": self.opts.protocols, "parsers": self.opts.parsers,
-                "params": self.opts.params, "loop": self.opts.loop, "driver": self.opts.driver,
+                "params": self.opts.params, "loop": self.opts.loop,
                 "client_install_bytes": environment.install_sizes(),
+                # only when not the default, so default runs keep the method of earlier files
+                **({"driver": self.opts.driver} if self.opts.driver != "redis-py" else {}),
             },
         }
 
