@@ -253,8 +253,8 @@ def trade_offs(ds: Dataset, prefix: str = "") -> str:
     runtimes = [{"option": "CPython 3.11 / 3.12 / 3.13", "trade-off": "all supported and tested in CI "
                  "(oldest and newest); newer releases carry interpreter speed-ups and newer bug fixes"},
                 {"option": "uvloop", "trade-off": "asyncio only, Linux and macOS (no Windows); one more "
-                 "compiled dependency; the `conveyor` CLI runs the standard loop, an `AsyncWorker` started with "
-                 "`uvloop.run(worker.run())` runs on uvloop"}]
+                 "compiled dependency; the `conveyor` CLI runs the standard loop, an `AsyncWorker` "
+                 "started with `uvloop.run(worker.run())` runs on uvloop"}]
     return (f"{md_table(pd.DataFrame(records))}\n\n{size_note}\n\n" + "\n".join(notes)
             + f"\n\n{md_table(pd.DataFrame(runtimes))}\n")
 
