@@ -14,23 +14,17 @@ Exactly-once as in enqueue-single (every id stored once).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from bench.scenarios._common import (
     Target,
     Variant,
-    cpu_per_job,
     make_async_queue,
     make_queue,
-    metric,
     run_async,
-    run_for,
     specs,
 )
-from bench.scenarios.enqueue_single import verify_stored
-from bench.stats import latency_summary
+from bench.scenarios.enqueue_single import outcome, timed_calls, timed_tasks, verify_async
 
 NAME = "enqueue-bulk"
 NEEDS_CONVEYOR = True
@@ -57,32 +51,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     batch = specs(params["batch"], params["payload_bytes"])
     for job in queue.enqueue_many(batch[:1]):  # connect, check server, load script
         queue.cancel(job.id)
-    ids: list[str] = []
-    lat: list[float] = []
-
-    def one() -> int:
-        t0 = time.perf_counter()
-        ids.extend(job.id for job in queue.enqueue_many(batch))
-        lat.append(time.perf_counter() - t0)
-        return 1
-
-    cpu = time.process_time()
-    _, elapsed = run_for(params["min_seconds"], one)
-    cpu = time.process_time() - cpu
-    report = verify_stored(queue, ids)
-    queue.close()
-    return _outcome(ids, lat, elapsed, report, cpu)
-
-
-def _outcome(ids: list[str], lat: list[float], elapsed: float,
-             report: dict[str, Any], cpu: float) -> dict[str, Any]:
-    """Metrics of a bulk run (``cpu``: process CPU seconds over the timed batches)."""
-    metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"),
-               "client_cpu_us_per_job": cpu_per_job(cpu, len(ids)),
-               "batches_per_s": metric(len(lat) / elapsed, "1/s"),
-               "jobs": metric(len(ids), "count")}
-    metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
-    return {"metrics": metrics, "exactly_once": report, "extra": {}}
+    return timed_calls(queue, params["min_seconds"], lambda: queue.enqueue_many(batch), per_batch=True)
 
 
 async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, Any]:
@@ -92,23 +61,7 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
     batch = specs(params["batch"], params["payload_bytes"])
     for job in await queue.enqueue_many(batch[:1]):  # connect, check server, load script
         await queue.cancel(job.id)
-    ids: list[str] = []
-    lat: list[float] = []
-    start, cpu = time.perf_counter(), time.process_time()
-    deadline = start + params["min_seconds"]
-
-    async def produce() -> None:
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            jobs = await queue.enqueue_many(batch)
-            lat.append(time.perf_counter() - t0)
-            ids.extend(job.id for job in jobs)
-
-    await asyncio.gather(*(produce() for _ in range(producers)))
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    sync = make_queue(target, NAME)
-    sync.core = queue.core  # same queue name: read back what the async producers stored
-    report = verify_stored(sync, ids)
-    sync.close()
-    await queue.aclose()
-    return _outcome(ids, lat, elapsed, report, cpu)
+    ids, lat, elapsed, cpu = await timed_tasks(producers, params["min_seconds"],
+                                               lambda: queue.enqueue_many(batch))
+    report = await verify_async(target, queue, ids)
+    return outcome(ids, lat, elapsed, report, cpu, per_batch=True)

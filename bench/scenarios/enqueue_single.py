@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.scenarios._common import (
@@ -94,28 +95,71 @@ def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
     the scale-out and tls scenarios on the topologies they start)."""
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
+    return timed_calls(queue, params["min_seconds"], lambda: [queue.enqueue("noop", payload)])
+
+
+Timed = tuple[list[str], list[float], float, float]
+
+
+def timed_calls(queue: Any, min_seconds: float, send: Callable[[], list[Any]],
+                per_batch: bool = False) -> dict[str, Any]:
+    """Call ``send()`` (the jobs it enqueued) on a sync ``queue`` until ``min_seconds`` passed,
+    timing each call; then check what is stored and close the queue."""
     ids: list[str] = []
     lat: list[float] = []
 
     def one() -> int:
         t0 = time.perf_counter()
-        ids.append(queue.enqueue("noop", payload).id)
+        ids.extend(job.id for job in send())
         lat.append(time.perf_counter() - t0)
         return 1
 
     cpu = time.process_time()
-    _, elapsed = run_for(params["min_seconds"], one)
+    _, elapsed = run_for(min_seconds, one)
     cpu = time.process_time() - cpu
     report = verify_stored(queue, ids)
     queue.close()
-    return _outcome(ids, lat, elapsed, report, cpu)
+    return outcome(ids, lat, elapsed, report, cpu, per_batch=per_batch)
 
 
-def _outcome(ids: list[str], lat: list[float], elapsed: float,
-             report: dict[str, Any], cpu: float) -> dict[str, Any]:
-    """Metrics of a run (``cpu``: process CPU seconds over the timed calls)."""
+async def timed_tasks(tasks: int, min_seconds: float,
+                      send: Callable[[], Awaitable[list[Any]]]) -> Timed:
+    """``tasks`` asyncio tasks calling ``send()`` until a shared deadline, each call timed:
+    (ids, latencies, seconds until the last task returned, process CPU seconds)."""
+    ids: list[str] = []
+    lat: list[float] = []
+    start, cpu = time.perf_counter(), time.process_time()
+    deadline = start + min_seconds
+
+    async def loop() -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            jobs = await send()
+            lat.append(time.perf_counter() - t0)
+            ids.extend(job.id for job in jobs)
+
+    await asyncio.gather(*(loop() for _ in range(tasks)))
+    return ids, lat, time.perf_counter() - start, time.process_time() - cpu
+
+
+async def verify_async(target: Target, queue: Any, ids: list[str]) -> dict[str, Any]:
+    """:func:`verify_stored` for an ``AsyncQueue`` (read back through a sync one), then close it."""
+    sync = make_queue(target, NAME)
+    sync.core = queue.core  # same queue name: read back what the async callers stored
+    report = verify_stored(sync, ids)
+    sync.close()
+    await queue.aclose()
+    return report
+
+
+def outcome(ids: list[str], lat: list[float], elapsed: float, report: dict[str, Any], cpu: float, *,
+            per_batch: bool = False) -> dict[str, Any]:
+    """Metrics of a run (``cpu``: process CPU seconds over the timed calls; ``per_batch``: the
+    calls were batches, also counted)."""
     metrics = {"jobs_per_s": metric(len(ids) / elapsed, "1/s"), "jobs": metric(len(ids), "count"),
                "client_cpu_us_per_job": cpu_per_job(cpu, len(ids))}
+    if per_batch:
+        metrics["batches_per_s"] = metric(len(lat) / elapsed, "1/s")
     metrics |= {k: metric(v, "ms") for k, v in latency_summary(lat, (50, 99)).items()}
     return {"metrics": metrics, "exactly_once": report, "extra": {}}
 
@@ -127,23 +171,10 @@ async def run_concurrent(target: Target, params: dict[str, Any]) -> dict[str, An
     payload = payload_of(params["payload_bytes"])
     # Outside the clock: check the server, load the script, open the connections the callers use.
     warm = await asyncio.gather(*(queue.enqueue("noop", payload) for _ in range(callers)))
-    ids: list[str] = []
-    lat: list[float] = []
-    start, cpu = time.perf_counter(), time.process_time()
-    deadline = start + params["min_seconds"]
 
-    async def call() -> None:
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            job = await queue.enqueue("noop", payload)
-            lat.append(time.perf_counter() - t0)
-            ids.append(job.id)
+    async def call() -> list[Any]:
+        return [await queue.enqueue("noop", payload)]
 
-    await asyncio.gather(*(call() for _ in range(callers)))
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    sync = make_queue(target, NAME)
-    sync.core = queue.core  # same queue name: read back what the async callers stored
-    report = verify_stored(sync, [job.id for job in warm] + ids)
-    sync.close()
-    await queue.aclose()
-    return _outcome(ids, lat, elapsed, report, cpu)
+    ids, lat, elapsed, cpu = await timed_tasks(callers, params["min_seconds"], call)
+    report = await verify_async(target, queue, [job.id for job in warm] + ids)
+    return outcome(ids, lat, elapsed, report, cpu)

@@ -71,10 +71,10 @@ def test_run_async_uses_the_targets_event_loop() -> None:
 
 
 def test_enqueue_rows_record_client_cpu_per_job() -> None:
-    from bench.scenarios import enqueue_bulk, enqueue_single  # noqa: PLC0415
+    from bench.scenarios.enqueue_single import outcome  # noqa: PLC0415
 
     report = {"ok": True}
-    single = enqueue_single._outcome([str(i) for i in range(400)], [0.001] * 400, 0.5, report, 0.02)
-    bulk = enqueue_bulk._outcome([str(i) for i in range(500)], [0.01] * 10, 0.5, report, 0.004)
+    single = outcome([str(i) for i in range(400)], [0.001] * 400, 0.5, report, 0.02)
+    bulk = outcome([str(i) for i in range(500)], [0.01] * 10, 0.5, report, 0.004, per_batch=True)
     assert single["metrics"]["client_cpu_us_per_job"] == [50.0, "us"]  # 0.02 s / 400 jobs
     assert bulk["metrics"]["client_cpu_us_per_job"] == [8.0, "us"]  # 0.004 s / 500 jobs
