@@ -43,7 +43,9 @@ def test_quick_run_output_validates_against_schema(run_bench, bench_server, tmp_
 @pytest.mark.parametrize("inject", ["duplicate", "lost"])
 def test_injected_exactly_once_violation_fails_the_run(run_bench, bench_server, tmp_path, inject):
     proc = run_bench("--servers", bench_server, "--scenarios", "process", *SMALL,
-                     "--param", "process.concurrencies=[100]", "--output", str(tmp_path),
+                     "--param", "process.concurrencies=[100]",  # one case: no stored-result case
+                     "--param", "process.result_bytes=0",
+                     "--output", str(tmp_path),
                      env={"BENCH_INJECT": inject})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "exactly-once" in proc.stdout and "FAILED" in proc.stdout
