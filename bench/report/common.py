@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 import pandas as pd
 
 from bench.report.compare import select
 from bench.report.load import CASE, Dataset
-from bench.report.text import BENCH_COMMAND, admonition, fmt_stat, metric_label, source_line
+from bench.report.text import BENCH_COMMAND, admonition, fmt_stat, metric_label, no_data, source_line
 
 DRAGONFLY = "dragonfly"
 REFERENCE_SERVER = "valkey-9.1"
@@ -66,6 +68,21 @@ def run_rows(ds: Dataset, scenario: str, **where: Any) -> tuple[str, pd.DataFram
         return None
     server = primary_server(ds, run, scenario)
     return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
+
+
+def scenario_section(scenario: str, what: str = "", **where: Any
+                     ) -> Callable[[Callable[[Dataset, str, pd.DataFrame], str]], Callable[..., str]]:
+    """A section over the rows of ``scenario`` that :func:`run_rows` picks: the body gets
+    ``(ds, run, rows)``; the no-data note (naming ``what``) and the source line are added here."""
+    def wrap(body: Callable[[Dataset, str, pd.DataFrame], str]) -> Callable[..., str]:
+        @wraps(body)
+        def section(ds: Dataset, prefix: str = "") -> str:
+            found = run_rows(ds, scenario, **where)
+            if found is None or found[1].empty:
+                return no_data(what or f"the `{scenario}` scenario")
+            return f"{body(ds, *found)}\n\n{source(ds, found[0], prefix)}\n"
+        return section
+    return wrap
 
 
 def defaults_note(ds: Dataset, run: str | None, keys: dict[str, object]) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from conveyor import QueueSettings
 from conveyor._dispatch import WorkerOptions
 
-from bench.report.common import defaults_note, run_rows, server_label, source, wide
+from bench.report.common import defaults_note, run_rows, scenario_section, server_label, source, wide
 from bench.report.compare import THRESHOLD, select
 from bench.report.figures import chart, lines
 from bench.report.load import Dataset
@@ -54,12 +54,9 @@ def formula(found: list[dict[str, float | str]]) -> str:
                          if f["per_concurrency"] else "") for f in found)
 
 
-def connections_roles(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("connections", kind="roles", config="default")
+def connections_roles(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Connections per worker process by role, measured with CLIENT LIST."""
-    found = _rows(ds, "roles")
-    if found is None:
-        return no_data("the `connections` scenario")
-    run, rows = found
     names = [f"connections_{r}" for r in (*ROLES, "total")]
     table = wide(ds, rows, ["concurrency"], [n for n in names if n in set(rows.metric)])
     table.columns = [c.replace("connections ", "") for c in table.columns]
@@ -67,7 +64,7 @@ def connections_roles(ds: Dataset, prefix: str = "") -> str:
     scope = (f"Measured at worker concurrency {rows.concurrency.iloc[0]} only: whether a role "
              "grows with concurrency is not measured in this run. " if levels == 1 else "")
     return (f"{server_label(ds, run, rows.iloc[0].server)}. *other*: unnamed connections (the "
-            f"queue's command pool). {scope}\n\n{md_table(table)}\n\n{source(ds, run, prefix)}\n")
+            f"queue's command pool). {scope}\n\n{md_table(table)}")
 
 
 def sizing_formula(ds: Dataset, prefix: str = "") -> str:
@@ -103,12 +100,10 @@ def pool_advice(rows: pd.DataFrame) -> str:
             if out else "")
 
 
-def pool_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("connections", "a pool-size sweep (`connections` scenario)", kind="pool",
+                  config="default")
+def pool_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Producer throughput by pool size and callers, and what the data says about sizing it."""
-    found = _rows(ds, "pool")
-    if found is None:
-        return no_data("a pool-size sweep (`connections` scenario)")
-    run, rows = found
     rows = rows[rows.metric == "jobs_per_s"]
     table = wide(ds, rows, ["concurrency", "pool_size"], ["jobs_per_s"])
     fig = lines(rows, "pool_size", "median", ["concurrency"], title="Producer jobs/s by pool size",
@@ -117,8 +112,7 @@ def pool_section(ds: Dataset, prefix: str = "") -> str:
             "call through one `AsyncQueue`; the pool bounds the calls in flight.\n\n"
             f"{md_table(table.rename(columns={'concurrency': 'callers'}))}\n\n"
             f"{chart(fig, 'pool-size')}\n\n{pool_advice(rows)}\n\n"
-            f"{defaults_note(ds, run, {'queue.pool_size': SETTINGS.pool_size})}\n\n"
-            f"{source(ds, run, prefix)}\n")
+            f"{defaults_note(ds, run, {'queue.pool_size': SETTINGS.pool_size})}")
 
 
 def exhaustion_section(ds: Dataset, prefix: str = "") -> str:

@@ -10,6 +10,7 @@ from bench.report.common import (
     primary_run,
     primary_server,
     run_rows,
+    scenario_section,
     server_label,
     source,
     stat_cell,
@@ -25,12 +26,9 @@ COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 LATENCY = ["p50_ms", "p99_ms"]
 
 
-def reference_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("reference", **BASELINE)
+def reference_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """PING and EVALSHA per second, one at a time, concurrent and pipelined."""
-    found = run_rows(ds, "reference", **BASELINE)
-    if found is None:
-        return no_data("the `reference` scenario")
-    run, rows = found
     parts = rows.metric.str.extract(r"^(ping|evalsha)_(c1|cN|pipelined)_ops_per_s$")
     first = rows.iloc[0]
     modes = {"c1": "1 call at a time", "cN": f"{first.concurrency} concurrent callers",
@@ -45,7 +43,7 @@ def reference_section(ds: Dataset, prefix: str = "") -> str:
         part = group.set_index("mode").loc[list(modes.values())].reset_index()
         fig.add_trace(bar(part["mode"], part, command))
     return (f"On {server_label(ds, run, first.server)}, RESP3, hiredis; calls per second.\n\n"
-            f"{md_table(table)}\n\n{chart(fig, 'reference')}\n\n{source(ds, run, prefix)}\n")
+            f"{md_table(table)}\n\n{chart(fig, 'reference')}")
 
 
 def _variants(rows: pd.DataFrame) -> pd.DataFrame:
@@ -90,12 +88,9 @@ def enqueue_section(ds: Dataset, prefix: str = "") -> str:
     return "\n\n".join(out) + f"\n\n{source(ds, run, prefix)}\n"
 
 
-def process_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("process")
+def process_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """A burst worker draining a pre-filled queue: by concurrency, then by variant."""
-    found = run_rows(ds, "process")
-    if found is None:
-        return no_data("the `process` scenario")
-    run, rows = found
     base = select(rows, **BASELINE)
     metrics = [m for m in ("jobs_per_s", "elapsed_s") if m in set(base.metric)]
     table = wide(ds, base, ["concurrency"], metrics, once=True)
@@ -109,12 +104,11 @@ def process_section(ds: Dataset, prefix: str = "") -> str:
     if not point.empty:
         same = others[others.case == point.iloc[0].case]
         var = wide(ds, same, ["variant"], ["jobs_per_s"])
-        text = (f"One thing changed at a time, at concurrency {point.iloc[0].concurrency}:"
-                f"\n\n{md_table(var)}\n\n")
+        text = (f"\n\nOne thing changed at a time, at concurrency {point.iloc[0].concurrency}:"
+                f"\n\n{md_table(var)}")
     first = base.iloc[0]
     return (f"{server_label(ds, run, first.server)}, RESP3, hiredis, jobs of "
-            f"{first.payload_bytes} B.\n\n{md_table(table)}\n\n{chart(fig, 'process')}\n\n"
-            f"{text}{source(ds, run, prefix)}\n")
+            f"{first.payload_bytes} B.\n\n{md_table(table)}\n\n{chart(fig, 'process')}{text}")
 
 
 def ceiling_section(ds: Dataset, prefix: str = "") -> str:

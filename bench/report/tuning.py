@@ -14,6 +14,7 @@ from bench.report.common import (
     defaults_note,
     primary_run,
     primary_server,
+    scenario_section,
     server_label,
     source,
     stat_cell,
@@ -31,14 +32,10 @@ AOF_SCENARIOS = {"enqueue-single": "jobs_per_s", "enqueue-bulk": "jobs_per_s",
 MIB = 1024 * 1024
 
 
-def memory_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("memory", metric="bytes_per_job", config=["default", LISTPACK])
+def memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Bytes per job by payload, default and 1024 listpack limit, with encodings and 1M jobs."""
-    run = primary_run(ds, "memory")
-    if run is None:
-        return no_data("the `memory` scenario")
-    server = primary_server(ds, run, "memory")
-    rows = select(ds.summary, run_id=run, scenario="memory", server=server,
-                  metric="bytes_per_job", config=["default", LISTPACK])
+    server = rows.iloc[0].server
     rows = rows.merge(ds.cases[["run_id", "server", "config", "case", "encoding"]],
                       on=["run_id", "server", "config", "case"], how="left")
     rows = rows.assign(shown=[f"{stat_cell(r)} ({r.encoding or 'encoding not recorded'})"
@@ -55,7 +52,7 @@ def memory_section(ds: Dataset, prefix: str = "") -> str:
                           f"hash-max-listpack-value {names[config].split()[1]}"))
     return (f"{server_label(ds, run, server)}; B/job ± MAD (hash encoding of a sample job).\n\n"
             f"{md_table(table)}\n\nMemory for 1 million waiting jobs:\n\n{md_table(million)}\n\n"
-            f"{chart(fig, 'memory')}\n\n{memory_advice(rows)}\n\n{source(ds, run, prefix)}\n")
+            f"{chart(fig, 'memory')}\n\n{memory_advice(rows)}")
 
 
 def memory_advice(rows: pd.DataFrame) -> str:
@@ -134,13 +131,10 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
             f"everysec`; `always` calls fsync on every write.\n\n{source(ds, run, prefix)}\n")
 
 
-def maintenance_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("maintenance", config="default")
+def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Batch size against promotion rate, sweep time and other clients' PING p99."""
-    run = primary_run(ds, "maintenance")
-    if run is None:
-        return no_data("the `maintenance` scenario")
-    server = primary_server(ds, run, "maintenance")
-    rows = select(ds.summary, run_id=run, scenario="maintenance", server=server, config="default")
+    server = rows.iloc[0].server
     shown = [m for m in ("items_per_s", "sweep_p99_ms", "probe_p99_ms") if m in set(rows.metric)]
     extra = ds.cases.set_index(["run_id", "server", "config", "case"]).extra
     probes = [extra.get((run, server, "default", c), {}).get("probe_samples") for c in rows.case]
@@ -155,8 +149,7 @@ def maintenance_section(ds: Dataset, prefix: str = "") -> str:
     default = defaults_note(ds, run, {"queue.maintenance_batch": QueueSettings().maintenance_batch})
     return (f"{server_label(ds, run, server)}. {default} *PING*: another client's round trip during the "
             f"sweeps; with under 100 samples its p99 is the slowest one.\n\n{md_table(table)}\n\n"
-            + "\n\n".join(charts)
-            + f"\n\n{source(ds, run, prefix)}\n")
+            + "\n\n".join(charts))
 
 
 def io_threads_note(ds: Dataset, prefix: str = "") -> str:

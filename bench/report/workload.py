@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.common import run_rows, server_label, source, wide
+from bench.report.common import scenario_section, server_label, wide
 from bench.report.compare import BASELINE
 from bench.report.figures import bar, chart, figure, metric_lines
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, metric_label, no_data, pct
+from bench.report.text import fmt, md_table, metric_label, pct
 
 PERCENTILES = ["p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms"]
 FEW_SAMPLES = 1000  # below this, a p99.9 is the largest sample or next to it
 
 
-def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("lifecycle", **BASELINE)
+def lifecycle_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Throughput and latency of enqueue-claim-ack by payload and concurrency."""
-    found = run_rows(ds, "lifecycle", **BASELINE)
-    if found is None:
-        return no_data("the `lifecycle` scenario")
-    run, rows = found
     shown = [m for m in ("lifecycles_per_s", "p50_ms", "p99_ms") if m in set(rows.metric)]
     table = wide(ds, rows, ["payload_bytes", "concurrency"], shown, once=True)
     charts = metric_lines(rows, (("lifecycles_per_s", "Lifecycles per second by concurrency"),
@@ -29,8 +26,7 @@ def lifecycle_section(ds: Dataset, prefix: str = "") -> str:
                           label=lambda key: f"payload {key[0]} B")
     first = rows.iloc[0]
     return (f"{server_label(ds, run, first.server)}, RESP3, hiredis; latency per lifecycle."
-            f"\n\n{md_table(table)}\n\n"
-            + "\n\n".join(charts) + f"\n\n{source(ds, run, prefix)}\n")
+            f"\n\n{md_table(table)}\n\n" + "\n\n".join(charts))
 
 
 def load_label(load: object) -> str:
@@ -68,12 +64,9 @@ def samples(ds: Dataset, rows: pd.DataFrame) -> pd.Series:
     return rows.case.map(per_case)
 
 
-def latency_section(ds: Dataset, prefix: str = "") -> str:
+@scenario_section("latency", **BASELINE)
+def latency_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Enqueue-to-handler latency, unloaded and at fractions of capacity, with sample counts."""
-    found = run_rows(ds, "latency", **BASELINE)
-    if found is None:
-        return no_data("the `latency` scenario")
-    run, rows = found
     order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), v != "unloaded",
                                                          str(v)))
     labels = pd.Categorical(rows["load"].map(load_label),
@@ -107,7 +100,7 @@ def latency_section(ds: Dataset, prefix: str = "") -> str:
             f"{md_table(table)}\n\n"
             + (f"Capacity and the rate actually offered:\n\n{md_table(rate_table)}\n\n"
                if rate_table is not None else "")
-            + f"{chart(fig, 'latency')}\n\n{source(ds, run, prefix)}\n")
+            + chart(fig, "latency"))
 
 
 SECTIONS = {"lifecycle_section": lifecycle_section, "latency_section": latency_section}
