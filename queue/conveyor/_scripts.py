@@ -1,6 +1,8 @@
 """Script registry: each transition is one Lua file, sent once with SCRIPT LOAD and run by EVALSHA.
 
-Every script is the shared helpers of ``_lua/_lib.lua`` followed by one transition file. A server
+Every script is the shared helpers of ``_lua/_lib.lua`` it uses followed by one transition file
+(only those: a script runs its whole chunk on every call, so each helper it carries costs a
+closure per call; see ``_helpers``). A server
 that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT; the runner then
 loads the script and retries once. The NOSCRIPT prefix is matched, not the message, which differs
 between Redis and Valkey.
@@ -9,6 +11,7 @@ between Redis and Valkey.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from enum import Enum
 from importlib import resources
@@ -29,8 +32,35 @@ class Script:
     sha: str
 
 
+# A top-level definition of _lib.lua: ``local function name(`` or ``local NAME =`` at column 0.
+_DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _helpers(lib: str, body: str) -> str:
+    """The part of ``lib`` that ``body`` needs: its header comment, then every top-level
+    definition ``body`` names, directly or through another one, in the lib's order.
+
+    A Lua local can only be reached by its name, so a definition whose name never appears is
+    dead code; a name seen in a comment or string only keeps a definition that is not needed.
+    """
+    starts = list(_DEFINITION.finditer(lib))
+    if not starts:
+        return lib
+    blocks = {m.group(1): lib[m.start() : n.start() if n else len(lib)]
+              for m, n in zip(starts, [*starts[1:], None], strict=True)}  # fmt: skip
+    used: set[str] = set()
+    pending = [body]
+    while pending:
+        found = set(_IDENTIFIER.findall(pending.pop())) & blocks.keys() - used
+        used |= found
+        pending += [blocks[name] for name in found]
+    return lib[: starts[0].start()] + "".join(text for name, text in blocks.items() if name in used)
+
+
 def _build(name: str) -> Script:
-    source = _read("_lib.lua") + "\n" + _read(f"{name}.lua")
+    body = _read(f"{name}.lua")
+    source = _helpers(_read("_lib.lua"), body) + "\n" + body
     return Script(name, source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
 
 

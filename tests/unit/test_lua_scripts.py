@@ -11,7 +11,7 @@ from conveyor._inspect import list_range, purge_failed, retry_failed
 from conveyor._ops import QueueCore
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
-from conveyor._scripts import Scripts
+from conveyor._scripts import Scripts, _helpers
 
 LUA_DIR = resources.files("conveyor").joinpath("_lua")
 LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
@@ -90,11 +90,42 @@ def test_scripts_use_only_declared_key_slots(name):
     assert not re.search(r"redis\.call\('\w+',\s*'", source), "a key given as a literal string"
 
 
-def test_script_source_is_lib_plus_transition_and_sha_is_stable():
+def _definitions(source: str) -> list[str]:
+    return re.findall(r"^local (?:function )?([A-Za-z_]\w*)", source, re.M)
+
+
+def test_script_source_is_the_lib_helpers_it_uses_plus_transition_and_sha_is_stable():
     lib = LUA_DIR.joinpath("_lib.lua").read_text(encoding="utf-8")
+    order = _definitions(lib)
     for script in Scripts:
         s = script.value
-        assert s.source.startswith(lib)
-        assert s.source.endswith(LUA_DIR.joinpath(f"{s.name}.lua").read_text(encoding="utf-8"))
+        body = LUA_DIR.joinpath(f"{s.name}.lua").read_text(encoding="utf-8")
+        assert s.source.endswith(body)
+        helpers = s.source[: -len(body)]
+        assert lib.startswith(helpers.split("\nlocal ", 1)[0])  # the lib's header comment first
+        carried = _definitions(helpers)
+        assert carried == [name for name in order if name in carried]  # the lib's order
+        # every lib name the script uses is carried (a missing local would be a nil global)
+        named = set(re.findall(r"[A-Za-z_]\w*", body + helpers)) & set(order)
+        assert named <= set(carried), (s.name, named - set(carried))
         assert re.fullmatch(r"[0-9a-f]{40}", s.sha)
     assert len({s.value.sha for s in Scripts}) == len(Scripts)
+
+
+def test_lib_holds_only_local_definitions():
+    """Scripts carry the lib's definitions they name (_scripts._helpers): a global function or a
+    top-level statement in _lib.lua would ride along with whichever definition precedes it."""
+    lib = LUA_DIR.joinpath("_lib.lua").read_text(encoding="utf-8")
+    stray = re.findall(r"^(?!local |end\b|--|\s|$).*", lib, re.M)
+    assert stray == [], "top-level lines of _lib.lua that are not local definitions"
+
+
+def test_helpers_keep_what_is_named_directly_or_through_another_helper():
+    lib = (
+        "-- header\nlocal N = 3\n-- uses N\nlocal function a()\n  return N\nend\n"
+        "local function b()\n  return a()\nend\nlocal function unused()\nend\n"
+    )
+    kept = _helpers(lib, "return b()")
+    assert kept.startswith("-- header\n")
+    assert _definitions(kept) == ["N", "a", "b"]
+    assert _definitions(_helpers(lib, "return 1")) == []
