@@ -69,6 +69,21 @@ def test_a_faster_interpreter_is_a_ratio_and_the_recommendation(tmp_path: Path) 
     assert "data-cv-chart" in render(ds, "runtimes_chart")
 
 
+def test_a_faster_raw_client_alone_is_not_the_recommendation(tmp_path: Path) -> None:
+    # A driver whose raw client is 2x faster (reference) but whose queue is 0.85x is not advised.
+    fast_raw = variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 0.85, driver="glide")
+    for row in fast_raw["results"]:
+        if row["scenario"] == "reference":
+            for m in row["metrics"].values():
+                m["values"] = [v * 2 / 0.85 for v in m["values"]]
+                for key in ("median", "mean", "min", "max", "p5", "p95"):
+                    if isinstance(m.get(key), int | float):
+                        m[key] *= 2 / 0.85
+    ds = dataset(tmp_path, make_run(), fast_raw)
+    advice = render(ds, "runtimes_recommendation")
+    assert "Keep the default" in advice and "reference" not in advice
+
+
 def test_no_results_renders_without_error(tmp_path: Path) -> None:
     ds = dataset(tmp_path)
     table = render(ds, "runtimes_table")
