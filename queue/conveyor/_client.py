@@ -145,32 +145,12 @@ class Queue(QueueBase[redis.Redis]):
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
         ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``).
         ``limit``: per-key concurrency and rate limits (:class:`Limit`)."""
+        job = (task, payload, job_id, delay, max_attempts)
         if self.settings.batch_enqueue:
-            specs = enqueue_spec(
-                task,
-                payload,
-                job_id,
-                delay,
-                max_attempts,
-                priority=priority,
-                time_limit=time_limit,
-                limit=limit,
-            )
+            specs = enqueue_spec(*job, priority=priority, time_limit=time_limit, limit=limit)
             return (self._batcher.enqueue(specs))[0]
-        return (
-            self._run(
-                self.core.enqueue_one(
-                    task,
-                    payload,
-                    job_id,
-                    delay,
-                    max_attempts,
-                    priority=priority,
-                    time_limit=time_limit,
-                    limit=limit,
-                )
-            )
-        )[0]
+        call = self.core.enqueue_one(*job, priority=priority, time_limit=time_limit, limit=limit)
+        return (self._run(call))[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
