@@ -1,13 +1,13 @@
-"""The Peers page: Conveyor against other Python queues, from the newest file with ``peers``.
+"""Peers page: Conveyor against other Python queues, from the newest file with a ``peers`` section.
 
-Sections: ``peers_home`` (three ratios for Home), ``peers_libraries`` (versions, settings),
-``peers_speed`` (tables, ratios to Conveyor, charts), ``peers_crash`` (the crash table) and
-``peers_caveats``. Ratios compare figures of one run on one server; for Conveyor the better
-of its two workers (sync ``Worker``, asyncio ``AsyncWorker``) is the reference.
+Ratios compare figures of one run on one server; a library's figure is its better flavour (for
+Conveyor the better of ``Worker`` and ``AsyncWorker``), and Conveyor is the reference.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 import pandas as pd
@@ -18,256 +18,177 @@ from bench.report.load import Dataset
 from bench.report.text import admonition, fmt, md_table, no_data, source_line, times
 
 REF = "conveyor"
-ENQUEUE = [  # (column header, scenario, params match, metric, higher is better)
-    ("enqueue sync", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
-    ("enqueue asyncio", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
-    ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True),
-]
-PROCESS = [
-    ("process c=1", "process", {"concurrency": 1}, "jobs_per_s", True),
-    ("process c=32", "process", {"concurrency": 32}, "jobs_per_s", True),
-    ("process c=100", "process", {"concurrency": 100}, "jobs_per_s", True),
-]
-COSTS = [
-    ("latency p50 (ms)", "latency", {}, "p50_ms", False),
-    ("p95 (ms)", "latency", {}, "p95_ms", False),
-    ("p99 (ms)", "latency", {}, "p99_ms", False),
-    ("memory (B/job)", "memory", {}, "bytes_per_job", False),
-]
-FAULT_NAMES = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
-               "connection-cut": "connections cut"}
-SCENARIO_COLUMNS = ENQUEUE + PROCESS + COSTS
+Column = tuple[str, str, dict[str, Any], str, bool]  # header, scenario, params, metric, higher is better
+ENQUEUE: list[Column] = [("enqueue sync", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
+                         ("enqueue asyncio", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
+                         ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True)]
+PROCESS: list[Column] = [(f"process c={c}", "process", {"concurrency": c}, "jobs_per_s", True)
+                         for c in (1, 32, 100)]
+COSTS: list[Column] = [("latency p50 (ms)", "latency", {}, "p50_ms", False),
+                       ("p95 (ms)", "latency", {}, "p95_ms", False), ("p99 (ms)", "latency", {}, "p99_ms", False),
+                       ("memory (B/job)", "memory", {}, "bytes_per_job", False)]
+HOME: list[Column] = [("process at concurrency 32", *PROCESS[1][1:]), ("bulk enqueue (batch 50)", *ENQUEUE[2][1:]),
+                      ("memory per waiting job", *COSTS[3][1:])]  # type: ignore[list-item]
+FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart", "connection-cut": "connections cut"}
+STATUS = {"timeout": "timed out", "": "\N{EM DASH}"}
 
 
-def _latest(ds: Dataset) -> tuple[pd.Series, dict[str, Any]] | None:
-    for run_id in reversed(ds.runs.run_id.tolist()):
-        run = ds.run(run_id)
-        if run.doc.get("peers"):
-            return run, run.doc["peers"]
-    return None
+def peers_section(body: Callable[[dict[str, Any], str], str]) -> Callable[[Dataset, str], str]:
+    """A section over the ``peers`` part of the newest file holding one, with its source line."""
+    @wraps(body)
+    def section(ds: Dataset, prefix: str = "") -> str:
+        run = latest(ds)
+        if run is None:
+            return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
+        return f"{body(run.doc['peers'], prefix)}\n\n{source_line(run, prefix)}"
+    return section
 
 
-def _value(peers: dict[str, Any], server: str, library: str, flavor: str | None,  # noqa: PLR0917
-           scenario: str, match: dict[str, Any], metric: str) -> tuple[float | None, str]:
-    """(median, status) of one cell; flavor None: the best flavour of the library."""
-    found: list[float] = []
-    status = ""
+def latest(ds: Dataset) -> pd.Series | None:
+    """The newest run holding a ``peers`` section."""
+    found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
+    return ds.runs.loc[found[-1]] if found else None
+
+
+def value(peers: dict[str, Any], server: str, column: Column, library: str,
+          flavor: str | None = None) -> tuple[float | None, str]:
+    """(figure, status) of one cell; ``flavor`` None: the library's better flavour."""
+    _, scenario, match, metric, higher = column
+    found, status = [], ""
     for row in peers["rows"]:
-        if (row["server"], row["library"], row["scenario"]) != (server, library, scenario):
+        if ((row["server"], row["library"], row["scenario"]) != (server, library, scenario)
+                or flavor not in (None, row["flavor"]) or any(row["params"].get(k) != v for k, v in match.items())):
             continue
-        if flavor is not None and row["flavor"] != flavor:
-            continue
-        if any(row["params"].get(k) != v for k, v in match.items()):
-            continue
-        if row["status"] == "ok" and metric in row.get("metrics", {}):
-            found.append(row["metrics"][metric]["median"])
-        elif row["status"] == "timeout" and metric in row.get("metrics", {}):
-            status = f"≈{fmt(row['metrics'][metric]['median'])} (timed out)"
+        got = row.get("metrics", {}).get(metric)
+        if row["status"] == "ok" and got:
+            found.append(got["median"])
+        elif row["status"] == "timeout" and got:
+            status = f"≈{fmt(got['median'])} (timed out)"
         elif row["status"] != "ok":
             status = row["status"]
-    if not found:
-        return None, status
-    higher = next(h for _, s, _, m, h in SCENARIO_COLUMNS if s == scenario and m == metric)
-    return (max(found) if higher else min(found)), "ok"
+    return ((max if higher else min)(found), "ok") if found else (None, status)
 
 
-def _servers(peers: dict[str, Any]) -> list[str]:
+def shown(found: tuple[float | None, str]) -> str:
+    return fmt(found[0]) if found[0] is not None else STATUS.get(found[1], found[1])
+
+
+def ratio(peers: dict[str, Any], server: str, column: Column, library: str) -> float | None:
+    """How many times Conveyor is better than ``library`` (None: either is missing)."""
+    ref, other = value(peers, server, column, REF)[0], value(peers, server, column, library)[0]
+    if not ref or not other or ref <= 0 or other <= 0:
+        return None
+    return ref / other if column[4] else other / ref
+
+
+def rows(peers: dict[str, Any], server: str) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((r["library"], r["flavor"]) for r in peers["rows"] if r["server"] == server))
+
+
+def servers(peers: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(r["server"] for r in peers["rows"]))
 
 
-def _row_keys(peers: dict[str, Any], server: str) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((r["library"], r["flavor"]) for r in peers["rows"]
-                              if r["server"] == server))
+@peers_section
+def peers_home(peers: dict[str, Any], prefix: str) -> str:
+    """Home: Conveyor against the best peer in three figures, linked to the Peers page."""
+    server = servers(peers)[0]
+    lines = [f"Against the best of nine other Python queues on {server} ([Peers]({prefix}peers.md)); "
+             "above 1x means Conveyor is ahead:\n"]
+    for column in HOME:
+        found = [(value(peers, server, column, lib)[0], lib) for lib in {r["library"] for r in peers["rows"]} - {REF}]
+        found = [f for f in found if f[0] is not None]
+        best = (max if column[4] else min)(found, default=(None, "no peer measured"))
+        r = ratio(peers, server, column, best[1]) if best[0] is not None else None
+        lines.append(f"- {column[0]}: {f'**{times(r)}**' if r is not None else 'not measured'} (best peer: {best[1]})")
+    return "\n".join(lines)
 
 
-def _cell(value: float | None, status: str) -> str:
-    if value is not None:
-        return fmt(value)
-    return {"no bulk API": "no bulk API", "timeout": "timed out", "failed": "failed",
-            "": "—"}.get(status, status)
-
-
-def _ratio(ref: float | None, value: float | None, higher: bool) -> float | None:
-    if ref is None or value is None or value <= 0 or ref <= 0:
-        return None
-    return ref / value if higher else value / ref
-
-
-def speed_table(peers: dict[str, Any], server: str, columns: list[Any]) -> pd.DataFrame:
-    """One row per library and flavour, one column per scenario of ``columns``."""
-    out = []
-    for library, flavor in _row_keys(peers, server):
-        line = {"library (row)": f"{library} ({flavor})"}
-        for header, scenario, match, metric, _ in columns:
-            line[header] = _cell(*_value(peers, server, library, flavor, scenario, match, metric))
-        out.append(line)
-    return pd.DataFrame(out)
-
-
-def ratio_table(peers: dict[str, Any], server: str, columns: list[Any]) -> pd.DataFrame:
-    """How many times better Conveyor (best worker) is than each peer (best flavour)."""
-    libraries = [lib for lib in dict.fromkeys(k for k, _ in _row_keys(peers, server)) if lib != REF]
-    out = []
-    for library in libraries:
-        line = {"library": library}
-        for header, scenario, match, metric, higher in columns:
-            ref, _ = _value(peers, server, REF, None, scenario, match, metric)
-            value, status = _value(peers, server, library, None, scenario, match, metric)
-            r = _ratio(ref, value, higher)
-            line[header.replace(" (ms)", "").replace(" (B/job)", "")] = (
-                times(r) if r is not None else _cell(None, status))
-        out.append(line)
-    return pd.DataFrame(out)
+@peers_section
+def peers_libraries(peers: dict[str, Any], prefix: str) -> str:
+    """Versions, client versions, settings per row, result retention, install status."""
+    table = [{"library": f"{name} {lib.get('versions', {}).get('library', '')}".strip(),
+              "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items() if k != "library") or "—",
+              "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}" for f, v in lib["flavors"].items()),
+              "stored per finished job": lib["retention"],
+              "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}
+             for name, lib in peers["libraries"].items()]
+    return md_table(pd.DataFrame(table))
 
 
 def process_chart(peers: dict[str, Any], server: str) -> str:
-    """Process throughput by concurrency, one bar group per library row (log axis at >= 10x)."""
-    concs = sorted({r["params"]["concurrency"] for r in peers["rows"]
-                    if r["scenario"] == "process" and r["server"] == server})
-    traces, values = [], []
-    for library, flavor in _row_keys(peers, server):
-        ys = [_value(peers, server, library, flavor, "process", {"concurrency": c},
-                     "jobs_per_s")[0] for c in concs]
-        values += [y for y in ys if y]
-        traces.append(go.Bar(name=f"{library} ({flavor})", x=[str(c) for c in concs], y=ys))
+    """Process throughput by concurrency, a bar per library row (log axis when values span 10x)."""
+    bars = [go.Bar(name=f"{lib} ({flavor})", x=[c[0].split("=")[1] for c in PROCESS],
+                   y=[value(peers, server, c, lib, flavor)[0] for c in PROCESS]) for lib, flavor in rows(peers, server)]
+    values = [y for b in bars for y in b.y if y]
     log = bool(values) and max(values) / min(values) >= 10
     fig = figure(f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else ""),
                  "concurrency", "jobs/s", log_y=log, category_x=True)
-    for trace in traces:
-        fig.add_trace(trace)
+    fig.add_traces(bars)
     return chart(fig, f"peers-process-{server}")
 
 
-def headline_ratios(peers: dict[str, Any], server: str) -> list[tuple[str, float | None, str]]:
-    """The three ratios that matter most: process c=32, bulk enqueue, memory per job."""
-    picks = [("process at concurrency 32", "process", {"concurrency": 32}, "jobs_per_s", True),
-             ("bulk enqueue (batch 50)", "enqueue-bulk", {}, "jobs_per_s", True),
-             ("memory per waiting job", "memory", {}, "bytes_per_job", False)]
-    out = []
-    for label, scenario, match, metric, higher in picks:
-        ref, _ = _value(peers, server, REF, None, scenario, match, metric)
-        best: tuple[float, str] | None = None
-        for library in {r["library"] for r in peers["rows"]} - {REF}:
-            value, _ = _value(peers, server, library, None, scenario, match, metric)
-            if value is not None and (best is None or (value > best[0]) == higher):
-                best = (value, library)
-        ratio = _ratio(ref, best[0], higher) if best else None
-        out.append((label, ratio, best[1] if best else "no peer measured"))
-    return out
-
-
-# --------------------------------------------------------------------------- sections
-
-
-def peers_home(ds: Dataset, prefix: str = "") -> str:
-    """Home: the three ratios, linked to the Peers page."""
-    found = _latest(ds)
-    if found is None:
-        return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
-    run, peers = found
-    server = _servers(peers)[0]
-    lines = [f"Against the best of nine other Python queues on {server} "
-             f"([Peers]({prefix}peers.md)); above 1x means Conveyor is ahead:", ""]
-    for label, ratio, peer in headline_ratios(peers, server):
-        shown = f"**{times(ratio)}**" if ratio is not None else "not measured"
-        lines.append(f"- {label}: {shown} (best peer: {peer})")
-    return "\n".join(lines) + "\n\n" + source_line(run, prefix)
-
-
-def peers_libraries(ds: Dataset, prefix: str = "") -> str:
-    """Versions, client versions, settings per row, result retention, install status."""
-    found = _latest(ds)
-    if found is None:
-        return no_data("a peer comparison")
-    run, peers = found
-    rows = []
-    for name, lib in peers["libraries"].items():
-        versions = lib.get("versions", {})
-        client = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "library")
-        flavors = "; ".join(f"**{f}**: {v['note'] or v['settings']}"
-                            for f, v in lib["flavors"].items())
-        rows.append({"library": f"{name} {versions.get('library', '')}".strip(),
-                     "client": client or "—", "rows measured": flavors,
-                     "stored per finished job": lib["retention"],
-                     "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"})
-    return md_table(pd.DataFrame(rows)) + "\n\n" + source_line(run, prefix)
-
-
-def peers_speed(ds: Dataset, prefix: str = "") -> str:
+@peers_section
+def peers_speed(peers: dict[str, Any], prefix: str) -> str:
     """Per server: the figures, the ratios to Conveyor and the process chart."""
-    found = _latest(ds)
-    if found is None:
-        return no_data("a peer comparison")
-    run, peers = found
     parts = []
-    for server in _servers(peers):
-        parts += [f"### {server}", ""]
+    for server in servers(peers):
+        parts.append(f"### {server}")
         for title, columns in (("Enqueue (jobs/s)", ENQUEUE), ("Process (jobs/s)", PROCESS),
                                ("Unloaded latency and memory per waiting job", COSTS)):
-            parts += [f"{title}:", "", md_table(speed_table(peers, server, columns)), ""]
-        parts += ["How many times Conveyor's better worker beats each library's better row "
-                  "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):", ""]
+            table = [{"library (row)": f"{lib} ({fl})", **{c[0]: shown(value(peers, server, c, lib, fl))
+                                                           for c in columns}} for lib, fl in rows(peers, server)]
+            parts += [f"{title}:", md_table(pd.DataFrame(table))]
+        parts.append("How many times Conveyor's better worker beats each library's better row "
+                     "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):")
+        others = [lib for lib in dict.fromkeys(lib for lib, _ in rows(peers, server)) if lib != REF]
         for columns in (ENQUEUE, PROCESS, COSTS):
-            parts += [md_table(ratio_table(peers, server, columns)), ""]
-        parts += [process_chart(peers, server), ""]
-    return "\n".join(parts) + "\n" + source_line(run, prefix)
+            table = [{"library": lib, **{c[0].replace(" (ms)", "").replace(" (B/job)", ""):
+                                         times(r) if (r := ratio(peers, server, c, lib)) is not None
+                                         else shown((None, value(peers, server, c, lib)[1])) for c in columns}}
+                     for lib in others]
+            parts.append(md_table(pd.DataFrame(table)))
+        parts.append(process_chart(peers, server))
+    return "\n\n".join(parts)
 
 
-def crash_table(peers: dict[str, Any], server: str) -> pd.DataFrame:
-    """One row per library and fault on ``server``."""
-    out = []
-    for rec in peers["crash"]:
-        if rec["server"] != server:
-            continue
-        ok = rec["status"] == "ok"
-        done = rec.get("seconds_to_done")
-        out.append({
-            "library": rec["library"], "fault": FAULT_NAMES.get(rec["fault"], rec["fault"]),
-            "lost / twice / stuck": (f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}"
-                                     if ok else "—"),
-            "all done after (s)": (fmt(done) if done is not None else
-                                   f"never (limit {fmt(rec['limit_s'])} s)") if ok
-            else f"failed: {rec.get('error', '')[:80]}",
-            "worker alive": {True: "yes", False: "no (exited)"}.get(
-                rec.get("worker_alive"), "—"),
-        })
-    return pd.DataFrame(out)
+def crash_row(rec: dict[str, Any]) -> dict[str, str]:
+    ok, done = rec["status"] == "ok", rec.get("seconds_to_done")
+    after = fmt(done) if done is not None else f"never (limit {fmt(rec['limit_s'])} s)"
+    return {"library": rec["library"], "fault": FAULTS.get(rec["fault"], rec["fault"]),
+            "lost / twice / stuck": f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}" if ok else "—",
+            "all done after (s)": after if ok else f"failed: {rec.get('error', '')[:80]}",
+            "worker alive": {True: "yes", False: "no (exited)"}.get(rec.get("worker_alive"), "—")}
 
 
-def peers_crash(ds: Dataset, prefix: str = "") -> str:
-    """The crash table and each library's recovery settings."""
-    found = _latest(ds)
-    if found is None:
-        return no_data("a crash table")
-    run, peers = found
+@peers_section
+def peers_crash(peers: dict[str, Any], prefix: str) -> str:
+    """The crash table per server and each library's recovery settings."""
     m = peers["method"]["crash"]
-    intro = (f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency "
-             f"{m['concurrency']}, the fault strikes once a quarter are done; server with AOF "
-             f"({m['server_config']}); connections cut for {m['cut_s']} s.")
+    intro = (f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency {m['concurrency']}, the "
+             f"fault strikes once a quarter are done; server with AOF ({m['server_config']}); connections cut "
+             f"for {m['cut_s']} s.")
+    tables = [f"**{s}**\n\n" + md_table(pd.DataFrame([crash_row(r) for r in peers["crash"] if r["server"] == s]))
+              for s in dict.fromkeys(r["server"] for r in peers["crash"])]
     settings = pd.DataFrame([{"library": n, "recovery settings used": str(lib["recovery_settings"])}
                              for n, lib in peers["libraries"].items()])
-    servers = list(dict.fromkeys(rec["server"] for rec in peers["crash"]))
-    tables = [f"**{s}**\n\n{md_table(crash_table(peers, s))}" for s in servers]
-    return "\n\n".join([intro, *tables, md_table(settings), source_line(run, prefix)])
+    return "\n\n".join([intro, *tables, md_table(settings)])
 
 
 def peers_caveats(ds: Dataset, prefix: str = "") -> str:
     """What each library does per job that Conveyor does not, and what could not be measured."""
-    found = _latest(ds)
-    if found is None:
-        return no_data("a peer comparison")
-    _, peers = found
-    lines = [f"- **{n}**: {lib['caveats']}"
-             + (f" Concurrency: {lib['concurrency_note']}." if lib.get("concurrency_note") else "")
+    run = latest(ds)
+    if run is None:
+        return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
+    peers = run.doc["peers"]
+    lines = [f"- **{n}**: {lib['caveats']}" + (f" Concurrency: {lib['concurrency_note']}."
+                                               if lib.get("concurrency_note") else "")
              for n, lib in peers["libraries"].items()]
-    failed = [r for r in peers["rows"] if r["status"] in ("failed", "timeout")]
-    if failed:
-        body = "\n".join(f"- {r['server']} {r['library']} ({r['flavor']}) {r['scenario']} "
-                         f"{r['params']}: {r['status']}: {r.get('error', '')[:160]}" for r in failed)
-        lines.append("\n" + admonition("warning", "Rows without a figure", body))
-    return "\n".join(lines)
+    failed = [f"- {r['server']} {r['library']} ({r['flavor']}) {r['scenario']} {r['params']}: {r['status']}: "
+              f"{r.get('error', '')[:160]}" for r in peers["rows"] if r["status"] in ("failed", "timeout")]
+    return "\n".join(lines + (["\n" + admonition("warning", "Rows without a figure", "\n".join(failed))]
+                              if failed else []))
 
 
-SECTIONS = {"peers_home": peers_home, "peers_libraries": peers_libraries,
-            "peers_speed": peers_speed, "peers_crash": peers_crash,
-            "peers_caveats": peers_caveats}
+SECTIONS = {"peers_home": peers_home, "peers_libraries": peers_libraries, "peers_speed": peers_speed,
+            "peers_crash": peers_crash, "peers_caveats": peers_caveats}
