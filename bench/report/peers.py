@@ -24,12 +24,13 @@ ENQUEUE: list[Column] = [("enqueue sync", "enqueue-single", {"api": "sync"}, "jo
                          ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True)]
 PROCESS: list[Column] = [(f"process c={c}", "process", {"concurrency": c}, "jobs_per_s", True)
                          for c in (1, 32, 100)]
-COSTS: list[Column] = [("latency p50 (ms)", "latency", {}, "p50_ms", False),
-                       ("p95 (ms)", "latency", {}, "p95_ms", False), ("p99 (ms)", "latency", {}, "p99_ms", False),
+COSTS: list[Column] = [*((f"{h} (ms)", "latency", {}, f"{p}_ms", False)
+                         for h, p in (("latency p50", "p50"), ("p95", "p95"), ("p99", "p99"))),
                        ("memory (B/job)", "memory", {}, "bytes_per_job", False)]
-HOME: list[Column] = [("process at concurrency 32", *PROCESS[1][1:]), ("bulk enqueue (batch 50)", *ENQUEUE[2][1:]),
-                      ("memory per waiting job", *COSTS[3][1:])]  # type: ignore[list-item]
-FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart", "connection-cut": "connections cut"}
+HOME: list[Column] = [("process at concurrency 32", *PROCESS[1][1:]),  # type: ignore[list-item]
+                      ("bulk enqueue (batch 50)", *ENQUEUE[2][1:]), ("memory per waiting job", *COSTS[3][1:])]
+FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
+          "connection-cut": "connections cut"}
 STATUS = {"timeout": "timed out", "": "\N{EM DASH}"}
 
 
@@ -57,7 +58,8 @@ def value(peers: dict[str, Any], server: str, column: Column, library: str,
     found, status = [], ""
     for row in peers["rows"]:
         if ((row["server"], row["library"], row["scenario"]) != (server, library, scenario)
-                or flavor not in (None, row["flavor"]) or any(row["params"].get(k) != v for k, v in match.items())):
+                or flavor not in (None, row["flavor"])
+                or any(row["params"].get(k) != v for k, v in match.items())):
             continue
         got = row.get("metrics", {}).get(metric)
         if row["status"] == "ok" and got:
@@ -81,6 +83,11 @@ def ratio(peers: dict[str, Any], server: str, column: Column, library: str) -> f
     return ref / other if column[4] else other / ref
 
 
+def ratio_cell(peers: dict[str, Any], server: str, column: Column, library: str) -> str:
+    r = ratio(peers, server, column, library)
+    return times(r) if r is not None else shown((None, value(peers, server, column, library)[1]))
+
+
 def rows(peers: dict[str, Any], server: str) -> list[tuple[str, str]]:
     return list(dict.fromkeys((r["library"], r["flavor"]) for r in peers["rows"] if r["server"] == server))
 
@@ -96,11 +103,12 @@ def peers_home(peers: dict[str, Any], prefix: str) -> str:
     lines = [f"Against the best of nine other Python queues on {server} ([Peers]({prefix}peers.md)); "
              "above 1x means Conveyor is ahead:\n"]
     for column in HOME:
-        found = [(value(peers, server, column, lib)[0], lib) for lib in {r["library"] for r in peers["rows"]} - {REF}]
-        found = [f for f in found if f[0] is not None]
+        found = [(v, lib) for lib in {r["library"] for r in peers["rows"]} - {REF}
+                 if (v := value(peers, server, column, lib)[0]) is not None]
         best = (max if column[4] else min)(found, default=(None, "no peer measured"))
         r = ratio(peers, server, column, best[1]) if best[0] is not None else None
-        lines.append(f"- {column[0]}: {f'**{times(r)}**' if r is not None else 'not measured'} (best peer: {best[1]})")
+        lines.append(f"- {column[0]}: {f'**{times(r)}**' if r is not None else 'not measured'} "
+                     f"(best peer: {best[1]})")
     return "\n".join(lines)
 
 
@@ -108,8 +116,10 @@ def peers_home(peers: dict[str, Any], prefix: str) -> str:
 def peers_libraries(peers: dict[str, Any], prefix: str) -> str:
     """Versions, client versions, settings per row, result retention, install status."""
     table = [{"library": f"{name} {lib.get('versions', {}).get('library', '')}".strip(),
-              "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items() if k != "library") or "—",
-              "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}" for f, v in lib["flavors"].items()),
+              "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items()
+                                  if k != "library") or "—",
+              "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}"
+                                         for f, v in lib["flavors"].items()),
               "stored per finished job": lib["retention"],
               "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}
              for name, lib in peers["libraries"].items()]
@@ -119,7 +129,8 @@ def peers_libraries(peers: dict[str, Any], prefix: str) -> str:
 def process_chart(peers: dict[str, Any], server: str) -> str:
     """Process throughput by concurrency, a bar per library row (log axis when values span 10x)."""
     bars = [go.Bar(name=f"{lib} ({flavor})", x=[c[0].split("=")[1] for c in PROCESS],
-                   y=[value(peers, server, c, lib, flavor)[0] for c in PROCESS]) for lib, flavor in rows(peers, server)]
+                   y=[value(peers, server, c, lib, flavor)[0] for c in PROCESS])
+            for lib, flavor in rows(peers, server)]
     values = [y for b in bars for y in b.y if y]
     log = bool(values) and max(values) / min(values) >= 10
     fig = figure(f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else ""),
@@ -136,16 +147,16 @@ def peers_speed(peers: dict[str, Any], prefix: str) -> str:
         parts.append(f"### {server}")
         for title, columns in (("Enqueue (jobs/s)", ENQUEUE), ("Process (jobs/s)", PROCESS),
                                ("Unloaded latency and memory per waiting job", COSTS)):
-            table = [{"library (row)": f"{lib} ({fl})", **{c[0]: shown(value(peers, server, c, lib, fl))
-                                                           for c in columns}} for lib, fl in rows(peers, server)]
+            table = [{"library (row)": f"{lib} ({fl})",
+                      **{c[0]: shown(value(peers, server, c, lib, fl)) for c in columns}}
+                     for lib, fl in rows(peers, server)]
             parts += [f"{title}:", md_table(pd.DataFrame(table))]
         parts.append("How many times Conveyor's better worker beats each library's better row "
                      "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):")
         others = [lib for lib in dict.fromkeys(lib for lib, _ in rows(peers, server)) if lib != REF]
         for columns in (ENQUEUE, PROCESS, COSTS):
             table = [{"library": lib, **{c[0].replace(" (ms)", "").replace(" (B/job)", ""):
-                                         times(r) if (r := ratio(peers, server, c, lib)) is not None
-                                         else shown((None, value(peers, server, c, lib)[1])) for c in columns}}
+                                         ratio_cell(peers, server, c, lib) for c in columns}}
                      for lib in others]
             parts.append(md_table(pd.DataFrame(table)))
         parts.append(process_chart(peers, server))
@@ -165,10 +176,11 @@ def crash_row(rec: dict[str, Any]) -> dict[str, str]:
 def peers_crash(peers: dict[str, Any], prefix: str) -> str:
     """The crash table per server and each library's recovery settings."""
     m = peers["method"]["crash"]
-    intro = (f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency {m['concurrency']}, the "
-             f"fault strikes once a quarter are done; server with AOF ({m['server_config']}); connections cut "
-             f"for {m['cut_s']} s.")
-    tables = [f"**{s}**\n\n" + md_table(pd.DataFrame([crash_row(r) for r in peers["crash"] if r["server"] == s]))
+    intro = (f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency {m['concurrency']}, "
+             f"the fault strikes once a quarter are done; server with AOF ({m['server_config']}); "
+             f"connections cut for {m['cut_s']} s.")
+    tables = [f"**{s}**\n\n" + md_table(pd.DataFrame([crash_row(r) for r in peers["crash"]
+                                                      if r["server"] == s]))
               for s in dict.fromkeys(r["server"] for r in peers["crash"])]
     settings = pd.DataFrame([{"library": n, "recovery settings used": str(lib["recovery_settings"])}
                              for n, lib in peers["libraries"].items()])
