@@ -12,12 +12,13 @@ from ._keys import validate_name
 
 # Sent by Queue, AsyncQueue and the workers (INFO, or CONFIG GET on a Cluster, only reads the
 # eviction policy; refused, it costs a warning instead of the check). HELLO and CLIENT SETNAME are
-# sent by redis-py on connect. ZADD passes on a wake-up a full worker cannot use. LRANGE, ZRANGE
+# sent by redis-py on connect. ZADD passes on a wake-up a full worker cannot use; ZADD and PEXPIRE
+# end a wait shared by the workers of several queues (_waiter.py). LRANGE, ZRANGE
 # and ZREVRANGE list jobs by state (`conveyor jobs`). XREVRANGE, GET, XREAD and MGET wait for
 # job results (store_results).
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
-    "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd",
+    "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd", "pexpire",
     "lrange", "zrange", "zrevrange", "xrevrange", "get", "xread", "mget",
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).

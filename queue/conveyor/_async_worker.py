@@ -12,7 +12,6 @@ from typing import Any
 from ._async_client import AsyncQueue
 from ._dispatch import (
     RECOVERABLE,
-    WAKE_MEMBER,
     Dispatcher,
     WorkerOptions,
     fail_call,
@@ -30,6 +29,7 @@ from ._models import Job
 from ._ops import TIMEOUT, held_token
 from ._retry import RECONNECT
 from ._topology import ASYNC, role_client
+from ._waiter import AsyncMarkerWaiter, new_wait_set
 
 AsyncHandler = Callable[[Job], Awaitable[Any]]
 
@@ -38,8 +38,10 @@ class AsyncWorker:
     """Process jobs of ``queue`` with ``concurrency`` asyncio tasks.
 
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
-    (ack and claim), ``waiter`` (blocks in BZPOPMIN while the worker has a free slot) and ``maint``
-    (heartbeats, promotion, lease recovery, retention). Handler tasks never touch the server.
+    (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
+    promotion, lease recovery, retention). Handler tasks never touch the server. Workers of
+    several queues can share one ``waiter`` (an :class:`~conveyor._waiter.AsyncMarkerWaiter`, as
+    ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
@@ -53,14 +55,20 @@ class AsyncWorker:
     attempt of it is failed, not retried (a retry would run it twice at once).
     """
 
-    def __init__(self, queue: AsyncQueue, handlers: Mapping[str, AsyncHandler], **options: Any) -> None:
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        handlers: Mapping[str, AsyncHandler],
+        *,
+        waiter: AsyncMarkerWaiter | None = None,
+        **options: Any,
+    ) -> None:
         validate_handlers(handlers, want_async=True)
-        self.queue, self.handlers = queue, dict(handlers)
+        self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: asyncio.Queue[Job] = asyncio.Queue()
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        self._idle: asyncio.Future[Any] | None = None
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
 
@@ -80,9 +88,12 @@ class AsyncWorker:
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
-        pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
+        pump, maint = self._role("pump"), self._role("maint")
+        waiter = self._waiter or self._own_waiter()
         self._slots = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
         maintenance = asyncio.create_task(self._maintain(maint))
+        marker = self.queue.core.keys.marker
+        waiter.watch(marker, self._dispatch.wants_marker, self._wake.set)
         self._signals(install=True)
         try:
             await self._pump(pump, waiter)
@@ -90,9 +101,8 @@ class AsyncWorker:
             self._signals(install=False)
             self._stop.set()
             self._finished.set()
+            waiter.unwatch(marker)
             tasks: list[asyncio.Future[Any]] = [*self._slots, maintenance]
-            if self._idle is not None:
-                tasks.append(self._idle)
             for task in tasks:
                 if task is not maintenance:  # it ends on its own after its current call
                     task.cancel()
@@ -100,10 +110,17 @@ class AsyncWorker:
             _, pending = await asyncio.wait(tasks, timeout=2.0)
             for task in pending:
                 task.cancel()
-            for q in (pump, waiter, maint):
+            if waiter is not self._waiter:
+                await waiter.aclose()
+            for q in (pump, maint):
                 with contextlib.suppress(Exception):
                     await q.aclose()
         return self.stats
+
+    def _own_waiter(self) -> AsyncMarkerWaiter:
+        q = self.queue
+        client = role_client(ASYNC, q.client, q.name, "waiter", self.options.block_timeout)
+        return AsyncMarkerWaiter(client, new_wait_set(q.core.keys.wake, self.options.block_timeout))
 
     def _signals(self, install: bool) -> None:
         if not self.options.install_signal_handlers:
@@ -168,7 +185,7 @@ class AsyncWorker:
         self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
-    async def _pump(self, pump: AsyncQueue, waiter: AsyncQueue) -> None:
+    async def _pump(self, pump: AsyncQueue, waiter: AsyncMarkerWaiter) -> None:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
             if self._stop.is_set() and not d.stopping:
@@ -193,7 +210,7 @@ class AsyncWorker:
                 continue
             if d.quiet() and self.options.burst:
                 return
-            await self._wait(waiter, until_due, deadline)
+            await self._wait(pump, waiter, until_due, deadline)
 
     async def _exchange(self, pump: AsyncQueue) -> tuple[bool, float]:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
@@ -220,36 +237,19 @@ class AsyncWorker:
             await asyncio.wait_for(self._wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
         self._wake.clear()
 
-    async def _wait(self, waiter: AsyncQueue, until_due: float, deadline: float) -> None:
+    async def _wait(
+        self, pump: AsyncQueue, waiter: AsyncMarkerWaiter, until_due: float, deadline: float
+    ) -> None:
         """Sleep until a handler finishes, a wake-up arrives (while a slot is free) or a delayed
-        job is due. One BZPOPMIN stays pending across calls, so a free slot is filled at once even
+        job is due. The waiter's task blocks on the marker, so a free slot is filled at once even
         while other slots are busy."""
         d = self._dispatch
         if d.done or d.failures:
             return
-        timeout = idle_wait(self.options.block_timeout, until_due)
-        if self._idle is not None and self._idle.done():
-            await self._settle_idle(waiter, self._idle)
-        if self._idle is None and d.wants_marker():
-            self._idle = asyncio.ensure_future(
-                waiter.client.bzpopmin(waiter.core.keys.marker, timeout=timeout)
-            )
-            self._idle.add_done_callback(lambda _: self._wake.set())
-        await self._sleep(timeout, deadline)
-
-    async def _settle_idle(self, waiter: AsyncQueue, idle: asyncio.Future[Any]) -> None:
-        """Read a finished BZPOPMIN; a wake-up this worker cannot use is passed on."""
-        self._idle = None
-        if idle.cancelled():
-            return
-        exc = idle.exception()
-        if exc is not None:
-            # The pump notices a lost server on its next call and backs off; do not spin here.
-            log.debug("idle wait interrupted (%s)", exc)
-            await asyncio.sleep(RECONNECT.delay(1))
-        elif idle.result() and not self._dispatch.wants_marker():
-            with contextlib.suppress(*RECOVERABLE):
-                await waiter.client.zadd(waiter.core.keys.marker, {WAKE_MEMBER: 0})
+        if d.wants_marker() and waiter.ask(pump.core.keys.marker):
+            with contextlib.suppress(*RECOVERABLE):  # else the wait in progress ends at its timeout
+                await waiter.set.wake_pipeline(pump.client).execute()
+        await self._sleep(idle_wait(self.options.block_timeout, until_due), deadline)
 
     async def _cancel_slots(self) -> None:
         """Cancel handlers still running at the deadline; their jobs are then released."""

@@ -37,8 +37,6 @@ from ._results import encode_result
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
 RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
-# The member every wake-up adds to the marker (as wake() in _lua/_lib.lua does).
-WAKE_MEMBER = "0"
 
 
 @dataclass(frozen=True, slots=True)

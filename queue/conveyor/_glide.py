@@ -308,8 +308,8 @@ class GlideSync(GlideDriver):
         finally:
             self._blocking = False
 
-    def bzpopmin(self, key: str, timeout: float) -> Any:
-        return self._blocking_call("bzpopmin", [key], timeout)
+    def bzpopmin(self, keys: str | Sequence[str], timeout: float) -> Any:
+        return self._blocking_call("bzpopmin", _key_list(keys), timeout)
 
     def zadd(self, key: str, mapping: dict[str, float]) -> Any:
         return self._call("zadd", key, mapping)
@@ -415,8 +415,8 @@ class GlideAsync(GlideDriver):
     def pipeline(self, transaction: bool = False) -> AsyncPipeline:
         return AsyncPipeline(self, self._glide.Batch(is_atomic=transaction))
 
-    async def bzpopmin(self, key: str, timeout: float) -> Any:
-        return await self._call("bzpopmin", [key], timeout)
+    async def bzpopmin(self, keys: str | Sequence[str], timeout: float) -> Any:
+        return await self._call("bzpopmin", _key_list(keys), timeout)
 
     async def zadd(self, key: str, mapping: dict[str, float]) -> Any:
         return await self._call("zadd", key, mapping)
@@ -456,6 +456,11 @@ class AsyncPipeline(Pipeline):
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         replies = await self._owner._call("exec", self._batch, False)
         return self.results(replies, raise_on_error)
+
+
+def _key_list(keys: str | Sequence[str]) -> list[str]:
+    """redis-py's bzpopmin takes one key or several; glide always a list."""
+    return [keys] if isinstance(keys, str) else list(keys)
 
 
 def glide_client(is_async: bool, url: str, settings: QueueSettings) -> GlideDriver:

@@ -91,6 +91,11 @@ class QueueKeys:
         """Key of one finished job's result record (see ``_results.py``)."""
         return self.results + job_id
 
+    def wake(self, waiter: str) -> str:
+        """Sorted set that ends one shared wait over several markers early (see ``_waiter.py``);
+        it lives a few seconds at most."""
+        return f"{self.marker}:w:{waiter}"
+
 
 def queue_keys(prefix: str, queue: str) -> QueueKeys:
     """Build the keys of ``queue`` under ``prefix``."""

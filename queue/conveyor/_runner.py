@@ -1,10 +1,12 @@
 """Run an app's workers for several queues in one process, with a graceful stop on SIGTERM/SIGINT.
 
 Several queues are served by one worker per queue inside the process, each with its own pump (one
-round trip acks and claims), waiter and ``concurrency`` handler slots. Fairness rule: queues never
-share slots, so a backlog on one queue cannot delay another; the order of the queue list does not
-set a priority. Every task and hook sync: thread workers. Any async task or hook: asyncio workers on
-one event loop, with sync tasks run in threads. The scheduler, when enabled, runs in a thread.
+round trip acks and claims), maintenance connection and ``concurrency`` handler slots; they share
+one waiter, a single blocking wait over all the queues' markers (one per slot on Cluster, see
+``_waiter.py``). Fairness rule: queues never share handler slots, so a backlog on one queue cannot
+delay another; the order of the queue list does not set a priority (the shared wait rotates it).
+Every task and hook sync: thread workers. Any async task or hook: asyncio workers on one event
+loop, with sync tasks run in threads. The scheduler, when enabled, runs in a thread.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import Any
 
 from ._app import Conveyor
 from ._async_worker import AsyncWorker
+from ._dispatch import WorkerOptions
 from ._scheduler import Scheduler
+from ._topology import ASYNC, SYNC, Flavour, role_client
+from ._waiter import AsyncMarkerWaiter, MarkerWaiter, new_wait_set, wait_groups
 from ._worker import Worker
 
 log = logging.getLogger("conveyor.runner")
@@ -109,9 +114,33 @@ class Runner:
             scheduler.stop()
             thread.join(timeout=10)
 
+    def _waiters(self, flavour: Flavour, queues: list[Any], kind: type[Any]) -> list[Any]:
+        """One shared waiter per wait group (all queues on one server), in the order of ``queues``;
+        each named after the first queue of its group: ``conveyor:<queue>:waiter``."""
+        block = WorkerOptions(**self.worker_options).block_timeout
+        markers = [q.core.keys.marker for q in queues]
+        out: list[Any] = [None] * len(queues)
+        for group in wait_groups(queues[0].client, markers):
+            first = queues[group[0]]
+            client = role_client(flavour, first.client, first.name, "waiter", block)
+            waiter = kind(client, new_wait_set(first.core.keys.wake, block))
+            for index in group:
+                out[index] = waiter
+        return out
+
     def _run_threads(self) -> Stats:
+        queues = [self.app.queue(q) for q in self.queues]
+        waiters = self._waiters(SYNC, queues, MarkerWaiter)
+        try:
+            return self._serve_threads(queues, waiters)
+        finally:
+            for waiter in dict.fromkeys(waiters):
+                waiter.close()
+
+    def _serve_threads(self, queues: list[Any], waiters: list[MarkerWaiter]) -> Stats:
         workers = {
-            q: Worker(self.app.queue(q), self.app.handlers(q), **self.worker_options) for q in self.queues
+            q.name: Worker(q, self.app.handlers(q.name), waiter=w, **self.worker_options)
+            for q, w in zip(queues, waiters, strict=True)
         }
         stats: Stats = {}
         errors: list[BaseException] = []
@@ -140,9 +169,19 @@ class Runner:
         return stats
 
     async def _run_async(self) -> Stats:
+        queues = [self.app.async_queue(q) for q in self.queues]
+        waiters = self._waiters(ASYNC, queues, AsyncMarkerWaiter)
+        try:
+            return await self._serve_async(queues, waiters)
+        finally:
+            for waiter in dict.fromkeys(waiters):
+                await waiter.aclose()
+            await self.app.aclose()
+
+    async def _serve_async(self, queues: list[Any], waiters: list[AsyncMarkerWaiter]) -> Stats:
         workers = {
-            q: AsyncWorker(self.app.async_queue(q), self.app.async_handlers(q), **self.worker_options)
-            for q in self.queues
+            q.name: AsyncWorker(q, self.app.async_handlers(q.name), waiter=w, **self.worker_options)
+            for q, w in zip(queues, waiters, strict=True)
         }
         loop = asyncio.get_running_loop()
         # Sync tasks run in the default executor: give it a thread per handler slot (the stock
@@ -155,7 +194,8 @@ class Runner:
                 worker.stop()
 
         def stop_from_any_thread() -> None:
-            loop.call_soon_threadsafe(stop_all)
+            with contextlib.suppress(RuntimeError):  # the loop closed: run() returned already
+                loop.call_soon_threadsafe(stop_all)
 
         self._stoppers.append(stop_from_any_thread)
         if self._stopping.is_set():
@@ -167,6 +207,4 @@ class Runner:
             stop_all()
             await asyncio.wait(runs, timeout=30)
             raise
-        finally:
-            await self.app.aclose()
         return dict(zip(workers, results, strict=True))

@@ -13,7 +13,6 @@ from typing import Any
 from ._client import Queue
 from ._dispatch import (
     RECOVERABLE,
-    WAKE_MEMBER,
     Dispatcher,
     Failure,
     WorkerOptions,
@@ -31,6 +30,7 @@ from ._models import Job
 from ._ops import TIMEOUT
 from ._retry import RECONNECT
 from ._topology import SYNC, role_client
+from ._waiter import MarkerWaiter, new_wait_set
 
 Handler = Callable[[Job], Any]
 
@@ -43,8 +43,10 @@ class Worker:
     """Process jobs of ``queue`` with ``concurrency`` threads.
 
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
-    (ack and claim), ``waiter`` (blocks in BZPOPMIN while the worker has a free slot) and ``maint``
-    (heartbeats, promotion, lease recovery, retention). Handler threads never touch the server.
+    (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
+    promotion, lease recovery, retention). Handler threads never touch the server. Workers of
+    several queues can share one ``waiter`` (a :class:`~conveyor._waiter.MarkerWaiter`, as
+    ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
@@ -61,14 +63,20 @@ class Worker:
     until it returns (no new job is claimed for it) and whatever it returns or raises is dropped.
     """
 
-    def __init__(self, queue: Queue, handlers: Mapping[str, Handler], **options: Any) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        handlers: Mapping[str, Handler],
+        *,
+        waiter: MarkerWaiter | None = None,
+        **options: Any,
+    ) -> None:
         validate_handlers(handlers, want_async=False)
-        self.queue, self.handlers = queue, dict(handlers)
+        self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: stdlib_queue.SimpleQueue[Job | None] = stdlib_queue.SimpleQueue()
         self._wake, self._stop, self._finished = threading.Event(), threading.Event(), threading.Event()
-        self._watch, self._watching, self._watch_timeout = threading.Event(), False, 0.0
         self._lock = threading.Lock()
 
     @property
@@ -87,33 +95,40 @@ class Worker:
 
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
-        pump, waiter, maint = (self._role(r) for r in ("pump", "waiter", "maint"))
+        pump, maint = self._role("pump"), self._role("maint")
+        waiter = self._waiter or self._own_waiter()
         threads = [
             threading.Thread(target=self._slot, daemon=True, name=f"conveyor-slot-{i}")
             for i in range(self.options.concurrency)
         ]
         threads.append(threading.Thread(target=self._maintain, args=(maint,), daemon=True))
-        threads.append(threading.Thread(target=self._watcher, args=(waiter,), daemon=True))
+        marker = self.queue.core.keys.marker
         with self._signals():
             for thread in threads:
                 thread.start()
+            waiter.watch(marker, self._dispatch.wants_marker, self._wake.set)
             try:
-                self._pump(pump)
+                self._pump(pump, waiter)
             finally:
                 self._stop.set()
                 self._finished.set()
+                waiter.unwatch(marker)
                 for _ in range(self.options.concurrency):
                     self._ready.put(None)
-                self._close_roles((pump, waiter, maint), threads[-2:])
+                if waiter is not self._waiter:
+                    waiter.close()
+                self._close_roles((pump, maint), threads[-1:])
         return self.stats
 
-    def _close_roles(self, roles: tuple[Queue, ...], helpers: list[threading.Thread]) -> None:
-        """Close the role connections, then again once the maintenance and watcher threads ended.
+    def _own_waiter(self) -> MarkerWaiter:
+        q = self.queue
+        client = role_client(SYNC, q.client, q.name, "waiter", self.options.block_timeout)
+        return MarkerWaiter(client, new_wait_set(q.core.keys.wake, self.options.block_timeout))
 
-        Closing the waiter's socket ends a BZPOPMIN in progress (no CLIENT UNBLOCK, which Dragonfly
-        lacks). A helper thread in the middle of a call can still open a fresh connection from a
-        closed pool (the watcher passing a wake-up on, a heartbeat), so wait for both briefly and
-        close once more: a stopped worker leaves no connection behind.
+    def _close_roles(self, roles: tuple[Queue, ...], helpers: list[threading.Thread]) -> None:
+        """Close the role connections, then again once the maintenance thread ended: a thread in
+        the middle of a call (a heartbeat) can still open a fresh connection from a closed pool,
+        so wait for it briefly and close once more: a stopped worker leaves no connection behind.
         """
         for _ in range(2):
             for q in roles:
@@ -162,7 +177,7 @@ class Worker:
             self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
-    def _pump(self, pump: Queue) -> None:
+    def _pump(self, pump: Queue, waiter: MarkerWaiter) -> None:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
             if self._stop.is_set() and not d.stopping:
@@ -185,7 +200,7 @@ class Worker:
                 continue
             if d.quiet() and self.options.burst:
                 return
-            self._wait(until_due, deadline)
+            self._wait(pump, waiter, until_due, deadline)
 
     def _exchange(self, pump: Queue) -> tuple[bool, float]:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
@@ -215,40 +230,17 @@ class Worker:
         self._wake.wait(max(0.0, min(seconds, deadline - time.monotonic())))
         self._wake.clear()
 
-    def _wait(self, until_due: float, deadline: float) -> None:
+    def _wait(self, pump: Queue, waiter: MarkerWaiter, until_due: float, deadline: float) -> None:
         """Sleep until a handler finishes, a wake-up arrives (while a slot is free) or a delayed
-        job is due. The watcher thread blocks on the marker, so a free slot is filled at once even
-        while other slots are busy."""
+        job is due. The waiter's thread blocks on the marker, so a free slot is filled at once
+        even while other slots are busy."""
         d = self._dispatch
         if d.done or d.failures:
             return
-        timeout = idle_wait(self.options.block_timeout, until_due)
-        with self._lock:
-            if d.wants_marker() and not self._watching:
-                self._watching, self._watch_timeout = True, timeout
-                self._watch.set()
-        self._sleep(timeout, deadline)
-
-    def _watcher(self, waiter: Queue) -> None:
-        """Block on the marker when the pump asks, and wake the pump when a wake-up arrives."""
-        marker = waiter.core.keys.marker
-        while not self._finished.is_set():
-            if not self._watch.wait(1.0):
-                continue
-            self._watch.clear()
-            try:
-                popped = waiter.client.bzpopmin(marker, timeout=self._watch_timeout)
-                if popped and not self._dispatch.wants_marker():
-                    waiter.client.zadd(marker, {WAKE_MEMBER: 0})  # not ours to use: pass it on
-            except Exception as exc:
-                if self._finished.is_set():
-                    return
-                # The pump notices a lost server on its next call and backs off; do not spin here.
-                log.debug("idle wait interrupted (%s)", exc)
-                self._finished.wait(RECONNECT.delay(1))
-            with self._lock:
-                self._watching = False
-            self._wake.set()
+        if d.wants_marker() and waiter.ask(pump.core.keys.marker):
+            with contextlib.suppress(*RECOVERABLE):  # else the wait in progress ends at its timeout
+                waiter.set.wake_pipeline(pump.client).execute()
+        self._sleep(idle_wait(self.options.block_timeout, until_due), deadline)
 
     def _release_buffered(self, pump: Queue) -> None:
         jobs: list[Job] = []

@@ -13,6 +13,7 @@ from conveyor import (
     AsyncQueue,
     AsyncWorker,
     ConnectionFailedError,
+    Conveyor,
     ConveyorError,
     InvalidNameError,
     Job,
@@ -21,6 +22,7 @@ from conveyor import (
     Queue,
     Worker,
 )
+from conveyor._runner import Runner
 from redis.cluster import RedisCluster, key_slot
 
 from bench.servers import start_server
@@ -300,3 +302,60 @@ def _migrate_slot(source, target, slot: int) -> None:  # type: ignore[no-untyped
             src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
         for client in (dst, src):
             client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def _same_slot_pair(prefix: str) -> tuple[str, str]:
+    """Two queue names whose hash tags map to one slot (a birthday search: ~150 names)."""
+    seen: dict[int, str] = {}
+    for i in range(20_000):
+        name = f"{prefix}{i}"
+        slot = key_slot(name.encode())
+        if slot in seen:
+            return seen[slot], name
+        seen[slot] = name
+    raise AssertionError("no two names in one slot")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_several_queues_wait_with_one_waiter_per_slot(cluster: Cluster, mode: str) -> None:
+    """A BZPOPMIN over several keys must stay in one slot: the runner makes one waiter per slot
+    among its queues. Two queues share a slot here, a third has its own: two waiters, and a job on
+    any queue is picked up long before the 30 s block would end."""
+    names = [*_same_slot_pair(f"slot-{mode}-"), _names_on_distinct_shards(cluster, 1, f"own-{mode}-")[0]]
+    app = Conveyor(cluster.url)
+    done: list[str] = []
+    for name in names:
+        if mode == "sync":
+            app.task(queue=name, name=f"t-{name}")(lambda n=name: done.append(n))
+        else:
+            async def run(n: str = name) -> None:
+                done.append(n)
+            app.task(queue=name, name=f"t-{name}")(run)
+    runner = Runner(app, names, block_timeout=30)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+
+    def waiters() -> list[str]:
+        found = []
+        for node in cluster.nodes:
+            with node.client() as client:
+                found += [c["name"] for c in client.client_list() if c.get("name", "").endswith(":waiter")]
+        # (a set: the asyncio cluster client may keep a connection to each node it read the slot
+        # map from, all named after its role)
+        return sorted({n for n in found if n.split(":")[1] in names})
+
+    deadline = time.monotonic() + 10
+    while waiters() != sorted(f"conveyor:{n}:waiter" for n in (names[0], names[2])):
+        assert time.monotonic() < deadline, f"waiters: {waiters()}"
+        time.sleep(0.05)
+    for name in reversed(names):
+        app.enqueue(f"t-{name}")
+        deadline = time.monotonic() + 10
+        while name not in done:
+            assert time.monotonic() < deadline, f"the job on {name} was not picked up"
+            time.sleep(0.02)
+    started = time.monotonic()
+    runner.stop()
+    thread.join(20)
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    app.close()

@@ -283,6 +283,14 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+def client_command(client: dict) -> str:
+    """The current command of a CLIENT LIST entry. Dragonfly's has no cmd= field; a client blocked
+    there shows flags=b, read here as "bzpopmin" (the only blocking command Conveyor sends)."""
+    if "cmd" in client:
+        return client["cmd"]
+    return "bzpopmin" if "b" in client.get("flags", "") else ""
+
+
 def with_token(job: Job, token: str | None) -> Job:
     """A copy of ``job`` presenting another lease token."""
     clone = copy.copy(job)

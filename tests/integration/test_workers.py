@@ -12,6 +12,9 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
     wait_until,
 )
+from _support import (
+    client_command as _command,
+)
 from conveyor import Backoff, ConnectionFailedError
 
 
@@ -25,12 +28,6 @@ def _names(api, q) -> list[tuple[str, str]]:
         for c in api.admin.client_list()
         if c.get("name", "").startswith(prefix)
     )
-
-
-def _command(client: dict) -> str:
-    if "cmd" in client:
-        return client["cmd"]
-    return "bzpopmin" if "b" in client.get("flags", "") else ""
 
 
 async def _completed(q, n: int) -> bool:

@@ -1,0 +1,67 @@
+"""The shared wait's state (no server): which markers a wait covers, and what a reply means."""
+
+from __future__ import annotations
+
+from conveyor._waiter import NOTHING, SEND, SIGNAL, WaitSet, wait_groups
+
+
+def _set(wanting: dict[str, bool], woken: list[str]) -> WaitSet:
+    ws = WaitSet("wake", 2.0)
+    for marker in wanting:
+        ws.add(marker, lambda m=marker: wanting[m], lambda m=marker: woken.append(m))
+    assert ws.next_keys() == []  # a queue is in the waits from its worker's first ask on
+    for marker in wanting:
+        assert ws.ask(marker) == SIGNAL
+    return ws
+
+
+def test_a_queue_added_during_a_wait_is_taken_in_by_its_first_ask():
+    ws = _set({"a": True}, [])
+    assert ws.next_keys() == ["a", "wake"]
+    ws.add("b", lambda: True, lambda: None)
+    assert ws.ask("b") == SEND and ws.next_keys()[:2] in (["a", "b"], ["b", "a"])
+
+
+def test_every_queue_comes_first_in_turn():
+    ws = _set({"a": True, "b": True, "c": True}, [])
+    firsts = [ws.next_keys()[0] for _ in range(3)]
+    assert sorted(firsts) == ["a", "b", "c"]
+    assert all(ws.next_keys()[-1] == "wake" for _ in range(3))
+
+
+def test_a_popped_marker_wakes_its_worker_or_is_passed_on():
+    wanting, woken = {"a": True, "b": False}, []
+    ws = _set(wanting, woken)
+    ws.next_keys()
+    assert ws.ended((b"a", b"0", 0.0)) is None and woken == ["a"]
+    ws.next_keys()
+    assert ws.ended((b"b", b"0", 0.0)) == "b" and woken == ["a"]  # full: pass it on, leave b out
+    assert "b" not in ws.next_keys()
+    assert ws.ended(None) is None and ws.ended((b"wake", b"0", 0.0)) is None
+
+
+def test_a_left_out_queue_asks_back_in():
+    wanting = {"a": True, "b": False}
+    ws = _set(wanting, [])
+    assert ws.ask("a") == NOTHING  # never left out: already in every wait
+    ws.next_keys()
+    ws.ended((b"b", b"0", 0.0))
+    wanting["b"] = True
+    ws.next_keys()  # a wait over a only is in progress
+    assert ws.ask("b") == SEND and "b" in ws.next_keys()
+    ws.ended((b"b", b"0", 0.0))
+    wanting["b"] = False
+    ws.ended((b"b", b"0", 0.0))
+    assert ws.ask("b") == SIGNAL  # no wait in progress: the next one takes b
+
+
+def test_a_queue_no_longer_served_passes_its_wake_ups_on():
+    ws = _set({"a": True}, [])
+    ws.next_keys()
+    ws.remove("a")
+    assert ws.ended((b"a", b"0", 0.0)) == "a" and ws.next_keys() == []
+
+
+def test_one_group_on_one_server():
+    assert wait_groups(object(), ["m1", "m2", "m3"]) == [[0, 1, 2]]
+    assert wait_groups(object(), []) == []
