@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import estimate, scenarios
+from bench.peers import LIBRARIES
 from bench.peers import resolve as resolve_libraries
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
@@ -191,6 +192,15 @@ def driver_choice(driver: str, names: list[str], parsers: list[str]) -> tuple[li
     return kept, ["hiredis" if "hiredis" in parsers else parsers[0]], reason
 
 
+def _list_peer_plan(console: Console, libraries: list[str], servers: list[str]) -> int:
+    """Print what a peer run would measure, without installing or running anything."""
+    for server in servers:
+        for name in libraries:
+            rows = ", ".join(LIBRARIES[name].flavors)
+            console.print(f"{name} @ {server}: rows {rows}; speed scenarios and crash table")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     raw = list(sys.argv[1:] if argv is None else argv)
@@ -201,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     libraries = resolve_libraries(args.libraries)
     opts = options_from_args(args)
     started = time.monotonic()
+    if libraries != ["conveyor"] and args.list:
+        return _list_peer_plan(console, libraries, opts.servers)
     if libraries != ["conveyor"]:
         from bench.peers.run import PeerRun  # noqa: PLC0415 (only for peer runs)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
+import bench.peers.venvs as venvs
+from bench.cli import main
 from bench.peers import LIBRARIES, Library, resolve
 from bench.peers.drive import Child, Hung
 from bench.peers.measure import CountMismatch, Row, count, run_guarded
@@ -98,3 +100,15 @@ def test_a_hung_child_is_killed(redis_url: str) -> None:
     with pytest.raises(Hung, match="killed"):  # no worker: the job is never done
         child.call("latency", 2.0, ids=["x"], log=str(log), wait_s=60)
     assert time.monotonic() - started < 20
+
+
+def test_list_prints_the_peer_plan_without_running_it(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # --list once ran the whole peer comparison (installs, servers, minutes of load).
+    def refuse(*_: object) -> str:
+        raise AssertionError("--list must not install or run a peer")
+
+    monkeypatch.setattr(venvs, "python_for", refuse)
+    assert main(["--libraries", "all", "--servers", "valkey-9.1,redis-8.2", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "rq @ valkey-9.1" in out and "bullmq @ redis-8.2" in out
