@@ -281,9 +281,11 @@ class AsyncWorker:
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
         while not self._finished.is_set():
+            asleep = time.monotonic()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._finished.wait(), tick)
                 return
+            d.woke_late(time.monotonic() - asleep, tick)
             try:
                 for job in d.overdue():  # not started yet (running ones have a timer)
                     self._stop_job(job, TIMEOUT)

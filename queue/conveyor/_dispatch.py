@@ -242,6 +242,18 @@ class Dispatcher:
         leased = list(self.leases.values())
         return [job for job, since in leased if since <= cutoff and job.token][:MAX_BATCH]
 
+    def woke_late(self, slept: float, tick: float) -> None:
+        """Warn when maintenance, asleep for ``slept`` seconds of a ``tick``, woke a third of a lease
+        late or more: nothing in this worker ran meanwhile, so its leases went unrenewed."""
+        late = slept - tick
+        if late >= self.lease / 3 and self.leases:
+            log.warning(
+                "worker woke %.1f s late for its heartbeats (its event loop was blocked, or the process "
+                "got no CPU); with a lease of %g s, the %d jobs it holds may have been redelivered "
+                "and may run twice",
+                late, self.lease, len(self.leases),
+            )  # fmt: skip
+
     def on_extended(self, jobs: Sequence[Job], statuses: Sequence[int]) -> list[tuple[Job, str]]:
         """Record renewed leases; returns the jobs to stop, with why (cancel requested, time limit
         passed: see extend.lua)."""

@@ -284,9 +284,12 @@ class Worker:
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
+        asleep = time.monotonic()
         while not self._finished.wait(tick):
+            woke = time.monotonic()
             try:
                 with self._lock:
+                    d.woke_late(woke - asleep, tick)
                     jobs = d.needs_heartbeat(tick)
                     self._stop_jobs([(job, TIMEOUT) for job in d.overdue()])
                 if jobs:
@@ -302,3 +305,4 @@ class Worker:
                 if self._finished.is_set():
                     return
                 log.warning("maintenance failed (%s); will retry", exc)
+            asleep = time.monotonic()

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _stallwatch import StallWatch
 from conveyor import AsyncQueue, AsyncWorker, Backoff, Job, Queue, Worker
 
 PID = os.getpid()
@@ -106,7 +107,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {PID} %(name)s %(message)s")
     record = Recorder(Path(runs_dir))
     settings, options = queue_settings(config), config["worker"]
+    stalls = Path(runs_dir) / f"{PID}.stalls"
     if mode == "sync":
+        StallWatch(stalls)
         q = Queue.from_url(url, name, **settings)
         worker = Worker(q, {"chaos": sync_handler(record)}, **options)
         early.attach(worker)
@@ -115,6 +118,7 @@ def main() -> None:
     else:
 
         async def run() -> dict[str, int]:
+            StallWatch(stalls, asyncio.get_running_loop())
             aq = AsyncQueue.from_url(url, name, **settings)
             try:
                 worker = AsyncWorker(aq, {"chaos": async_handler(record)}, **options)

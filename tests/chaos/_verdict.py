@@ -4,7 +4,10 @@ Rules (issue 7): no job lost, none stuck, none failed that should not have, re-e
 nothing, every SIGTERMed worker exited within its deadline, and a job ran again only after the
 worker running it was SIGKILLed or SIGTERMed while cut off from the server (at most that worker's
 capacity of repeats per such worker).
-A run that follows a run ended by the handler's own failure is a retry, not a repeat.
+A run that follows a run ended by the handler's own failure is a retry, not a repeat. A repeat
+after the previous run's worker stalled (no CPU, a frozen process, a disk wait: see _stalls.py)
+for long enough to lose the lease is the documented at-least-once case: counted apart, not a
+problem; a worker loop blocked by code is a problem whether or not a job ran again.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from _fleet import Fleet, read_runs
+from _stalls import blocked, explaining, read_stalls
 from conveyor import ConveyorError, Queue
 
 from bench.servers import RunningServer
@@ -45,6 +49,7 @@ class Verdict:
             f"({s['by_kind']}), runs {s['runs']}, attempts spent without a run {s['attempts_without_run']}, "
             f"duplicate runs {s['duplicate_runs']} "
             f"(bound {s['duplicate_bound']}, runs open at kills/partitions {s['open_at_kills']}), "
+            f"repeats after stalled workers {s['stall_repeats']} (stalls recorded {s['stalls']}), "
             f"lost {s['lost']}, stuck {s['stuck']}, wrongly failed {s['wrongly_failed']}, "
             f"re-enqueue created {s['reenqueue_created']}, slowest SIGTERM exit "
             f"{s['slowest_term_exit']:.1f} s of {s['term_deadline']:.0f} s"
@@ -82,6 +87,7 @@ class Repeats:
     skipped: int  # attempts spent without a run
     unexplained: list[str]
     by_job: dict[str, list[list[str]]]
+    after_stalls: list[str]  # repeats a stall of the previous run's worker explains
 
 
 def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
@@ -91,6 +97,8 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
         for record in read_runs(path):
             by_job[record[1]].append(record)
     killed = {k.pid: k for k in fleet.abandoned}
+    stalls = read_stalls(fleet.runs_dir)
+    after_stalls: list[str] = []
     per_pid: Counter[int] = Counter()
     unexplained: list[str] = []
     total = skipped = 0
@@ -105,8 +113,12 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
             if ended == ["fail"]:
                 continue  # the handler failed: a retry, as asked for
             total += 1
+            stall = explaining(stalls, prev_pid, float(prev[4]), float(run[4]), cfg.lease)
             if prev_pid in killed:
                 per_pid[prev_pid] += 1
+            elif stall is not None:
+                after_stalls.append(f"{job_id} attempt {prev[2]} in pid {prev_pid}: {stall.cause}: "
+                                    f"{stall.line}")  # fmt: skip
             else:
                 unexplained.append(f"{job_id} ran again (attempt {run[2]} in pid {run[3]}) after "
                                    f"attempt {prev[2]} in pid {prev_pid}, neither killed nor cut off "
@@ -122,7 +134,8 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
         if n > cfg.capacity(killed[pid].mode):
             unexplained.append(f"pid {pid} ({killed[pid].mode}, {killed[pid].how}) held at most "
                                f"{cfg.capacity(killed[pid].mode)} jobs, yet {n} ran again")  # fmt: skip
-    return Repeats(total, bound, skipped, unexplained, by_job)
+    unexplained += blocked(stalls, cfg.lease)
+    return Repeats(total, bound, skipped, unexplained, by_job, after_stalls)
 
 
 def memory_growth(memory: list[tuple[float, int]]) -> dict[str, int] | None:
@@ -194,7 +207,8 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "faults": {k: v for k, v in faults.count.items()}, "disabled_faults": list(cfg.disabled_faults),
         "jobs": len(ids), "by_kind": dict(Counter(plan.kinds[i] for i in ids)),
         "runs": sum(1 for rs in by_job.values() for r in rs if r[0] == "start"),
-        "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "attempts_without_run": rep.skipped,
+        "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
+        "stalls": len(read_stalls(fleet.runs_dir)), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
         "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,
@@ -202,7 +216,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "slowest_term_exit": max((t.seconds for t in fleet.term_exits), default=0.0),
         "drained_counts": drained, "memory": growth,
     }  # fmt: skip
-    return Verdict(summary, problems, faults.log)
+    return Verdict(summary, problems, faults.log + [f"repeat after a stall: {x}" for x in rep.after_stalls])
 
 
 def describe_stuck(admin: Queue) -> list[str]:

@@ -59,6 +59,53 @@ def test_attempts_spent_without_a_run_beyond_what_kills_explain(tmp_path: Path) 
     assert explained.skipped == 2 and explained.unexplained == []
 
 
+def stall(runs_dir: Path, pid: int, line: str) -> None:
+    with (runs_dir / f"{pid}.stalls").open("a") as f:
+        f.write(line + "\n")
+
+
+def ci_case(runs_dir: Path) -> None:
+    """The clean-clone CI failure: a 3.5 s job ran 16.6 s in pid 1, then again in pid 1."""
+    write(runs_dir, 1, "start a 1 100.0", "ok a 1 116.6", "start a 2 117.0", "ok a 2 120.5")
+
+
+def test_repeat_after_a_starved_or_frozen_worker_is_the_at_least_once_case(tmp_path: Path) -> None:
+    ci_case(tmp_path)
+    stall(tmp_path, 1, "loop 101.0 13.0 cpu=0.10 runq=12.40 thread_late=0.30 kernel=R/0:240")
+    result = repeats(FakeFleet(tmp_path, []), CFG)
+    assert result.total == 1 and result.unexplained == []
+    assert len(result.after_stalls) == 1 and "starved" in result.after_stalls[0]
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    ci_case(frozen)
+    stall(frozen, 1, "loop 101.0 13.0 cpu=0.00 runq=0.00 thread_late=12.90 kernel=-")
+    assert "frozen" in repeats(FakeFleet(frozen, []), CFG).after_stalls[0]
+    stepped = tmp_path / "clock"
+    stepped.mkdir()
+    ci_case(stepped)
+    stall(stepped, 1, "clock 102.0 13.10")  # the wall clock (and the server's TIME) jumped
+    assert "clock" in repeats(FakeFleet(stepped, []), CFG).after_stalls[0]
+
+
+def test_a_blocked_loop_is_a_problem_and_explains_no_repeat(tmp_path: Path) -> None:
+    ci_case(tmp_path)
+    stall(tmp_path, 1, "loop 101.0 13.0 cpu=0.05 runq=0.01 thread_late=0.00 "
+                       "kernel=S/do_select:250 at _connection.py:9 connect")  # fmt: skip
+    result = repeats(FakeFleet(tmp_path, []), CFG)
+    assert result.after_stalls == []
+    assert any("a ran again" in u for u in result.unexplained)
+    assert any("event loop blocked 13.0 s" in u and "connect" in u for u in result.unexplained)
+
+
+def test_a_short_stall_or_one_elsewhere_explains_no_repeat(tmp_path: Path) -> None:
+    ci_case(tmp_path)
+    stall(tmp_path, 1, "loop 101.0 2.0 cpu=0.00 runq=2.00 thread_late=0.00 kernel=R/0:40")  # < 2/3 lease
+    stall(tmp_path, 1, "loop 130.0 9.0 cpu=0.00 runq=9.00 thread_late=0.00 kernel=R/0:40")  # after it
+    stall(tmp_path, 2, "loop 101.0 13.0 cpu=0.00 runq=13.00 thread_late=0.00 kernel=R/0:40")  # other pid
+    result = repeats(FakeFleet(tmp_path, []), CFG)
+    assert result.after_stalls == [] and len(result.unexplained) == 1
+
+
 def test_open_runs_and_remaining_work(tmp_path: Path) -> None:
     write(tmp_path, 1, "start a 1 1.0", "ok a 1 1.1", "start b 1 2.0")
     assert open_runs(tmp_path / "1.runs") == 1

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
+    wait_until,
     with_token,
 )
 from conveyor import LeaseLostError
@@ -210,3 +213,23 @@ async def test_released_jobs_keep_their_order(api):
     await q.release(claimed)
     again = await q.claim(count=3)
     assert [j.id for j in again] == [j.id for j in jobs]
+
+
+async def test_a_worker_that_wakes_late_for_its_heartbeats_says_so(api, caplog):
+    """An event loop blocked for over a third of the lease leaves the leases unrenewed: the worker
+    warns that the jobs it holds may run twice (the at-least-once case of the README)."""
+    if not api.is_async:
+        pytest.skip("a handler cannot hold up a thread worker's maintenance thread")
+    q = api.queue(lease=0.6, maintenance_interval=0.1)
+
+    async def blocks_the_loop(job):
+        await asyncio.sleep(0.3)  # maintenance goes back to sleep while the job is leased
+        time.sleep(0.5)  # a blocking call in an async handler: no heartbeat for 0.5 s
+
+    w = api.worker(q, {"t": blocks_the_loop})
+    caplog.set_level(logging.WARNING, logger="conveyor.worker")
+    await q.enqueue("t")
+    await wait_until(lambda: "late for its heartbeats" in caplog.text, timeout=10, what="the warning")
+    assert "1 jobs it holds may have been redelivered and may run twice" in caplog.text
+    w.worker.stop()
+    await w.join(10)

@@ -76,3 +76,14 @@ def test_heartbeats_leave_at_most_a_third_of_the_lease_between_them():
     d = _dispatcher(job)
     assert d.needs_heartbeat(tick=1.0) == [job]  # lease 3 s, tick 1 s: due at every tick
     assert Dispatcher(WorkerOptions(), lease=30.0).needs_heartbeat(tick=1.0) == []
+
+
+def test_a_late_wake_up_is_reported_only_when_it_puts_held_leases_at_risk(caplog):
+    d = _dispatcher()
+    d.woke_late(slept=5.0, tick=0.5)  # no lease held: nothing at risk
+    d.on_claimed([_job("a")])
+    d.woke_late(slept=0.5 + 0.9, tick=0.5)  # under a third of the 3 s lease
+    assert caplog.text == ""
+    d.woke_late(slept=0.5 + 1.0, tick=0.5)
+    assert "worker woke 1.0 s late for its heartbeats" in caplog.text
+    assert "lease of 3 s, the 1 jobs it holds may have been redelivered" in caplog.text
