@@ -223,8 +223,9 @@ async def test_a_worker_that_wakes_late_for_its_heartbeats_says_so(api, caplog):
     q = api.queue(lease=0.6, maintenance_interval=0.1)
 
     async def blocks_the_loop(job):
-        await asyncio.sleep(0.3)  # maintenance goes back to sleep while the job is leased
-        time.sleep(0.5)  # a blocking call in an async handler: no heartbeat for 0.5 s
+        while "late for its heartbeats" not in caplog.text:
+            await asyncio.sleep(0.05)  # maintenance (on a loaded machine, still in a call) gets to sleep
+            time.sleep(0.5)  # a blocking call in an async handler: no heartbeat for 0.5 s
 
     w = api.worker(q, {"t": blocks_the_loop})
     caplog.set_level(logging.WARNING, logger="conveyor.worker")
