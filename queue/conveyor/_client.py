@@ -17,7 +17,7 @@ from ._connection import check_policy
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
-from ._ops import Call, enqueue_spec, settle_single
+from ._ops import Call, settle_single
 from ._result_wait import SyncResults
 from ._results import result_values
 from ._scripts import is_noscript
@@ -145,12 +145,11 @@ class Queue(QueueBase[redis.Redis]):
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
         ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``).
         ``limit``: per-key concurrency and rate limits (:class:`Limit`)."""
-        job = (task, payload, job_id, delay, max_attempts)
+        group = self.core.pack(task, payload, job_id, delay, max_attempts, priority=priority,
+                               time_limit=time_limit, limit=limit)  # fmt: skip
         if self.settings.batch_enqueue:
-            specs = enqueue_spec(*job, priority=priority, time_limit=time_limit, limit=limit)
-            return (self._batcher.enqueue(specs))[0]
-        call = self.core.enqueue_one(*job, priority=priority, time_limit=time_limit, limit=limit)
-        return (self._run(call))[0]
+            return self._batcher.enqueue(group)
+        return (self._run(self.core.enqueue_packed((group,))))[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
         """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""

@@ -86,7 +86,7 @@ class QueueCore:
         self._default_lease_ms = round(settings.lease * 1000)  # validated by QueueSettings
 
     # -- enqueue ----------------------------------------------------------------------------------
-    def _pack(
+    def pack(
         self,
         task: str,
         payload: Any,
@@ -128,31 +128,22 @@ class QueueCore:
         batch = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
         if not batch or len(batch) > MAX_BATCH:
             raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(batch)}")
-        args: list[Any] = [len(batch), self._window]
-        pack = self._pack
-        for s in batch:
-            args += pack(
-                s.task,
-                s.payload,
-                s.job_id,
-                s.delay,
-                s.max_attempts,
-                priority=s.priority,
-                time_limit=s.time_limit,
-                limit=s.limit,
-            )
-        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
+        pack = self.pack
+        return self.enqueue_packed([
+            pack(s.task, s.payload, s.job_id, s.delay, s.max_attempts,
+                 priority=s.priority, time_limit=s.time_limit, limit=s.limit)
+            for s in batch
+        ])  # fmt: skip
 
-    def enqueue_one(
-        self, *job: Any, priority: int, time_limit: float | None = None, limit: Limit | None = None
-    ) -> Call[list[Job]]:
-        """``enqueue([JobSpec(*job, priority=priority, ...)])`` without building the JobSpec: ``job``
-        is task, payload, job_id, delay, max_attempts, as :meth:`_pack` takes them."""
-        args = [1, self._window, *self._pack(*job, priority=priority, time_limit=time_limit, limit=limit)]
+    def enqueue_packed(self, groups: Sequence[tuple[Any, ...]]) -> Call[list[Job]]:
+        """One enqueue call for already validated ARGV groups (1..MAX_BATCH, see :meth:`pack`)."""
+        args: list[Any] = [len(groups), self._window]
+        for group in groups:
+            args += group
         return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
 
     def _parse_enqueue(self, args: list[Any], reply: Any) -> list[Job]:
-        """Jobs from the reply; a created job's fields come from its ARGV group (see _pack)."""
+        """Jobs from the reply; a created job's fields come from its ARGV group (see pack)."""
         now = int(reply[0]) / 1000
         serializer, owner = self.settings.serializer, self.owner
         jobs: list[Job] = []
@@ -162,7 +153,7 @@ class QueueCore:
             if type(job_id) is bytes:
                 job_id, state = job_id.decode(), state.decode()
             if reply[2 + 3 * i]:
-                g = 2 + 8 * i  # this job's ARGV group (see _pack)
+                g = 2 + 8 * i  # this job's ARGV group (see pack)
                 job = Job(job_id, args[g + 1], STATES[state], args[g + 2], 0, args[g + 3], now,
                           serializer=serializer)  # fmt: skip
                 job.priority = args[g + 5]
@@ -510,17 +501,3 @@ def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) ->
     check_statuses(action, [job], statuses)
     if state:
         job.state, job.token = state, None
-
-
-def enqueue_spec(
-    task: str,
-    payload: Any,
-    job_id: str | None,
-    delay: float,
-    max_attempts: int | None,
-    *,
-    priority: int = 0,
-    time_limit: float | None = None,
-    limit: Limit | None = None,
-) -> list[JobSpec]:
-    return [JobSpec(task, payload, job_id, delay, max_attempts, priority, time_limit, limit)]

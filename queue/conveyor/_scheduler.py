@@ -30,7 +30,7 @@ def fire_call(
     """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
     job: list[object] = ["", "", "", "", 0]
     if fire is not None:
-        packed = core._pack(
+        packed = core.pack(
             schedule.task,
             schedule.payload,
             schedule.job_id(fire),

@@ -293,10 +293,11 @@ def test_task_priority_default_and_override():
     [(("t", {"a": 1}, None, 0.0, None), 0), (("t", [1], "my-id", 2.5, 7), 9)],
 )
 def test_enqueue_one_sends_and_reads_what_a_one_spec_batch_does(job, priority):
-    """The single-job fast path builds the same script call as enqueue([JobSpec]) and reads its
-    reply into the same Job, for a created job and for an existing one."""
+    """The single-job fast path (one packed group) builds the same script call as
+    enqueue([JobSpec]) and reads its reply into the same Job, for a created job and an existing one."""
     core = QueueCore("q", QueueSettings())
-    one, batch = core.enqueue_one(*job, priority=priority), core.enqueue([JobSpec(*job, priority)])
+    one = core.enqueue_packed((core.pack(*job, priority=priority),))
+    batch = core.enqueue([JobSpec(*job, priority)])
     assert (one.script, one.keys, list(one.args)) == (batch.script, batch.keys, list(batch.args))
     created = [1_700_000_000_123, b"17", 1, b"w"]
     existing = [1_700_000_000_123, b"my-id", 0, b"a", b"other", b'"x"', 2, 5, 1_600_000_000_000]
