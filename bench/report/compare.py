@@ -1,8 +1,8 @@
-"""Like-for-like comparisons: selection of cases, ratios with whiskers, noise and verdicts.
+"""Like-for-like comparisons: selection of cases, ratios to a baseline with whiskers, noise.
 
-A difference is stated only beyond ``THRESHOLD`` with the repetitions' ranges apart;
-otherwise it is noise. A ratio's whiskers run from the worst to the best pairing of the
-two cases' repetitions (min/max against max/min).
+A difference is stated only beyond ``THRESHOLD`` with the repetitions' ranges apart; otherwise it
+is noise (and one repetition has no range to judge by). A ratio's whiskers run from the worst to
+the best pairing of the two cases' repetitions (min/max against max/min).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 import pandas as pd
 
 from bench.report.load import Dataset
+from bench.report.text import pct
 
 THRESHOLD = 0.10
 BASELINE = {"config": "default", "protocol": 3, "parser": "hiredis"}
 DEFAULT_CONFIGS = ("default", "external")
+STATS = ["median", "min", "max", "n"]
 
 
 def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
@@ -39,18 +41,36 @@ def prefer(rows: pd.DataFrame, wanted: dict[str, Any], closest: bool = False) ->
     return rows
 
 
-def ratio(a: pd.Series, b: pd.Series) -> dict[str, float | bool]:
-    """``a / b`` for two summary rows: ratio of medians, whiskers and whether it is noise."""
+def versus(rows: pd.DataFrame, base: pd.DataFrame, on: str | list[str], lower_better: bool = False
+           ) -> pd.DataFrame:
+    """``rows`` joined to ``base`` on ``on`` with ``ratio`` (above 1: better), ``lo``/``hi`` whiskers
+    and ``noise``; the base's columns carry the suffix ``_base``."""
+    both = rows.merge(base, on=on, suffixes=("", "_base"))
+    a, b = both[STATS].set_axis(STATS, axis=1), both[[f"{s}_base" for s in STATS]].set_axis(STATS, axis=1)
+    if lower_better:
+        a, b = b, a
     value = a["median"] / b["median"]
-    lo, hi = a["min"] / b["max"], a["max"] / b["min"]
-    apart = a["min"] > b["max"] or a["max"] < b["min"]
-    single = min(a.get("n", 2), b.get("n", 2)) < 2  # one repetition has no spread to judge by
-    return {"ratio": value, "lo": lo, "hi": hi,
-            "noise": single or not (apart and abs(value - 1) > THRESHOLD)}
+    apart = (a["min"] > b["max"]) | (a["max"] < b["min"])
+    single = pd.concat([a["n"], b["n"]], axis=1).min(axis=1) < 2  # one repetition: no spread to judge by
+    return both.assign(ratio=value, lo=a["min"] / b["max"], hi=a["max"] / b["min"],
+                       noise=single | ~(apart & ((value - 1).abs() > THRESHOLD)))
+
+
+def ratio(a: pd.Series, b: pd.Series) -> dict[str, Any]:
+    """``a / b`` for two summary rows: ratio of medians, whiskers and whether it is noise."""
+    rows = [pd.DataFrame([{s: row.get(s, 2) for s in STATS} | {"k": 0}]) for row in (a, b)]
+    return versus(*rows, on="k").iloc[0][["ratio", "lo", "hi", "noise"]].to_dict()
+
+
+def change(found: Any, noise: str = "within the noise") -> str:
+    """``costs 11%``, ``gains 5%`` or the ``noise`` wording for a ratio row."""
+    if found["noise"]:
+        return noise
+    return f"{'costs' if found['ratio'] < 1 else 'gains'} {pct(abs(1 - found['ratio']))}"
 
 
 def same_method_runs(ds: Dataset, run_id: str) -> list[str]:
-    """Runs made with the method and on the machine of ``run_id`` (itself included)."""
+    """Full runs made with the method and on the machine of ``run_id`` (itself included)."""
     ref = ds.runs.loc[run_id]
     same = ds.runs[(ds.runs.method == ref.method) & (ds.runs.machine == ref.machine)
                    & (ds.runs.cpu == ref.cpu) & (ds.runs.cores == ref.cores) & ~ds.runs.quick]

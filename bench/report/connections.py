@@ -17,7 +17,7 @@ from conveyor._dispatch import WorkerOptions
 
 from bench.report.common import defaults_note, run_rows, scenario_section, server_label, source, wide
 from bench.report.compare import THRESHOLD, select
-from bench.report.figures import chart, lines
+from bench.report.figures import chart, plot
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, no_data, pct, wrapped
 
@@ -106,8 +106,8 @@ def pool_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Producer throughput by pool size and callers, and what the data says about sizing it."""
     rows = rows[rows.metric == "jobs_per_s"]
     table = wide(ds, rows, ["concurrency", "pool_size"], ["jobs_per_s"])
-    fig = lines(rows, "pool_size", "median", ["concurrency"], title="Producer jobs/s by pool size",
-                x_title="pool_size", y_title="jobs/s", label=lambda k: f"{k[0]} callers")
+    fig = plot(rows, "pool_size", "concurrency", lambda k: f"{k} callers", lines=True,
+               title="Producer jobs/s by pool size", x_title="pool_size", y_title="jobs/s")
     return (f"{server_label(ds, run, rows.iloc[0].server)}: asyncio callers enqueue one job per "
             "call through one `AsyncQueue`; the pool bounds the calls in flight.\n\n"
             f"{md_table(table.rename(columns={'concurrency': 'callers'}))}\n\n"

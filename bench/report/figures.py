@@ -1,14 +1,14 @@
 """Plotly figures as data-only ``<div>`` elements that ``docs/assets/charts.js`` draws.
 
-Figures are built with plotly's graph_objects and serialised with plotly's own JSON. Every
-trace name must be unique within a figure (it names what varies) and bars are grouped, never
-stacked: :func:`chart` refuses a figure that breaks either rule.
+Figures are built with plotly's graph_objects and serialised with plotly's own JSON. Every trace
+name must be unique within a figure (it names what varies) and bars are grouped, never stacked:
+:func:`chart` refuses a figure that breaks either rule.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -24,27 +24,16 @@ def chart(fig: go.Figure, chart_id: str) -> str:
         raise ReportError(f"chart {chart_id}: trace labels must be unique and set, got {names}")
     if fig.layout.barmode not in (None, "group"):
         raise ReportError(f"chart {chart_id}: bars must be grouped, not {fig.layout.barmode}")
-    fig.update_layout(template="none", barmode="group", separators=".,",
+    fig.update_layout(template="none", barmode="group", separators=".,", title={"x": 0.0, "xanchor": "left"},
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right",
-                              "x": 1.0}, title={"x": 0.0, "xanchor": "left"})
+                              "x": 1.0})
     payload = html.escape(fig.to_json(), quote=True)
     return f'<div class="cv-chart" id="chart-{chart_id}" data-cv-chart="{payload}"></div>'
-
-
-def whiskers(frame: pd.DataFrame, y: str, lo: str, hi: str) -> dict[str, object]:
-    """Asymmetric error bars from columns ``lo``..``hi`` around ``y``."""
-    return {"type": "data", "symmetric": False, "array": (frame[hi] - frame[y]).tolist(),
-            "arrayminus": (frame[y] - frame[lo]).tolist(), "visible": True}
 
 
 def mad_bars(frame: pd.DataFrame) -> dict[str, object]:
     """Symmetric error bars of one MAD."""
     return {"type": "data", "array": frame["mad"].tolist(), "visible": True}
-
-
-def bar(x: Any, part: pd.DataFrame, name: str, **style: Any) -> go.Bar:
-    """Bars of the ``median`` column of ``part`` with one-MAD error bars."""
-    return go.Bar(x=x, y=part["median"], name=name, error_y=mad_bars(part), **style)
 
 
 def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
@@ -60,31 +49,42 @@ def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
     return fig
 
 
-def lines(frame: pd.DataFrame, x: str, y: str, series: Sequence[str], *, title: str,
-          x_title: str, y_title: str, label: Callable[[Any], str]) -> go.Figure:
-    """One line per combination of ``series`` columns; ``label(key)`` names it."""
-    fig = figure(title, x_title, y_title)
-    values = frame[x].dropna()
-    if len(values) and values.min() > 0 and values.max() / values.min() >= 8:
+def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], str], *, title: str,
+         x_title: str, y_title: str, lines: bool = False, sort: bool = True, **axes: Any) -> go.Figure:
+    """Medians of ``rows`` with one-MAD error bars: grouped bars (or, with ``lines``, lines over a
+    numeric x, log scale when it spans 8x), a trace per value of ``series`` named ``name(value)``."""
+    fig = figure(title, x_title, y_title, **axes)
+    values = rows[x].dropna()
+    if lines and len(values) and values.min() > 0 and values.max() / values.min() >= 8:
         fig.update_xaxes(type="log", tickvals=sorted(values.unique()))
-    groups = frame.groupby(list(series), sort=True, dropna=False) if series else [((), frame)]
-    for key, group in groups:
-        part = group.sort_values(x)
-        fig.add_trace(go.Scatter(x=part[x].tolist(), y=part[y].tolist(), mode="lines+markers",
-                                 name=label(key), error_y=mad_bars(part)))
+    for key, group in rows.groupby(series, sort=sort, observed=True) if series else [(None, rows)]:
+        part = group.sort_values(x) if lines else group
+        style = {"mode": "lines+markers"} if lines else {}
+        fig.add_trace((go.Scatter if lines else go.Bar)(x=part[x].tolist(), y=part["median"].tolist(),
+                                                        name=name(key), error_y=mad_bars(part), **style))
     return fig
 
 
-def metric_lines(rows: pd.DataFrame, specs: Sequence[tuple[str, str]], chart_id: Callable[[str], str],
-                 x: str, series: str, **layout: Any) -> list[str]:
-    """One :func:`lines` chart per measured ``(metric, title)`` of ``specs``, a line per value of
-    ``series``; ``y_title(metric, unit)`` names the y axis."""
-    y_title = layout.pop("y_title")
-    charts = []
-    for name, title in specs:
-        part = rows[rows.metric == name]
-        if not part.empty:
-            fig = lines(part, x, "median", [series], title=title,
-                        y_title=y_title(name, part.unit.iloc[0]), **layout)
-            charts.append(chart(fig, chart_id(name)))
-    return charts
+def ratio_bars(columns: dict[str, pd.DataFrame], title: str, reference: str) -> go.Figure:
+    """Grouped bars of ratios (columns ``point``, ``ratio``, ``lo``, ``hi``, ``noise``) with whiskers
+    from ``lo`` to ``hi``; noise bars are pale and labelled."""
+    fig = figure(f"{title} (pale: noise)", "", f"ratio to {reference} (above 1 = better)", category_x=True)
+    for name, found in columns.items():
+        fig.add_trace(go.Bar(x=found.point.str.replace(", ", ",<br>"), y=found.ratio, name=name,
+                             error_y={"type": "data", "symmetric": False, "visible": True,
+                                      "array": (found.hi - found.ratio).tolist(),
+                                      "arrayminus": (found.ratio - found.lo).tolist()},
+                             text=["noise" if n else "" for n in found.noise], textangle=0,
+                             textposition="inside", insidetextanchor="start", textfont={"size": 9},
+                             marker={"opacity": [0.35 if n else 1.0 for n in found.noise]}))
+    fig.add_hline(y=1, line_dash="dot")
+    fig.update_xaxes(tickangle=0)
+    return fig
+
+
+def metric_lines(rows: pd.DataFrame, specs: tuple[tuple[str, str], ...], chart_id: Callable[[str], str],
+                 y_title: Callable[[str, str], str], *, x: str, series: str, **layout: Any) -> list[str]:
+    """A :func:`plot` of lines per measured ``(metric, title)`` of ``specs``; ``y_title(metric, unit)``."""
+    return [chart(plot(part, x, series, title=title, y_title=y_title(name, part.unit.iloc[0]), lines=True,
+                       **layout), chart_id(name))
+            for name, title in specs if not (part := rows[rows.metric == name]).empty]

@@ -1,7 +1,7 @@
 """Servers page: every server as a ratio to Valkey 9.1 of the same run, with whiskers.
 
-Ratios are oriented so that above 1 is better (for latency and memory, the reference divided
-by the server). Dragonfly is shown only against the Valkey 9.1 of its own run.
+Ratios are oriented so that above 1 is better (for latency and memory, the reference divided by
+the server). Dragonfly is shown only against the Valkey 9.1 of its own run.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ import shlex
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
-from bench.report.compare import prefer, ratio, same_method_runs, select
-from bench.report.figures import chart, figure, whiskers
+from bench.report.compare import prefer, same_method_runs, select, versus
+from bench.report.figures import chart, ratio_bars
 from bench.report.load import Dataset, same_method
 from bench.report.text import MISSING, md_table, no_data, params_text, span, times
 
@@ -28,6 +27,7 @@ POINTS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
     ("latency p99, unloaded", "latency", "p99_ms", False, {"load": "unloaded"}),
     ("memory per job, 1 KiB", "memory", "bytes_per_job", False, {"payload_bytes": 1024}),
 )
+RATIO = ["point", "ratio", "lo", "hi", "noise"]
 
 
 def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> pd.DataFrame:
@@ -35,27 +35,18 @@ def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> 
     same_method(ds, [run], f"servers comparison in run {run}")
     out = []
     for label, scenario, name, higher, wanted in POINTS:
-        rows = select(ds.summary, run_id=run, scenario=scenario, metric=name,
-                      protocol=3, parser="hiredis")
+        rows = select(ds.summary, run_id=run, scenario=scenario, metric=name, protocol=3, parser="hiredis")
         ref = prefer(select(rows, server=REFERENCE_SERVER, config="default"), wanted)
-        other = select(rows, server=server, config=config)
-        pair = ref.merge(other, on="case", suffixes=("_ref", ""))
-        if pair.empty:
-            continue
-        row = pair.iloc[0]
-        a = pd.Series({k: row[k] for k in ("median", "min", "max", "n")})
-        b = pd.Series({k: row[f"{k}_ref"] for k in ("median", "min", "max", "n")})
-        out.append({"point": label, **(ratio(a, b) if higher else ratio(b, a))})
-    return pd.DataFrame(out, columns=["point", "ratio", "lo", "hi", "noise"])
+        found = versus(select(rows, server=server, config=config), ref, "case", lower_better=not higher)
+        out += [found.iloc[:1].assign(point=label)[RATIO]]
+    return pd.concat(out, ignore_index=True)
 
 
 def cell(found: pd.DataFrame, point: str) -> str:
-    """``1.21x (1.15 to 1.30)`` or ``0.98x (0.90 to 1.05), noise``."""
+    """``1.21x (1.15 to 1.30)`` or ``0.98x (0.90 to 1.05), noise`` (written with an en dash)."""
     row = found[found.point == point]
-    if row.empty:
-        return MISSING
-    r = row.iloc[0]
-    return f"{times(r.ratio)} ({span(r.lo, r.hi)}){', noise' if r.noise else ''}"
+    return MISSING if row.empty else (f"{times(row.ratio.iloc[0])} ({span(row.lo.iloc[0], row.hi.iloc[0])})"
+                                      + (", noise" if row.noise.iloc[0] else ""))
 
 
 def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:
@@ -64,37 +55,20 @@ def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:
                                   **{s: [cell(f, p) for p in points] for s, f in columns.items()}}))
 
 
-def ratio_chart(columns: dict[str, pd.DataFrame], chart_id: str, title: str) -> str:
-    """Grouped bars of ratios with whiskers; noise bars are pale and labelled."""
-    fig = figure(f"{title} (pale: noise)", "",
-                 f"ratio to {REFERENCE_SERVER} (above 1 = better)", category_x=True)
-    for name, found in columns.items():
-        fig.add_trace(go.Bar(x=found.point.str.replace(", ", ",<br>"), y=found.ratio, name=name,
-                             error_y=whiskers(found, "ratio", "lo", "hi"),
-                             text=["noise" if n else "" for n in found.noise], textangle=0,
-                             textposition="inside", insidetextanchor="start",
-                             textfont={"size": 9},
-                             marker={"opacity": [0.35 if n else 1.0 for n in found.noise]}))
-    fig.add_hline(y=1, line_dash="dot")
-    fig.update_xaxes(tickangle=0)
-    return chart(fig, chart_id)
-
-
 def recommendation(columns: dict[str, pd.DataFrame]) -> str:
     """Which server the data favours, naming the comparisons beyond noise."""
-    def beyond(found: pd.DataFrame, better: bool) -> list[str]:
-        hits = found[~found.noise & ((found.ratio > 1) == better)]
-        return hits.point.tolist()
+    def beyond(better: bool) -> dict[str, list[str]]:
+        hits = {s: f[~f.noise.astype(bool) & ((f.ratio > 1) == better)].point.tolist()
+                for s, f in columns.items()}
+        return {s: p for s, p in hits.items() if p}
 
-    ahead = {s: beyond(f, True) for s, f in columns.items() if beyond(f, True)}
-    behind = {s: beyond(f, False) for s, f in columns.items() if beyond(f, False)}
+    ahead, behind = beyond(True), beyond(False)
     if not ahead:
         losses = "; ".join(f"{s} is behind in {', '.join(p)}" for s, p in behind.items())
-        return (f"**From this run:** {REFERENCE_SERVER}. No server is ahead of it beyond noise "
-                f"in any comparison{'; ' + losses if losses else ''}.")
-    wins = "; ".join(f"{s} is ahead in {', '.join(p)}"
-                     + (f" and behind in {', '.join(behind[s])}" if s in behind else "")
-                     for s, p in ahead.items())
+        return (f"**From this run:** {REFERENCE_SERVER}. No server is ahead of it beyond noise in any "
+                f"comparison{'; ' + losses if losses else ''}.")
+    wins = "; ".join(f"{s} is ahead in {', '.join(p)}" + (f" and behind in {', '.join(behind[s])}"
+                                                          if s in behind else "") for s, p in ahead.items())
     clean = [s for s in ahead if s not in behind]
     pick = f"{clean[0]}, never behind {REFERENCE_SERVER}" if clean else "no single server"
     return f"**From this run:** {pick}. Beyond noise: {wins}."
@@ -109,24 +83,25 @@ def server_columns(ds: Dataset, run: str) -> dict[str, pd.DataFrame]:
 
 def verdict(ds: Dataset, run: str) -> str:
     """The recommendation of ``run``, or the disagreement of comparable runs about it."""
+    def first(text: str) -> str:
+        return text.split(".", 1)[0]
+
     text = recommendation(server_columns(ds, run))
     others = {r: recommendation(server_columns(ds, r)) for r in same_method_runs(ds, run)
               if r != run and server_columns(ds, r)}
-    differ = {r: t for r, t in others.items() if t.split(".")[0] != text.split(".")[0]}
+    differ = {r: first(t).replace("**From this run:** ", "") for r, t in others.items()
+              if first(t) != first(text)}
     if not differ:
-        agree = {0: "", 1: " The other comparable run agrees."}
-        return text + agree.get(len(others), f" The {len(others)} other comparable runs agree.")
-    listed = "; ".join(f"run `{r}`: {t.split('.')[0].replace('**From this run:** ', '')}"
-                       for r, t in differ.items())
-    return (text.replace("**From this run:**", "**This run alone:**")
-            + f" Other runs of the same method on this machine disagree ({listed}), so this "
-            "is not a recommendation.")
+        return text + {0: "", 1: " The other comparable run agrees."}.get(
+            len(others), f" The {len(others)} other comparable runs agree.")
+    listed = "; ".join(f"run `{r}`: {t}" for r, t in differ.items())
+    return (text.replace("**From this run:**", "**This run alone:**") + f" Other runs of the same method on "
+            f"this machine disagree ({listed}), so this is not a recommendation.")
 
 
 def servers_table(ds: Dataset, run: str) -> str:
     """Server, version, allocator and status; long reasons go to footnotes."""
-    rows, notes = [], []
-    elsewhere = dragonfly_runs(ds)
+    rows, notes, elsewhere = [], [], dragonfly_runs(ds)
     for entry in servers(ds, run):
         status = "measured"
         if not entry["measured"] and entry["id"] == DRAGONFLY and elsewhere:
@@ -148,56 +123,49 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
     columns = server_columns(ds, run)
     if not columns:
         return servers_table(ds, run) + "\n\n" + source(ds, run, prefix)
-    table = ratio_table(columns, [p[0] for p in POINTS])
-    return (f"{servers_table(ds, run)}\n\nRatio to {REFERENCE_SERVER} in the same run, median "
-            "(whiskers: worst to best pairing of repetitions); above 1 is better. "
-            "Baseline configuration, RESP3, hiredis. *noise*: the repetitions' ranges overlap "
-            f"or the difference is under 10%.\n\n{table}\n\n"
-            f"{ratio_chart(columns, 'servers', 'Against ' + REFERENCE_SERVER)}\n\n"
+    return (f"{servers_table(ds, run)}\n\nRatio to {REFERENCE_SERVER} in the same run, median (whiskers: "
+            "worst to best pairing of repetitions); above 1 is better. Baseline configuration, RESP3, "
+            "hiredis. "
+            "*noise*: the repetitions' ranges overlap or the difference is under 10%.\n\n"
+            f"{ratio_table(columns, [p[0] for p in POINTS])}\n\n"
+            f"{chart(ratio_bars(columns, 'Against ' + REFERENCE_SERVER, REFERENCE_SERVER), 'servers')}\n\n"
             f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 
 
 def dragonfly_runs(ds: Dataset) -> list[str]:
     """Runs that measured Dragonfly, newest last."""
-    return [r for r in ds.runs.index
-            if any(e["id"] == DRAGONFLY and e["measured"] for e in servers(ds, r))]
+    return [r for r in ds.runs.index if any(e["id"] == DRAGONFLY and e["measured"] for e in servers(ds, r))]
 
 
 def flags(entry: dict[str, Any], config: str) -> str:
     """The flags of one configuration, without per-run ports and folders."""
-    raw = entry["configs"].get(config, {}).get("flags") or []
-    kept = [f for f in raw if not f.startswith(("--port", "--bind", "--dir", "--log_dir",
-                                                "--dbfilename"))]
-    return shlex.join(kept)
+    skip = ("--port", "--bind", "--dir", "--log_dir", "--dbfilename")
+    flags = entry["configs"].get(config, {}).get("flags") or []
+    return shlex.join(f for f in flags if not f.startswith(skip))
 
 
 def dragonfly_block(ds: Dataset, run: str, prefix: str) -> str:
     """Both lock modes as ratios to the Valkey 9.1 of the same run, and what was not tested."""
-    entry = next(e for e in servers(ds, run) if e["id"] == DRAGONFLY)
-    tag = run[-6:]
+    entry, tag = next(e for e in servers(ds, run) if e["id"] == DRAGONFLY), run[-6:]
     modes = {f"hashtag lock[^df-{tag}-a]": "default", f"global lock[^df-{tag}-b]": "global-lock"}
     columns = {label: comparisons(ds, run, DRAGONFLY, cfg) for label, cfg in modes.items()}
     points = [p[0] for p in POINTS if any(p[0] in set(f.point) for f in columns.values())]
-    table = ratio_table(columns, points)
-    chart_cols = {m.split("[")[0]: f for m, f in columns.items() if not f.empty}
-    return (f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the "
-            f"same run; above 1 is better.\n\n{table}\n\n"
-            f"[^df-{tag}-a]: `{flags(entry, 'default')}`\n"
-            f"[^df-{tag}-b]: `{flags(entry, 'global-lock')}`\n\n"
-            f"{ratio_chart(chart_cols, f'dragonfly-{run[:15]}', 'Dragonfly lock modes')}\n\n"
-            f"{not_tested(ds, run, entry)}\n\n{source(ds, run, prefix)}\n")
+    shown = {m.split("[")[0]: f for m, f in columns.items() if not f.empty}
+    return (f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the same run; "
+            f"above 1 is better.\n\n{ratio_table(columns, points)}\n\n"
+            f"[^df-{tag}-a]: `{flags(entry, 'default')}`\n[^df-{tag}-b]: `{flags(entry, 'global-lock')}`\n\n"
+            f"{chart(ratio_bars(shown, 'Dragonfly lock modes', REFERENCE_SERVER), f'dragonfly-{run[:15]}')}"
+            f"\n\n{not_tested(ds, run, entry)}\n\n{source(ds, run, prefix)}\n")
 
 
 def not_tested(ds: Dataset, run: str, entry: dict[str, Any]) -> str:
     """Scenarios, configurations and cells with no Dragonfly figure in ``run``."""
-    measured = set(ds.summary.loc[(ds.summary.run_id == run)
-                                  & (ds.summary.server == DRAGONFLY), "scenario"])
-    everywhere = set(ds.summary.scenario)
-    lines = [f"- scenario `{s}`: not run on Dragonfly" for s in sorted(everywhere - measured)]
+    measured = set(select(ds.summary, run_id=run, server=DRAGONFLY).scenario)
+    lines = [f"- scenario `{s}`: not run on Dragonfly" for s in sorted(set(ds.summary.scenario) - measured)]
     lines += [f"- configuration `{name}`: {cfg.get('reason') or 'not applicable'}"
               for name, cfg in entry["configs"].items() if not cfg.get("applicable", True)]
-    lines += [f"- `{f['scenario']}` in `{f['config']}` ({params_text(f.get('params', {}))}): "
-              f"failed, {f['error']}"
+    lines += [f"- `{f['scenario']}` in `{f['config']}` ({params_text(f.get('params', {}))}): failed, "
+              f"{f['error']}"
               for f in ds.runs.loc[run].doc.get("failures") or [] if f["server"] == DRAGONFLY]
     return "Not tested on Dragonfly here:\n\n" + "\n".join(lines) if lines else ""
 
@@ -207,7 +175,7 @@ def dragonfly_section(ds: Dataset, prefix: str = "") -> str:
     runs = dragonfly_runs(ds)
     if not runs:
         return no_data("Dragonfly")
-    return "\n\n".join(dragonfly_block(ds, run, prefix) for run in reversed(runs))
+    return "\n\n".join(dragonfly_block(ds, r, prefix) for r in reversed(runs))
 
 
 SECTIONS = {"servers_section": servers_section, "dragonfly_section": dragonfly_section}

@@ -6,7 +6,7 @@ import pandas as pd
 
 from bench.report.common import scenario_section, server_label, wide
 from bench.report.compare import BASELINE
-from bench.report.figures import bar, chart, figure, metric_lines
+from bench.report.figures import chart, metric_lines, plot
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, metric_label, pct
 
@@ -21,9 +21,9 @@ def lifecycle_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     table = wide(ds, rows, ["payload_bytes", "concurrency"], shown, once=True)
     charts = metric_lines(rows, (("lifecycles_per_s", "Lifecycles per second by concurrency"),
                                  ("p99_ms", "Enqueue-to-ack p99 by concurrency")),
-                          lambda name: f"lifecycle-{name.replace('_', '-')}", "concurrency",
-                          "payload_bytes", y_title=metric_label, x_title="concurrent tasks",
-                          label=lambda key: f"payload {key[0]} B")
+                          lambda name: f"lifecycle-{name.replace('_', '-')}", metric_label, x="concurrency",
+                          series="payload_bytes", x_title="concurrent tasks",
+                          name=lambda key: f"payload {key} B")
     first = rows.iloc[0]
     return (f"{server_label(ds, run, first.server)}, RESP3, hiredis; latency per lifecycle."
             f"\n\n{md_table(table)}\n\n" + "\n\n".join(charts))
@@ -80,12 +80,11 @@ def latency_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     rates = [m for m in ("capacity_jobs_per_s", "producers", "offered_per_s", "offered_load")
              if m in set(rows.metric)]
     rate_table = wide(ds, rows[rows.metric.isin(rates)], ["load"], rates) if rates else None
-    fig = figure("Enqueue-to-handler latency by load", "percentile", "ms", log_y=True,
-                 category_x=True)
-    for load, group in rows[rows.metric.isin(shown)].groupby("load", sort=True, observed=True):
-        part = group.set_index("metric").loc[[m for m in shown if m in set(group.metric)]]
-        names = [metric_label(m).split(" (")[0] for m in part.index]
-        fig.add_trace(bar(names, part, load))
+    points = rows[rows.metric.isin(shown)].assign(
+        at=lambda r: r.metric.map(shown.index), percentile=lambda r: r.metric.map(
+            lambda m: metric_label(m).split(" (")[0])).sort_values("at", kind="stable")
+    fig = plot(points, "percentile", "load", str, title="Enqueue-to-handler latency by load",
+               x_title="percentile", y_title="ms", log_y=True, category_x=True)
     few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
     note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next "
             "to it: read it as the maximum." if few else "")
