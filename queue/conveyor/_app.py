@@ -139,7 +139,8 @@ class Conveyor:
         target = self.get_task(task) if isinstance(task, str) else task
         spec = target.spec(*args, **(kwargs or {}))
         schedule = Schedule(name, target.name, target.queue, cron, every, tz, missed, grace,
-                            spec.payload, spec.max_attempts, spec.time_limit)  # fmt: skip
+                            spec.payload, spec.max_attempts, spec.time_limit, spec.priority,
+                            spec.limit)  # fmt: skip
         if name in self.schedules:
             raise ValueError(f"schedule {name!r} is already registered")
         self.schedules[name] = schedule

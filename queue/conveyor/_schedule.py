@@ -19,6 +19,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ._keys import validate_name
+from ._models import Limit
 
 MISSED_POLICIES = ("once", "skip")
 
@@ -55,6 +56,8 @@ class Schedule:
     payload: dict[str, Any] = field(default_factory=dict)
     max_attempts: int | None = None
     time_limit: float | None = None
+    priority: int = 0
+    limit: Limit | None = None
 
     def __post_init__(self) -> None:
         validate_name("schedule", self.name)

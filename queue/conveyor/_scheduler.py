@@ -28,7 +28,7 @@ def fire_call(
     core: QueueCore, schedule: Schedule, stored: int | None, new_next: int, fire: int | None
 ) -> Call[int]:
     """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
-    job: list[object] = ["", "", "", "", 0]
+    job: list[object] = ["", "", "", "", 0, 0, ""]
     if fire is not None:
         packed = core.pack(
             schedule.task,
@@ -36,10 +36,12 @@ def fire_call(
             schedule.job_id(fire),
             0.0,
             schedule.max_attempts,
-            priority=0,
+            priority=schedule.priority,
             time_limit=schedule.time_limit,
+            limit=schedule.limit,
         )
-        job = [*packed[:4], packed[6]]  # id, task, payload, max attempts, time limit (validated, encoded)
+        # id, task, payload, max attempts, time limit, priority, key limit (validated, encoded)
+        job = [*packed[:4], packed[6], packed[5], packed[7]]
     k = core.keys
     args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job]
     return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)

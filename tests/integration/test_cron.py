@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from conveyor import Conveyor, UnknownTaskError, acl_rules
+from conveyor import Conveyor, Limit, UnknownTaskError, acl_rules
 from conveyor._runner import Runner
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler, fire_call
@@ -86,6 +86,35 @@ def test_a_stale_scheduler_cannot_fire_a_time_again_once_its_job_is_gone(redis_u
     queue.client.lrem(queue.core.keys.waiting, 0, job_id)
     assert queue._run(fire_call(queue.core, spec, stale, stale + 20_000, stale)) == 0
     assert queue.get_job(job_id) is None and queue.counts()["waiting"] == 0
+    app.close()
+
+
+def test_fired_jobs_keep_their_task_priority_and_limit(redis_url, queue_name):
+    """A fired job is enqueued like task.enqueue(): at its task's priority level, under its limit
+    (before, fire.lua pushed every fired job to level 0 without a limit)."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task(priority=5, limit=Limit("one-at-a-time", concurrency=1))
+    def urgent() -> None:
+        pass
+
+    @app.task
+    def plain() -> None:
+        pass
+
+    app.periodic("urgent", urgent, every=20)
+    scheduler, queue = Scheduler(app), app.queue(queue_name)
+    scheduler.tick(now=T0)
+    first = scheduler.tick(now=T0 + 21)
+    plain.enqueue()  # level 0, enqueued between the two fires
+    second = scheduler.tick(now=T0 + 41)
+    assert [queue.get_job(i).priority for i in first + second] == [5, 5]
+    claimed = queue.claim(count=3)
+    # level 5 first; its second fired job is parked behind the key's one running job
+    assert [j.id for j in claimed] == [*first, claimed[1].id] and claimed[1].task == "plain"
+    assert queue.counts()["waiting"] == 1
+    queue.ack(claimed[0])  # frees the key's slot: the parked fired job is released
+    assert [j.id for j in queue.claim(count=3)] == second
     app.close()
 
 

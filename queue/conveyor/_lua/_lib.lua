@@ -267,6 +267,15 @@ local function free_slot(waiting, jobs, g)
   return true
 end
 
+-- Store a new job's limit ('<concurrency>:<ms between starts>:<limit key>', '' for a part unset);
+-- written before its state, so a claim sees both.
+local function limit_job(key, keyed)
+  local gc, gr, g = string.match(keyed, '^([^:]*):([^:]*):(.*)$')
+  redis.call('HSET', key, 'g', g)
+  if gc ~= '' then redis.call('HSET', key, 'gc', gc) end
+  if gr ~= '' then redis.call('HSET', key, 'gr', gr) end
+end
+
 local function has_ready(waiting)
   return redis.call('LLEN', waiting) > 0 or redis.call('ZCARD', levels_of(waiting)) > 0
 end

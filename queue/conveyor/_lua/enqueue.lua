@@ -39,14 +39,6 @@ local function within_window(old, id, now)
   return old
 end
 
--- Store a job's per-key limit (see _lib.lua); written before its state, so a claim sees both.
-local function limit_job(key, keyed)
-  local gc, gr, g = string.match(keyed, '^([^:]*):([^:]*):(.*)$')
-  redis.call('HSET', key, 'g', g)
-  if gc ~= '' then redis.call('HSET', key, 'gc', gc) end
-  if gr ~= '' then redis.call('HSET', key, 'gr', gr) end
-end
-
 local out, existing, ready, later, leveled = {now}, {}, {}, {}, {}
 for i = 0, n - 1 do
   local base = 3 + i * 8

@@ -5,7 +5,8 @@
 -- KEYS: 1 schedules, 2 waiting, 3 marker, 4 jobs (schedules: hash of schedule name -> next fire ms)
 -- ARGV: 1 schedule name, 2 expected next fire time ('' = not stored yet), 3 new next fire time (ms),
 --       4 job id ('' = advance without a job), 5 task, 6 payload, 7 max attempts,
---       8 time limit ms of each attempt (0 = none)
+--       8 time limit ms of each attempt (0 = none), 9 priority level (0..9, checked by the client),
+--       10 key limit ('' = none; as in enqueue.lua)
 -- Returns: 1 advanced and the job created, 2 advanced without a job (first sighting, skipped fire,
 --          or the job id exists already), 0 the expected value did not match: nothing changed.
 -- Errors: none of its own.
@@ -17,10 +18,12 @@ if (current or '') ~= expected then return 0 end
 redis.call('HSET', schedules, name, new_next)
 if id == '' then return 2 end
 
-local key = jobs .. id
+local key, level = jobs .. id, ARGV[9]
 if redis.call('EXISTS', key) == 1 then return 2 end
+if ARGV[10] ~= '' then limit_job(key, ARGV[10]) end
 redis.call('HSET', key, 's', 'w', 'n', ARGV[5], 'd', ARGV[6], 'm', ARGV[7], 'e', now_ms())
 if ARGV[8] ~= '0' then redis.call('HSET', key, 'x', ARGV[8]) end
-redis.call('LPUSH', waiting, id)
+if level ~= '0' then redis.call('HSET', key, 'p', level) end
+redis.call('LPUSH', ready_list(waiting, level), id)
 wake(marker)
 return 1
