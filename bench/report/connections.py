@@ -33,25 +33,28 @@ def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
     return found if found is not None and not found[1].empty else None
 
 
-def fits(rows: pd.DataFrame) -> list[dict[str, float | str]]:
-    """Each role's connections per worker process as ``base + per_concurrency x concurrency``."""
+def fits(rows: pd.DataFrame, by: str = "concurrency") -> list[dict[str, float | str]]:
+    """Each role's connections per worker process as ``base + per_<by> x <by>``."""
     out: list[dict[str, float | str]] = []
     for role in ROLES:
         part = rows[rows.metric == f"connections_{role}"]
         if part.empty:
             continue
-        x, y = part.concurrency.astype(float).to_numpy(), part["median"].to_numpy()
+        x, y = part[by].astype(float).to_numpy(), part["median"].to_numpy()
         slope, base = np.polyfit(x, y, 1) if len(set(x)) > 1 else (0.0, float(y.mean()))
         out.append({"role": role, "base": round(float(base), 3) + 0.0,
-                    "per_concurrency": round(float(slope), 4) + 0.0})
+                    f"per_{by}": round(float(slope), 4) + 0.0})
     return out
 
 
-def formula(found: list[dict[str, float | str]]) -> str:
-    """``pump 1 + waiter 1 + ...`` from the fitted roles."""
-    return " + ".join(f"{f['role']} {fmt(float(f['base']))}"
-                      + (f" + {fmt(float(f['per_concurrency']))} x concurrency"
-                         if f["per_concurrency"] else "") for f in found)
+def formula(found: list[dict[str, float | str]], by: str = "concurrency") -> str:
+    """``pump 1 + waiter 1 + ...`` from the fitted roles (``by``: the fitted variable)."""
+    def term(f: dict[str, float | str]) -> str:
+        base, slope = float(f["base"]), float(f[f"per_{by}"])
+        parts = ([fmt(base)] if base or not slope else []) + ([f"{fmt(slope)} x {by}"] if slope else [])
+        return f"{f['role']} " + " + ".join(parts)
+
+    return " + ".join(term(f) for f in found)
 
 
 @scenario_section("connections", kind="roles", config="default")
@@ -67,6 +70,30 @@ def connections_roles(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             f"queue's command pool). {scope}\n\n{md_table(table)}")
 
 
+@scenario_section("connections", "a worker process over several queues (`connections` scenario)",
+                  kind="queues", config="default")
+def connections_queues(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
+    """Connections of one worker process (``conveyor worker -q``) by role and queues served."""
+    names = [f"connections_{r}" for r in (*ROLES, "total")]
+    table = wide(ds, rows, ["queues"], [n for n in names if n in set(rows.metric)])
+    table.columns = [c.replace("connections ", "") for c in table.columns]
+    measured = formula(fits(rows, "queues"), "queues")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}, one worker process with "
+            f"concurrency {rows.concurrency.iloc[0]} per queue. *other*: unnamed connections (the "
+            f"queues' command pools, used to enqueue). Measured: **{measured}**.\n\n"
+            f"{md_table(table)}")
+
+
+def queues_formula(ds: Dataset, prefix: str = "") -> str:
+    """The measured connections of one worker process as a function of the queues it serves."""
+    served = _rows(ds, "queues")
+    if served is None:
+        return no_data("connection counts over several queues") + "\n"
+    return (f"Serving several queues (`conveyor worker -q a,b,c`), measured per worker process: "
+            f"**{formula(fits(served[1], 'queues'), 'queues')}** connections.\n"
+            f"{source(ds, served[0], prefix)}\n\n")
+
+
 def sizing_formula(ds: Dataset, prefix: str = "") -> str:
     """The deployment formula with the measured per-role terms and the library's defaults."""
     found = _rows(ds, "roles")
@@ -74,7 +101,7 @@ def sizing_formula(ds: Dataset, prefix: str = "") -> str:
             "worker.concurrency": WORKER_CONCURRENCY}
     defaults = defaults_note(ds, found[0] if found else None, keys)
     measured = (f"Measured per worker process: **{formula(fits(found[1]))}** connections.\n\n"
-                if found else no_data("per-role connection counts") + "\n")
+                if found else no_data("per-role connection counts") + "\n") + queues_formula(ds)
     return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "
             "per_worker_process\n            + producer_processes x pool_size\nmaxclients >= "
             f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\n{defaults}"
@@ -171,6 +198,7 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
             f'<form>{"".join(inputs)}</form><table><tbody>{cells}</tbody></table></div>\n')
 
 
-SECTIONS = {"connections_roles": connections_roles, "sizing_formula": sizing_formula,
+SECTIONS = {"connections_roles": connections_roles, "connections_queues": connections_queues,
+            "queues_formula": queues_formula, "sizing_formula": sizing_formula,
             "pool_section": pool_section, "exhaustion_section": exhaustion_section,
             "calculator": calculator}

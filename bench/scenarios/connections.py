@@ -8,6 +8,10 @@ Rows (``kind`` param):
   ``other``. One row per worker concurrency in ``worker_concurrencies``. Metrics:
   ``connections_total``, ``connections_pump``, ``connections_waiter``, ``connections_maint``,
   ``connections_other``.
+- ``queues``: a worker process over ``queues`` queues (the ``Runner`` behind ``conveyor worker
+  -q``, thread workers, ``concurrency`` slots per queue) has processed jobs on every queue;
+  ``CLIENT LIST`` grouped by role as for ``roles`` (a connection named after any of the queues
+  counts under its role). One row per count in ``worker_queues``. Same metrics as ``roles``.
 - ``memory``: ``connections`` idle client connections (redis-py, the target's protocol, one
   PING each) are opened; ``bytes_per_connection`` is the growth of the server's
   ``used_memory`` divided by their number (``connected_clients`` checks they were all there).
@@ -24,6 +28,7 @@ Rows (``kind`` param):
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -33,9 +38,11 @@ from bench.scenarios._common import (
     Tracker,
     Variant,
     acheck_counts,
+    check_counts,
     make_async_queue,
     metric,
     payload_of,
+    queue_name,
     run_async,
     specs,
 )
@@ -49,10 +56,10 @@ HEADLINE_CASE = {"metric": "connections_total", "params": {"kind": "roles", "con
                                "queue"}
 DEFAULTS: dict[str, Any] = {"pool_sizes": [2, 8, 16, 32], "concurrency": 32, "min_seconds": 2.0,
                             "worker_concurrencies": [1, 8, 32, 100], "small_pool_timeout": 0.05,
-                            "idle_connections": 200}
+                            "idle_connections": 200, "worker_queues": [1, 3]}
 QUICK: dict[str, Any] = {"pool_sizes": [2, 32], "concurrency": 32, "min_seconds": 0.3,
                          "worker_concurrencies": [1, 32], "small_pool_timeout": 0.05,
-                         "idle_connections": 50}
+                         "idle_connections": 50, "worker_queues": [1, 3]}
 
 
 def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -62,6 +69,7 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     c = options["concurrency"]
     rows: list[dict[str, Any]] = [{"kind": "roles", "concurrency": w}
                                   for w in options["worker_concurrencies"]]
+    rows += [{"kind": "queues", "queues": n, "concurrency": c} for n in options["worker_queues"]]
     rows.append({"kind": "memory", "connections": options["idle_connections"]})
     rows += [{"kind": "pool", "pool_size": p, "concurrency": c,
               "min_seconds": options["min_seconds"]} for p in options["pool_sizes"]]
@@ -91,14 +99,23 @@ async def _roles(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     task = asyncio.create_task(worker.run())
     tracker.add([j.id for j in await queue.enqueue_many(specs(10, 64))])
     await asyncio.wait_for(seen.wait(), 10)
-    entries = await _client_list(target, f"conveyor:{queue.name}:maint")
+    entries = await _client_list(target, [f"conveyor:{queue.name}:maint"])
     worker.stop()
     await task
     await acheck_counts(queue, waiting=0, active=0, total_completed=10)
     await queue.aclose()
-    prefix = f"conveyor:{queue.name}:"
-    roles = Counter(_name(e).removeprefix(prefix) if _name(e).startswith(prefix) else "other"
-                    for e in entries)
+    return _by_role(entries, [queue.name], tracker)
+
+
+def _by_role(entries: list[dict], queues: list[str], tracker: Tracker) -> dict[str, Any]:
+    """A row's metrics: CLIENT LIST entries grouped by the role named after any of ``queues``."""
+    prefixes = [f"conveyor:{q}:" for q in queues]
+
+    def role(entry: dict) -> str:
+        name = _name(entry)
+        return next((name.removeprefix(p) for p in prefixes if name.startswith(p)), "other")
+
+    roles = Counter(role(e) for e in entries)
     metrics = {"connections_total": metric(len(entries), "connections")}
     for role in ("pump", "waiter", "maint", "other"):
         metrics[f"connections_{role}"] = metric(roles.get(role, 0), "connections")
@@ -107,17 +124,53 @@ async def _roles(target: Target, params: dict[str, Any]) -> dict[str, Any]:
             "extra": {"client_names": names, "roles": dict(roles)}}
 
 
-async def _client_list(target: Target, wait_for: str, timeout: float = 5.0) -> list[dict]:
-    """CLIENT LIST without the observer, once ``wait_for`` is connected (or after timeout)."""
+async def _client_list(target: Target, wait_for: list[str], timeout: float = 5.0) -> list[dict]:
+    """CLIENT LIST without the observer, once every name of ``wait_for`` is connected (or after
+    timeout)."""
     observer = target.redis(client_name="bench:observer")
     deadline = time.monotonic() + timeout
     while True:
         entries = [e for e in observer.client_list() if _name(e) != "bench:observer"]
-        if time.monotonic() > deadline or any(_name(e) == wait_for for e in entries):
+        if time.monotonic() > deadline or set(wait_for) <= {_name(e) for e in entries}:
             break
         await asyncio.sleep(0.05)
     observer.close()
     return entries
+
+
+def _queues(target: Target, params: dict[str, Any]) -> dict[str, Any]:
+    """Connections by role while one worker process serves several queues."""
+    from conveyor import Conveyor, current_job  # noqa: PLC0415 (deliberately lazy)
+    from conveyor._runner import Runner  # noqa: PLC0415 (deliberately lazy)
+
+    names = [queue_name(NAME) for _ in range(params["queues"])]
+    app = Conveyor(target.url, **target.settings())
+    tracker, lock, calls = Tracker(), threading.Lock(), [0]
+    seen = threading.Event()
+
+    def noop() -> None:
+        with lock:
+            tracker.handled(current_job().id)
+            calls[0] += 1
+            if calls[0] >= 10 * len(names):
+                seen.set()
+
+    for i, name in enumerate(names):
+        app.task(queue=name, name=f"noop{i}")(noop)
+    runner = Runner(app, names, concurrency=params["concurrency"])
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    for i, _ in enumerate(names):
+        tracker.add([app.enqueue(f"noop{i}").id for _ in range(10)])
+    if not seen.wait(30):
+        raise AssertionError("the jobs of every queue were not all processed within 30 s")
+    entries = run_async(target, _client_list(target, [f"conveyor:{n}:maint" for n in names]))
+    runner.stop()
+    thread.join(30)
+    for name in names:
+        check_counts(app.queue(name), waiting=0, active=0, total_completed=10)
+    app.close()
+    return _by_role(entries, names, tracker)
 
 
 async def _producers(queue: Any, params: dict[str, Any], batch: int, payload: int) -> tuple:
@@ -214,5 +267,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """One repetition of one row."""
     if params["kind"] == "memory":
         return _memory(target, params)
+    if params["kind"] == "queues":
+        return _queues(target, params)
     fn = _roles if params["kind"] == "roles" else _pool
     return run_async(target, fn(target, params))

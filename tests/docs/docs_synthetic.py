@@ -158,6 +158,11 @@ def connections_rows() -> list[dict[str, Any]]:
     roles = {f"connections_{r}": metric(n, "count", spread=0.0, reps=1)
              for r, n in (("pump", 1), ("waiter", 1), ("maint", 1), ("other", 2), ("total", 5))}
     rows = [row("connections", {"kind": "roles", "concurrency": c}, roles) for c in (8, 32)]
+    for n in (1, 3):
+        served = {f"connections_{r}": metric(count, "count", spread=0.0, reps=1)
+                  for r, count in (("pump", n), ("waiter", 1), ("maint", n), ("other", n),
+                                   ("total", 3 * n + 1))}
+        rows.append(row("connections", {"kind": "queues", "queues": n, "concurrency": 32}, served))
     rows.append(row("connections", {"kind": "memory", "connections": 100},
                     {"bytes_per_connection": metric(20_000, "B")}, extra=None))
     rows += [row("connections", {"kind": "pool", "pool_size": p, "concurrency": c, "jobs": 500},

@@ -358,3 +358,15 @@ def test_features_case_is_compared_apart_from_the_baseline_grid(tmp_path: Path) 
     without = make_run()
     without["results"] = [r for r in without["results"] if "features" not in r["params"]]
     assert "No results yet" in render(dataset(tmp_path / "old", without), "features_section")
+
+
+def test_connections_over_several_queues_are_fitted_per_queue(tmp_path: Path) -> None:
+    """The per-process formula over several queues comes from the `queues` rows: a pump and a
+    maint per queue, one waiter (the synthetic counts), never typed into a page."""
+    ds = dataset(tmp_path, make_run())
+    expected = "pump 1 x queues + waiter 1 + maint 1 x queues + other 1 x queues"
+    assert f"**{expected}**" in render(ds, "queues_formula")
+    assert f"**{expected}**" in render(ds, "sizing_formula")
+    table = render(ds, "connections_queues")
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 3")]
+    assert [cell.strip() for cell in rows[0]] == ["3", "3", "1", "3", "3", "10"]
