@@ -70,6 +70,11 @@ def connections_roles(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             f"queue's command pool). {scope}\n\n{md_table(table)}")
 
 
+def _worker_roles(found: list[dict[str, float | str]]) -> list[dict[str, float | str]]:
+    """The fitted roles without *other* (command pools: what the process enqueues, not its worker)."""
+    return [f for f in found if f["role"] != "other"]
+
+
 @scenario_section("connections", "a worker process over several queues (`connections` scenario)",
                   kind="queues", config="default")
 def connections_queues(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
@@ -77,10 +82,10 @@ def connections_queues(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     names = [f"connections_{r}" for r in (*ROLES, "total")]
     table = wide(ds, rows, ["queues"], [n for n in names if n in set(rows.metric)])
     table.columns = [c.replace("connections ", "") for c in table.columns]
-    measured = formula(fits(rows, "queues"), "queues")
+    measured = formula(_worker_roles(fits(rows, "queues")), "queues")
     return (f"{server_label(ds, run, rows.iloc[0].server)}, one worker process with "
             f"concurrency {rows.concurrency.iloc[0]} per queue. *other*: unnamed connections (the "
-            f"queues' command pools, used to enqueue). Measured: **{measured}**.\n\n"
+            f"queues' command pools, used to enqueue). Worker connections: **{measured}**.\n\n"
             f"{md_table(table)}")
 
 
@@ -90,7 +95,8 @@ def queues_formula(ds: Dataset, prefix: str = "") -> str:
     if served is None:
         return no_data("connection counts over several queues") + "\n"
     return (f"Serving several queues (`conveyor worker -q a,b,c`), measured per worker process: "
-            f"**{formula(fits(served[1], 'queues'), 'queues')}** connections.\n"
+            f"**{formula(_worker_roles(fits(served[1], 'queues')), 'queues')}** connections, plus the "
+            "command pools of the queues it enqueues to (*other*).\n"
             f"{source(ds, served[0], prefix)}\n\n")
 
 

@@ -148,20 +148,23 @@ def _queues(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     tracker, lock, calls = Tracker(), threading.Lock(), [0]
     seen = threading.Event()
 
-    def noop() -> None:
-        with lock:
-            tracker.handled(current_job().id)
-            calls[0] += 1
-            if calls[0] >= 10 * len(names):
-                seen.set()
+    def noop_of(name: str) -> Any:
+        def noop() -> None:  # job ids count per queue: track them with their queue's name
+            with lock:
+                tracker.handled(f"{name}/{current_job().id}")
+                calls[0] += 1
+                if calls[0] >= 10 * len(names):
+                    seen.set()
+
+        return noop
 
     for i, name in enumerate(names):
-        app.task(queue=name, name=f"noop{i}")(noop)
+        app.task(queue=name, name=f"noop{i}")(noop_of(name))
     runner = Runner(app, names, concurrency=params["concurrency"])
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
-    for i, _ in enumerate(names):
-        tracker.add([app.enqueue(f"noop{i}").id for _ in range(10)])
+    for i, name in enumerate(names):
+        tracker.add([f"{name}/{app.enqueue(f'noop{i}').id}" for _ in range(10)])
     if not seen.wait(30):
         raise AssertionError("the jobs of every queue were not all processed within 30 s")
     entries = run_async(target, _client_list(target, [f"conveyor:{n}:maint" for n in names]))

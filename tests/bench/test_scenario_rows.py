@@ -78,6 +78,11 @@ def test_connection_roles_at_each_concurrency_and_memory_per_connection(doc) -> 
     assert sorted(roles) == connections.QUICK["worker_concurrencies"]
     for row in roles.values():
         assert value(row, "connections_pump") == value(row, "connections_waiter") == 1
+    served = {r["params"]["queues"]: r for r in found if r["params"]["kind"] == "queues"}
+    assert sorted(served) == connections.QUICK["worker_queues"]
+    for n, row in served.items():  # a pump and a maint per queue, one waiter for all
+        assert value(row, "connections_pump") == value(row, "connections_maint") == n
+        assert value(row, "connections_waiter") == 1
     [memory] = [r for r in found if r["params"]["kind"] == "memory"]
     assert value(memory, "bytes_per_connection") > 0
     assert all(value(r, "jobs") > 0 for r in found if r["params"]["kind"] == "pool")

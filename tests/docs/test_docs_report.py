@@ -364,7 +364,7 @@ def test_connections_over_several_queues_are_fitted_per_queue(tmp_path: Path) ->
     """The per-process formula over several queues comes from the `queues` rows: a pump and a
     maint per queue, one waiter (the synthetic counts), never typed into a page."""
     ds = dataset(tmp_path, make_run())
-    expected = "pump 1 x queues + waiter 1 + maint 1 x queues + other 1 x queues"
+    expected = "pump 1 x queues + waiter 1 + maint 1 x queues"
     assert f"**{expected}**" in render(ds, "queues_formula")
     assert f"**{expected}**" in render(ds, "sizing_formula")
     table = render(ds, "connections_queues")
