@@ -1,8 +1,9 @@
 """Per-key limits: concurrency (parked jobs, one released per freed slot, slots freed on crash) and
 rate (reserved starts in the delayed set), enforced by the claim script across workers.
 
-The rate test measures over CONVEYOR_RATE_WINDOW seconds (default 1 s at 100 jobs/s, to keep CI
-fast); CONVEYOR_RATE_WINDOW=10 runs the 10-second check of the issue.
+The rate test measures at 100 jobs/s over the issue's 10 seconds on one server (the reference,
+valkey-9.1, with redis-py) and over 1 s on the others, to keep CI fast; CONVEYOR_RATE_WINDOW=S sets
+the window on every server.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
 )
 from conveyor import JobSpec, Limit
 
-RATE_WINDOW = float(os.environ.get("CONVEYOR_RATE_WINDOW", "1"))
+RATE_WINDOW = os.environ.get("CONVEYOR_RATE_WINDOW")
+FULL_WINDOW = ("valkey-9.1", "redis-py")  # (server, driver) measured over the full 10 s
+
+
+def _rate_window(api) -> float:
+    if RATE_WINDOW:
+        return float(RATE_WINDOW)
+    return 10.0 if (api.server.kind, api.driver) == FULL_WINDOW else 1.0
 
 
 def _running(api, key: str) -> int:
@@ -111,17 +119,17 @@ async def test_concurrency_never_exceeded_under_four_workers(api):
 async def test_rate_limit_holds_the_set_rate(api):
     if not api.is_async:
         pytest.skip("the rate is enforced by the server; one surface measures it")
-    rate = 100.0
-    n = int(rate * RATE_WINDOW) + 1
+    rate, window = 100.0, _rate_window(api)
+    n = int(rate * window) + 1
     q = api.queue()
     starts: list[float] = []
     handler = api.handler(start=lambda job: starts.append(time.monotonic()))
     for _ in range(2):
         api.worker(q, {"t": handler}, concurrency=8)
-    for start in range(0, n, 1000):  # CONVEYOR_RATE_WINDOW=10: more than one batch
+    for start in range(0, n, 1000):  # a 10 s window: more than one batch
         await q.enqueue_many([JobSpec("t", i, limit=Limit("r", rate=rate))
                               for i in range(start, min(n, start + 1000))])
-    await wait_until(lambda: len(starts) == n, timeout=RATE_WINDOW * 3 + 10, what=f"{n} starts")
+    await wait_until(lambda: len(starts) == n, timeout=window * 3 + 10, what=f"{n} starts")
     # The slope of starts over time (least squares): one late wake-up on a loaded machine moves an
     # end point, not the rate the limit held.
     measured = statistics.linear_regression(starts, range(n)).slope
