@@ -25,9 +25,9 @@ PROMPT = 10.0  # generous on a loaded machine, still a third of the block
 class Served:
     """An app over three queues, its Runner in a thread, and what its handlers saw."""
 
-    def __init__(self, url: str, name: str, mode: str) -> None:
+    def __init__(self, url: str, name: str, mode: str, driver: str) -> None:
         self.names = [f"{name}-{suffix}" for suffix in "abc"]
-        self.app = Conveyor(url, maintenance_interval=0.2)
+        self.app = Conveyor(url, maintenance_interval=0.2, driver=driver)
         self.done: list[tuple[str, int]] = []
         self.gate = threading.Event()  # holds `hold` jobs until set
         self.admin = redis.Redis.from_url(url, decode_responses=True)
@@ -87,8 +87,8 @@ def _until(predicate, what: str, timeout: float = PROMPT) -> None:
 
 
 @pytest.fixture(params=["sync", "async"])
-def served(request, redis_url, queue_name):
-    s = Served(redis_url, queue_name, request.param)
+def served(request, redis_url, queue_name, driver):
+    s = Served(redis_url, queue_name, request.param, driver)
     s.thread.start()
     yield s
     s.close()
