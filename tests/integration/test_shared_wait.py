@@ -132,3 +132,27 @@ def test_a_queue_left_out_while_busy_is_woken_again(served):
     _until(lambda: _idle(s), "the wait to block again")
     s.enqueue(a, "run", 2)
     _until(lambda: s.done == [(a, 1), (a, 2)], "a job on the re-admitted queue")
+
+
+def _waits(s: Served) -> int:
+    return int(s.admin.info("commandstats").get("cmdstat_bzpopmin", {}).get("calls", 0))
+
+
+def test_a_backlog_on_a_busy_queue_neither_spins_the_wait_nor_delays_another(served):
+    """The fairness rule: queue a (one slot, held) has a backlog, so its marker stays set; the wait
+    leaves a out instead of returning at once again and again, and a job on b runs at once."""
+    s = served
+    a, b = s.names[:2]
+    _until(lambda: _idle(s), "the shared waiter to block")
+    s.enqueue(a, "hold")
+    _until(lambda: s.app.queue(a).counts()["active"] == 1, "the holding job to start")
+    for n in range(20):
+        s.enqueue(a, "run", n)
+    _until(lambda: _idle(s), "the wait to block again without a")
+    before = _waits(s)
+    time.sleep(0.5)
+    assert _waits(s) - before <= 2, "the wait spun on the busy queue's marker"
+    s.enqueue(b, "run", 99)
+    _until(lambda: (b, 99) in s.done, "the job on b behind a's backlog")
+    s.gate.set()
+    _until(lambda: len(s.done) == 21, "a's backlog")
