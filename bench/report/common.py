@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import wraps
 from typing import Any
 
@@ -61,23 +62,25 @@ def primary_server(ds: Dataset, run_id: str, scenario: str) -> str | None:
     return min(found, key=server_rank) if found else None
 
 
-def run_rows(ds: Dataset, scenario: str, **where: Any) -> tuple[str, pd.DataFrame] | None:
-    """(run, summary rows of ``scenario`` on that run's first server) or None."""
-    run = primary_run(ds, scenario)
+def run_rows(ds: Dataset, scenario: str, need: str = "", **where: Any) -> tuple[str, pd.DataFrame] | None:
+    """(run, summary rows of ``scenario`` on that run's first server) or None; with ``need``, among
+    the runs and servers that measured that metric."""
+    pick = replace(ds, summary=ds.summary[ds.summary.metric == need]) if need else ds
+    run = primary_run(pick, scenario)
     if run is None:
         return None
-    server = primary_server(ds, run, scenario)
+    server = primary_server(pick, run, scenario)
     return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
 
 
-def scenario_section(scenario: str, what: str = "", **where: Any
+def scenario_section(scenario: str, what: str = "", need: str = "", **where: Any
                      ) -> Callable[[Callable[[Dataset, str, pd.DataFrame], str]], Callable[..., str]]:
     """A section over the rows of ``scenario`` that :func:`run_rows` picks: the body gets
     ``(ds, run, rows)``; the no-data note (naming ``what``) and the source line are added here."""
     def wrap(body: Callable[[Dataset, str, pd.DataFrame], str]) -> Callable[..., str]:
         @wraps(body)
         def section(ds: Dataset, prefix: str = "") -> str:
-            found = run_rows(ds, scenario, **where)
+            found = run_rows(ds, scenario, need, **where)
             if found is None or found[1].empty:
                 return no_data(what or f"the `{scenario}` scenario")
             return f"{body(ds, *found)}\n\n{source(ds, found[0], prefix)}\n"

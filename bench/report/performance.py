@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 
 from bench.report.common import (
@@ -118,11 +116,11 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
     """CPU time of the producer or worker process per job, beside the rate of the same case."""
     table, runs = [], []
     for scenario, title, keys in CPU_SCENARIOS:
-        run = primary_run(replace(ds, summary=ds.summary[ds.summary.metric == CPU_METRIC]), scenario)
-        if run is None:
+        found = run_rows(ds, scenario, CPU_METRIC, **BASELINE)
+        if found is None:
             continue
-        server = primary_server(ds, run, scenario)
-        rows = select(ds.summary, run_id=run, scenario=scenario, server=server, **BASELINE)
+        run, rows = found
+        server = rows.server.iloc[0]
         rates = rows[rows.metric == "jobs_per_s"].set_index("case")
         for _, row in rows[rows.metric == CPU_METRIC].iterrows():
             case = ", ".join(f"{k} {('on' if v else 'off') if isinstance(v, bool) else fmt(v)}"
