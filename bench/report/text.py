@@ -1,8 +1,8 @@
 """Numbers, units and Markdown: how figures are written on the site.
 
-A spread is written at the precision of its median (``6,854 ± 50 jobs/s``), or as a share
-of it when it would round to zero (``163 ± 0.04% B/job``). Units are written as people write
-them: jobs/s, ms, B/job.
+A spread is written at the precision of its median (``6,854 ± 50 jobs/s``), or as a share of it
+when it would round to zero (``163 ± 0.04% B/job``). Units are written as people write them:
+jobs/s, ms, B/job.
 """
 
 from __future__ import annotations
@@ -24,33 +24,36 @@ REPO = Path(__file__).resolve().parents[2]
 UNITS = {"lifecycles_per_s": "lifecycles/s", "items_per_s": "jobs/s", "jobs_per_s": "jobs/s",
          "batches_per_s": "batches/s", "ops_per_s": "calls/s", "offered_per_s": "jobs/s",
          "bytes_per_job": "B/job", "bytes_per_connection": "B/connection"}
-LABELS = {"jobs": "throughput", "lifecycles": "throughput", "capacity_jobs": "capacity",
-          "items": "promoted", "job": "memory"}
+LABELS = {"jobs": "throughput", "lifecycles": "throughput", "capacity_jobs": "capacity", "items": "promoted",
+          "job": "memory"}
 SI_UNITS = {"1/s": "/s", "ms": "ms", "s": "s", "B": "B", "count": "", "connections": ""}
+WORDS = {"payload_bytes": "payload {} B", "producers": "{} producers", "concurrency": "concurrency {}",
+         "batch": "batch {}", "pool_size": "pool {}"}
 
 
 def decimals(value: float) -> int:
     """Decimal places giving about three significant digits (none from 100 up)."""
     magnitude = abs(value)
-    if magnitude >= 100 or magnitude == 0:
-        return 0
-    return min(6, 2 - math.floor(math.log10(magnitude)))
+    return 0 if magnitude >= 100 or magnitude == 0 else min(6, 2 - math.floor(math.log10(magnitude)))
+
+
+def missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def fmt(value: float | None, places: int | None = None) -> str:
     """A number with thousands separators and about three significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if missing(value):
         return MISSING
-    if places is None:
-        places = 0 if float(value).is_integer() else decimals(value)
+    places = (0 if float(value).is_integer() else decimals(value)) if places is None else places  # type: ignore[arg-type]
     return f"{value:,.{places}f}"
 
 
 def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1) -> str:
     """``median ± MAD``, the MAD at the median's precision (as a % when that rounds to 0)."""
-    if median is None or (isinstance(median, float) and math.isnan(median)):
+    if missing(median):
         return MISSING
-    places = 0 if float(median).is_integer() and not mad else decimals(median)
+    places = 0 if float(median).is_integer() and not mad else decimals(median)  # type: ignore[arg-type]
     if n < 2 or not mad:
         return fmt(median, places)
     spread = f"{mad:,.{places}f}"
@@ -62,10 +65,7 @@ def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1) -> str:
 
 def unit_of(metric: str, unit: str = "") -> str:
     """The unit people write for ``metric`` (``jobs/s``, ``ms``, ``B/job``)."""
-    for suffix, text in UNITS.items():
-        if metric.endswith(suffix):
-            return text
-    return SI_UNITS.get(unit, unit)
+    return next((text for suffix, text in UNITS.items() if metric.endswith(suffix)), SI_UNITS.get(unit, unit))
 
 
 def metric_label(metric: str, unit: str = "") -> str:
@@ -73,8 +73,7 @@ def metric_label(metric: str, unit: str = "") -> str:
     label = "job" if metric == "bytes_per_job" else re.sub(r"^p(\d+)_(\d+)", r"p\1.\2", metric)
     for suffix in ("_per_s", "_ms", "_bytes", "_s", "bytes_per_"):
         label = label.removesuffix(suffix)
-    label = LABELS.get(label, label).replace("_", " ")
-    shown = unit_of(metric, unit)
+    label, shown = LABELS.get(label, label).replace("_", " "), unit_of(metric, unit)
     return f"{label} ({shown})" if shown else label
 
 
@@ -89,7 +88,7 @@ def times(ratio: float) -> str:
 
 
 def span(lo: float, hi: float, show: Callable[[float], str] = lambda v: f"{v:.2f}") -> str:
-    """A range ``0.98 to 1.10`` written with an en dash."""
+    """A range ``0.98 to 1.10``, written with an en dash."""
     return f"{show(lo)}\N{EN DASH}{show(hi)}"
 
 
@@ -118,47 +117,37 @@ def admonition(kind: str, title: str, body: str, marker: str = "!!!") -> str:
 
 def no_data(what: str) -> str:
     """The note shown where nothing has been measured yet."""
-    return admonition("info", "No results yet",
-                      f"No result file under `results/` contains {what} yet. Make one with "
-                      f"`{BENCH_COMMAND}` (see [Methodology & reproduce](methodology.md)), "
+    return admonition("info", "No results yet", f"No result file under `results/` contains {what} yet. "
+                      f"Make one with `{BENCH_COMMAND}` (see [Methodology & reproduce](methodology.md)), "
                       "then rebuild the site.")
 
 
 @cache
-def commits_since(commit: str) -> int | None:
-    """Commits touching the library or the benchmark since ``commit`` (None: unknown here)."""
+def commit_note(commit: str) -> str:
+    """``at commit abc1234``, noting when the library or the benchmark has changed since."""
+    if not commit:
+        return "at an unknown commit"
     try:
         out = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD", "--", "queue",
                               "bench/scenarios", "bench/harness.py", "bench/runner.py"],
                              cwd=REPO, capture_output=True, text=True, check=True, timeout=20)
+        moved = int(out.stdout.strip() or 0)
     except (OSError, subprocess.SubprocessError):
-        return None
-    return int(out.stdout.strip() or 0)
+        return f"at commit `{commit[:7]}` (not in this checkout's history)"
+    return f"at commit `{commit[:7]}`" + (f" (the library or benchmark changed in {moved} commits since)"
+                                          if moved else "")
 
 
-def commit_note(commit: str) -> str:
-    """``at commit abc1234`` plus a note when the measured code has changed since."""
-    if not commit:
-        return "at an unknown commit"
-    moved = commits_since(commit)
-    note = {None: " (not in this checkout's history)", 0: ""}.get(
-        moved, f" (the library or benchmark changed in {moved} commits since)")
-    return f"at commit `{commit[:7]}`{note}"
-
-
-def source_line(run: pd.Series, prefix: str = "", extra: str = "") -> str:
-    """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``."""
-    quick = " · **quick run** (one repetition, indicative only)" if run.quick else ""
+def source_line(run: pd.Series, prefix: str = "") -> str:
+    """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``; flags quick and incomplete runs."""
+    flags = " · **quick run** (one repetition, indicative only)" if run.quick else ""
     if run.doc["method"].get("complete") is False:
-        quick += " · **incomplete run** (stopped before every planned case ran)"
-    return (f"<small>Source: run `{run.run_id}` ({run.created}, {run.machine}, {run.cpu}, "
-            f"{run.cores} cores), {commit_note(run.commit)}{quick}{extra} · "
-            f"[raw JSON]({prefix}{run.url})</small>")
+        flags += " · **incomplete run** (stopped before every planned case ran)"
+    return (f"<small>Source: run `{run.run_id}` ({run.created}, {run.machine}, {run.cpu}, {run.cores} "
+            f"cores), {commit_note(run.commit)}{flags} · [raw JSON]({prefix}{run.url})</small>")
 
 
 def params_text(params: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     """``payload 64 B, concurrency 8`` in plain words."""
-    words = {"payload_bytes": "payload {} B", "producers": "{} producers",
-             "concurrency": "concurrency {}", "batch": "batch {}", "pool_size": "pool {}"}
-    return ", ".join(words.get(k, k.replace("_", " ") + " {}").format(v)
+    return ", ".join(WORDS.get(k, k.replace("_", " ") + " {}").format(v)
                      for k, v in params.items() if k not in skip and not isinstance(v, list))
