@@ -25,9 +25,10 @@ DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed")
 
 
 class QueueDepth(Collector):
-    """Read from the server on collect: ``conveyor_queue_jobs{queue, state}`` (jobs per state) and
+    """Read from the server on collect: ``conveyor_queue_jobs{queue, state}`` (jobs per state),
     ``conveyor_queue_finished_total{queue, outcome}`` (jobs completed or failed since the queue was
-    created, all workers together)."""
+    created, all workers together) and ``conveyor_queue_lease_recoveries_total{queue}`` (expired
+    leases settled by lease recovery since then: redelivered, failed or cancelled)."""
 
     def __init__(self, app: Conveyor) -> None:
         self.app = app
@@ -39,9 +40,16 @@ class QueueDepth(Collector):
         finished = CounterMetricFamily(
             "conveyor_queue_finished", "Jobs finished per queue, all workers.", labels=["queue", "outcome"]
         )
+        recoveries = CounterMetricFamily(
+            "conveyor_queue_lease_recoveries",
+            "Expired leases recovered per queue, all workers.",
+            labels=["queue"],
+        )
         for queue in self.app.queue_names():
             try:
-                counts = self.app.queue(queue).counts()
+                q = self.app.queue(queue)
+                counts = q.counts()
+                (recovered,) = q.client.hmget(q.core.keys.meta, ["recovered"])
             except RECOVERABLE as exc:
                 log.warning("queue depth of %s unavailable (%s)", queue, exc)
                 continue
@@ -49,8 +57,10 @@ class QueueDepth(Collector):
                 depth.add_metric([queue, state], counts[state])
             finished.add_metric([queue, "completed"], counts["total_completed"])
             finished.add_metric([queue, "failed"], counts["total_failed"])
+            recoveries.add_metric([queue], int(recovered or 0))
         yield depth
         yield finished
+        yield recoveries
 
 
 class Metrics:

@@ -61,6 +61,29 @@ def test_exporter_counts_calls_and_reads_queue_depth(redis_url, queue_name):
     assert depth == {"waiting": 0, "delayed": 1, "active": 0, "failed": 1}
     finished = (("outcome", "completed"), ("queue", queue_name))
     assert samples[("conveyor_queue_finished_total", finished)] == 3
+    assert samples[("conveyor_queue_lease_recoveries_total", (("queue", queue_name),))] == 0
+    app.close()
+
+
+def test_exporter_counts_lease_recoveries(redis_url, queue_name):
+    """A worker that died holding two leases: lease recovery settles both (one redelivered, one
+    failed for lack of attempts), and the server's total is what any worker exports."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+    registry = prometheus_client.CollectorRegistry()
+    conveyor.instrument(app, registry)
+
+    @app.task
+    def work(n: int) -> None:
+        pass
+
+    queue = app.queue(queue_name)
+    work.enqueue(1)
+    work.with_options(max_attempts=1).enqueue(2)
+    assert len(queue.claim(count=2, lease=0.05)) == 2  # and never acknowledged
+    time.sleep(0.1)
+    assert queue.recover() == (1, 1)
+    samples = _samples(prometheus_client.generate_latest(registry).decode())
+    assert samples[("conveyor_queue_lease_recoveries_total", (("queue", queue_name),))] == 2
     app.close()
 
 

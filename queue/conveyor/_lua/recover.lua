@@ -7,7 +7,8 @@
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
 --       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)
--- Returns: {redelivered, failed, cancelled}
+-- Returns: {redelivered, failed, cancelled}; their sum is added to meta's 'recovered' total (the
+--          lease recoveries since the queue was created, read by the Prometheus exporter).
 -- Errors: CONVEYOR_BOUND if more than `batch` jobs were processed (asserted, never expected).
 local meta, waiting, active, failed, marker, jobs, dedup, cancelled =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
@@ -51,5 +52,6 @@ for i = #ids, 1, -1 do
 end
 if dead > 0 then trim_by_count(failed, jobs, keep, dead + 10) end
 if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
+if redelivered + dead + stopped > 0 then redis.call('HINCRBY', meta, 'recovered', redelivered + dead + stopped) end
 if redelivered > 0 or unparked then wake(marker) end
 return {redelivered, dead, stopped}
