@@ -154,10 +154,12 @@ class MarkerWaiter(_Shared):
         self._thread: threading.Thread | None = None
 
     def watch(self, marker: str, wants: Callable[[], bool], wake: Callable[[], None]) -> None:
+        """Called by each worker's thread as it starts: the first starts the wait thread."""
         self.set.add(marker, wants, wake)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="conveyor-waiter")
-            self._thread.start()
+        with self.set.lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="conveyor-waiter")
+                self._thread.start()
 
     def _run(self) -> None:
         while not self._closed.is_set():

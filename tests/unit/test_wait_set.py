@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from conveyor._waiter import NOTHING, SEND, SIGNAL, WaitSet, wait_groups
+import threading
+import time
+
+from conveyor._waiter import NOTHING, SEND, SIGNAL, MarkerWaiter, WaitSet, wait_groups
 
 
 def _set(wanting: dict[str, bool], woken: list[str]) -> WaitSet:
@@ -65,3 +68,32 @@ def test_a_queue_no_longer_served_passes_its_wake_ups_on():
 def test_one_group_on_one_server():
     assert wait_groups(object(), ["m1", "m2", "m3"]) == [[0, 1, 2]]
     assert wait_groups(object(), []) == []
+
+
+class _Client:
+    def close(self) -> None:
+        pass
+
+
+def test_workers_starting_together_start_one_wait_thread(monkeypatch):
+    """The Runner's workers call watch() from their own threads at once: one wait thread (a second
+    one would block on the same one-connection pool)."""
+    created = []
+    real_init = threading.Thread.__init__
+
+    def slow_init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        if kwargs.get("name") == "conveyor-waiter":
+            created.append(self)
+            time.sleep(0.05)  # widen the window between the check and the assignment
+
+    monkeypatch.setattr(threading.Thread, "__init__", slow_init)
+    waiter = MarkerWaiter(_Client(), WaitSet("wake", 0.1))
+    callers = [threading.Thread(target=waiter.watch, args=(f"m{i}", lambda: True, lambda: None))
+               for i in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    waiter.close()
+    assert len(created) == 1
