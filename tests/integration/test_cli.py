@@ -91,7 +91,8 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
     high = Queue.from_url(redis_url, queue_name + "-high")
     default = Queue.from_url(redis_url, queue_name + "-default")
     proc = subprocess.Popen(
-        [*COMMAND, "worker", f"{module}:app", "-q", f"{queue_name}-high,{queue_name}-default", "-c", "4"],
+        [*COMMAND, "worker", f"{module}:app", "-q", f"{queue_name}-high,{queue_name}-default", "-c", "4",
+         "--block-timeout", "30"],  # the shared idle wait must not hold up the stop
         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -103,12 +104,15 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
         slow = default.enqueue("slow", {"args": [1.5]})
         _wait(lambda: "slow started" in out.read_text(), 30, "the slow job to start")
         proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
         _, stderr = proc.communicate(timeout=60)
+        stopped_after = time.monotonic() - signalled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr
+    assert stopped_after < 15, f"SIGTERM took {stopped_after:.1f} s with a 1.5 s job and a 30 s idle wait"
     assert "received SIGTERM: stopping gracefully" in stderr and "Traceback" not in stderr
     stored = default.get_job(slow.id)
     assert stored is None or stored.state == "completed"  # finished, not abandoned (keep_completed=0)
