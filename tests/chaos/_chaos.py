@@ -24,7 +24,8 @@ from conveyor import Backoff, ConveyorError, JobSpec, Queue
 
 from bench.servers import RunningServer
 
-FAULTS = ("kill", "cut", "term", "partition", "pause", "restart")
+FAULTS = ("kill", "cut", "term", "partition", "pause", "restart", "freeze")
+FAULT_COUNTS = {"kill": 3, "cut": 2, "term": 2, "partition": 1, "pause": 2, "restart": 1, "freeze": 1}
 TRANSIENT = (ConveyorError, redis.RedisError, OSError)
 
 
@@ -33,9 +34,7 @@ class ChaosConfig:
     seed: int = 7
     jobs: int | None = 400  # None: produce until `seconds` have passed (soak)
     seconds: float = 0.0  # soak length; CI runs are sized by `faults` instead
-    faults: dict[str, int] = field(
-        default_factory=lambda: {"kill": 3, "cut": 2, "term": 2, "partition": 1, "pause": 2, "restart": 1}
-    )
+    faults: dict[str, int] = field(default_factory=lambda: dict(FAULT_COUNTS))
     disabled_faults: tuple[str, ...] = ()  # fault classes switched off, reported in the summary
     fault_gap: float = 3.0  # seconds between faults
     sync_workers: int = 2
@@ -218,6 +217,13 @@ class Faults:
             admin.execute_command("CLIENT", "PAUSE", int(self.cfg.pause * 1000), "ALL")
         time.sleep(self.cfg.pause)
         return f"{self.cfg.pause:.1f} s"
+
+    def _freeze(self) -> str:
+        """SIGSTOP the busiest asyncio worker past its lease, then SIGCONT: a process that got no CPU
+        (the stall of issue 7's CI run, made on purpose). Its jobs may run again elsewhere."""
+        hold = self.cfg.lease + 2
+        proc = self.fleet.freeze_one(self.rng, hold)
+        return f"{proc.mode} pid {proc.pid} stopped for {hold:.0f} s"
 
     def _restart(self) -> str:
         began = time.monotonic()

@@ -1,4 +1,4 @@
-"""Worker processes of a chaos run: spawn, SIGKILL, SIGTERM (timed), partition, replace, watch.
+"""Worker processes of a chaos run: spawn, SIGKILL, SIGTERM (timed), partition, freeze, replace, watch.
 
 Each worker process connects through its own port of the test's proxy, so the test can cut every
 connection at once or cut off one worker alone.
@@ -33,6 +33,7 @@ class Proc:
     port: int  # its proxy port
     runs: Path  # its run record
     signalled: str | None = None  # "kill" / "term" / "partition" once the test signalled it
+    frozen: bool = False  # SIGSTOPped until a timer sends SIGCONT
 
     @property
     def pid(self) -> int:
@@ -80,6 +81,7 @@ class Fleet:
     abandoned: list[Abandoned] = field(default_factory=list)
     term_exits: list[TermExit] = field(default_factory=list)
     _watchers: list[threading.Thread] = field(default_factory=list)
+    _thaws: list[threading.Timer] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -106,16 +108,17 @@ class Fleet:
             time.sleep(0.05)
 
     def living(self) -> list[Proc]:
-        return [p for p in self.procs if p.signalled is None and p.alive()]
+        """Running workers the test may signal (not frozen: a SIGTERM would wait for the thaw)."""
+        return [p for p in self.procs if p.signalled is None and not p.frozen and p.alive()]
 
     def crashed(self) -> list[Proc]:
         """Processes that exited although the test never signalled them."""
         return [p for p in self.procs if p.signalled is None and not p.alive()]
 
-    def busiest(self, rng: random.Random) -> Proc:
-        """The living worker with the most handler time still to run (ties at random): a shutdown
-        with long handlers in progress is the case that must lose no lease."""
-        living = self.living()
+    def busiest(self, rng: random.Random, mode: str | None = None) -> Proc:
+        """The living worker (of `mode`, if given) with the most handler time still to run (ties at
+        random): a shutdown with long handlers in progress is the case that must lose no lease."""
+        living = [p for p in self.living() if mode in (None, p.mode)]
         rng.shuffle(living)
         return max(living, key=lambda p: remaining_work(p.runs))
 
@@ -148,6 +151,23 @@ class Fleet:
         self.spawn(proc.mode)
         return proc
 
+    def freeze_one(self, rng: random.Random, hold: float) -> Proc:
+        """SIGSTOP the busiest asyncio worker (as in issue 7's CI run) for `hold` seconds: it is
+        neither killed nor cut off."""
+        proc = self.busiest(rng, "async")
+        proc.frozen = True
+        proc.popen.send_signal(signal.SIGSTOP)
+
+        def thaw() -> None:
+            proc.popen.send_signal(signal.SIGCONT)
+            proc.frozen = False
+
+        timer = threading.Timer(hold, thaw)
+        timer.daemon = True
+        timer.start()
+        self._thaws.append(timer)
+        return proc
+
     def _term(self, proc: Proc, how: str = "term") -> None:
         proc.signalled = how
         sent = time.monotonic()
@@ -171,6 +191,8 @@ class Fleet:
 
     def stop_all(self) -> None:
         """SIGTERM every living worker (timed like any other) and wait for all watchers."""
+        for thaw in self._thaws:
+            thaw.join()
         for proc in self.living():
             self._term(proc)
         for watcher in self._watchers:

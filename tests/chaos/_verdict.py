@@ -99,6 +99,7 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
     killed = {k.pid: k for k in fleet.abandoned}
     stalls = read_stalls(fleet.runs_dir)
     after_stalls: list[str] = []
+    stalled: Counter[int] = Counter()
     per_pid: Counter[int] = Counter()
     unexplained: list[str] = []
     total = skipped = 0
@@ -117,6 +118,7 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
             if prev_pid in killed:
                 per_pid[prev_pid] += 1
             elif stall is not None:
+                stalled[prev_pid] += 1
                 after_stalls.append(f"{job_id} attempt {prev[2]} in pid {prev_pid}: {stall.cause}: "
                                     f"{stall.line}")  # fmt: skip
             else:
@@ -134,6 +136,11 @@ def repeats(fleet: Fleet, cfg: ChaosConfig) -> Repeats:
         if n > cfg.capacity(killed[pid].mode):
             unexplained.append(f"pid {pid} ({killed[pid].mode}, {killed[pid].how}) held at most "
                                f"{cfg.capacity(killed[pid].mode)} jobs, yet {n} ran again")  # fmt: skip
+    modes = {p.pid: p.mode for p in getattr(fleet, "procs", [])}
+    for pid, n in stalled.items():
+        most = cfg.capacity(modes[pid]) if pid in modes else max(cfg.capacity("sync"), cfg.capacity("async"))
+        if n > most:
+            unexplained.append(f"pid {pid} stalled holding at most {most} jobs, yet {n} ran again")
     unexplained += blocked(stalls, cfg.lease)
     return Repeats(total, bound, skipped, unexplained, by_job, after_stalls)
 
@@ -182,7 +189,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         problems.append(f"(completed, failed) totals are {got}, expected {want}")
         if not retained and sum(got) < sum(want):
             lost.append(f"{sum(want) - sum(got)} jobs never finished")
-    rep = repeats(fleet, cfg)
+    rep, stalls = repeats(fleet, cfg), read_stalls(fleet.runs_dir)
     by_job = rep.by_job
     never_ran = [i for i in ids if i not in by_job]
     no_success = [i for i in ids if i not in expect_fail and not any(r[0] == "ok" for r in by_job.get(i, []))]
@@ -208,7 +215,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "jobs": len(ids), "by_kind": dict(Counter(plan.kinds[i] for i in ids)),
         "runs": sum(1 for rs in by_job.values() for r in rs if r[0] == "start"),
         "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
-        "stalls": len(read_stalls(fleet.runs_dir)), "attempts_without_run": rep.skipped,
+        "stalls": len(stalls), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
         "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,
@@ -216,7 +223,10 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "slowest_term_exit": max((t.seconds for t in fleet.term_exits), default=0.0),
         "drained_counts": drained, "memory": growth,
     }  # fmt: skip
-    return Verdict(summary, problems, faults.log + [f"repeat after a stall: {x}" for x in rep.after_stalls])
+    # Every stall of every process, so a stall of one worker can be told from one of the machine.
+    notes = [f"stall of pid {x.pid} ({x.cause}): {x.line}" for x in stalls]
+    notes += [f"repeat after a stall: {x}" for x in rep.after_stalls]
+    return Verdict(summary, problems, faults.log + notes)
 
 
 def describe_stuck(admin: Queue) -> list[str]:

@@ -1,6 +1,7 @@
 """Chaos suite (issue 7): sync and asyncio worker processes behind a proxy the test cuts, on a
-server with AOF on, while workers are SIGKILLed and SIGTERMed, connections are cut, the server is
-paused past the socket timeout and restarted. See _chaos.py for the run and _verdict.py for the rules.
+server with AOF on, while workers are SIGKILLed, SIGTERMed and frozen past the lease (SIGSTOP),
+connections are cut, the server is paused past the socket timeout and restarted. See _chaos.py for
+the run, _verdict.py for the rules and _stallwatch.py for how a stalled worker is told apart.
 
 `test_chaos` (marked chaos) runs on every local server with a fixed seed in `nox -s tests`.
 `test_soak` runs only when CONVEYOR_SOAK_SECONDS is set (`nox -s soak`, default 300 s per server)

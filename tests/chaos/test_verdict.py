@@ -87,6 +87,16 @@ def test_repeat_after_a_starved_or_frozen_worker_is_the_at_least_once_case(tmp_p
     assert "clock" in repeats(FakeFleet(stepped, []), CFG).after_stalls[0]
 
 
+def test_more_repeats_than_a_stalled_worker_could_hold_are_flagged(tmp_path: Path) -> None:
+    for job in "abc":
+        write(tmp_path, 1, f"start {job} 1 100.0", f"ok {job} 1 110.0")
+        write(tmp_path, 2, f"start {job} 2 108.0", f"ok {job} 2 108.1")
+    stall(tmp_path, 1, "process 100.5 9.0 cpu=0.00 runq=0.00 thread_late=9.00 kernel=-")
+    result = repeats(FakeFleet(tmp_path, []), CFG)
+    assert len(result.after_stalls) == 3
+    assert any("stalled holding at most 2 jobs, yet 3 ran again" in u for u in result.unexplained)
+
+
 def test_a_blocked_loop_is_a_problem_and_explains_no_repeat(tmp_path: Path) -> None:
     ci_case(tmp_path)
     stall(tmp_path, 1, "loop 101.0 13.0 cpu=0.05 runq=0.01 thread_late=0.00 "
