@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
 PERIOD = 0.05
@@ -70,13 +70,20 @@ class StallWatch:
         self.beat = time.monotonic()
         self.stalls: list[str] = []
         self.kernel: Counter[str] = Counter()
+        self.naps: deque[tuple[float, float]] = deque(maxlen=64)  # this thread's late wake-ups
         threading.Thread(target=self._watch, daemon=True, name="stall-watch").start()
 
     def _mark(self) -> None:
         self.beat = time.monotonic()
 
+    def _late_within(self, start: float, end: float) -> float:
+        """Seconds between `start` and `end` (monotonic) this thread overslept: the whole process
+        got no CPU then (its own late wake-up may come just before or after the loop's)."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.naps)
+
     def _record(self, kind: str, began: float, seconds: float, sched0: tuple[float, float],
-                late: float, stack: str | None) -> None:  # fmt: skip
+                stack: str | None) -> None:  # fmt: skip
+        late = self._late_within(began, began + seconds)
         (cpu_now, runq_now), (cpu0, runq0) = schedstat(self.tid), sched0
         cpu, runq = cpu_now - cpu0, runq_now - runq0
         wall = time.time() - (time.monotonic() - began)
@@ -93,7 +100,7 @@ class StallWatch:
 
     def _watch(self) -> None:
         main_id = self.main.ident or 0
-        seen, sched, stack, late = self.beat, schedstat(self.tid), None, 0.0
+        seen, sched, stack = self.beat, schedstat(self.tid), None
         woke, wall = time.monotonic(), time.time()
         while True:
             time.sleep(PERIOD)
@@ -101,17 +108,19 @@ class StallWatch:
             step, wall = time.time() - wall - (now - woke), time.time()
             if abs(step) > CLOCK_STEP:
                 self._write(f"clock {wall:.3f} {step:.2f}")
-            late, woke = max(late, now - woke - PERIOD), now
+            if now - woke - PERIOD > PERIOD:
+                self.naps.append((woke + PERIOD, now))
+            late, woke = now - woke - PERIOD, now
             if self.loop is None:  # a thread worker: only the process can stall
                 if late > THRESHOLD:
-                    self._record("process", now - late, late, sched, late, None)
-                sched, late = schedstat(self.tid), 0.0
+                    self._record("process", now - late, late, sched, None)
+                sched = schedstat(self.tid)
                 continue
             if self.beat != seen:  # the loop ran since the last look
                 gap = self.beat - seen
                 if gap > THRESHOLD:
-                    self._record("loop", seen, gap, sched, late, stack)
-                seen, sched, stack, late = self.beat, schedstat(self.tid), None, 0.0
+                    self._record("loop", seen, gap, sched, stack)
+                seen, sched, stack = self.beat, schedstat(self.tid), None
                 self.kernel.clear()
             elif now - seen > THRESHOLD / 2:
                 self.kernel[kernel_state(self.tid)] += 1
