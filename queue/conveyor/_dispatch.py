@@ -265,9 +265,14 @@ class Dispatcher:
                 self.leases[token] = (job, now)
             if status in STOP_STATUS:
                 stop.append((job, STOP_STATUS[status]))
-            elif status != 1:
+            elif status != 1 and token in self.leases and not self._acking(job):
                 log.warning("lease of job %s lost: %s", job.id, LEASE_STATUS.get(status, status))
         return stop
+
+    def _acking(self, job: Job) -> bool:
+        """The job's ack is pending or in flight: its reply says whether the lease was lost (a
+        refused heartbeat can also mean that an ack whose reply was cut off already settled it)."""
+        return any(j is job for j in self.done) or any(j is job for j in self.inflight or ())
 
     def overdue(self) -> list[Job]:
         """Leased jobs past their time limit (by this worker's clock) not yet asked to stop."""

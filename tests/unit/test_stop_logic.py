@@ -87,3 +87,14 @@ def test_a_late_wake_up_is_reported_only_when_it_puts_held_leases_at_risk(caplog
     d.woke_late(slept=0.5 + 1.0, tick=0.5)
     assert "worker woke 1.0 s late for its heartbeats" in caplog.text
     assert "lease of 3 s, the 1 jobs it holds may have been redelivered" in caplog.text
+
+
+def test_a_refused_heartbeat_warns_only_for_a_job_with_no_ack_on_the_way(caplog):
+    running, finished, settled = _job("j-run"), _job("j-fin"), _job("j-set")
+    d = _dispatcher(running, finished, settled)
+    d.on_finished(finished, None)
+    d.on_sending(d.pending_acks())  # its ack+claim call is sent; the reply is cut off...
+    d.on_released([settled])  # ...and this one was settled while the heartbeat was in flight
+    d.on_extended([running, finished, settled], [0, 0, 0])  # ...and the server had applied it
+    assert "lease of job j-run lost" in caplog.text
+    assert "j-fin" not in caplog.text and "j-set" not in caplog.text
