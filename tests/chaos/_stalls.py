@@ -5,14 +5,16 @@ interval can lose a lease under a running job: the job is then redelivered and r
 documented at-least-once case. The verdict accepts such a repeat only when the stall came from
 outside the worker's code:
 
-- starved: the main thread waited runnable for a CPU for most of the stall (`runq`);
 - frozen: the stall watch's own thread woke late by most of the stall (the process or machine
   got no CPU at all);
-- io: the main thread slept uninterruptibly (state D, a disk wait) for most of the samples;
+- starved: of the stall's parts (computing `cpu`, waiting runnable for a CPU `runq`, asleep: the
+  rest), waiting for a CPU is the largest;
+- io: asleep is the largest, and uninterruptibly (state D, a disk wait) in most samples;
 - clock: the wall clock stepped forward (the server's TIME, which leases are measured on, with it).
 
 Anything else (the loop computing, or asleep in a blocking call) is `blocked`: a defect to fix,
-reported as a problem with the stack it was blocked in.
+reported as a problem with the stack it was blocked in when the loop's own part (computing and
+asleep, without the wait for a CPU) reaches a third of the lease.
 """
 
 from __future__ import annotations
@@ -34,26 +36,32 @@ class Stall:
     def ended(self) -> float:
         return self.began + self.seconds
 
-    def _share(self, name: str) -> float:
+    def _seconds(self, name: str) -> float:
         try:
-            return float(self.fields.get(name, "0")) / self.seconds
+            return float(self.fields.get(name, "0"))
         except ValueError:
             return 0.0
 
     @property
+    def own_seconds(self) -> float:
+        """How long the loop itself held up (computing or asleep), without the wait for a CPU."""
+        return max(0.0, self.seconds - self._seconds("runq"))
+
+    @property
     def cause(self) -> str:
-        """starved, frozen, io, clock or blocked (see the module docstring)."""
+        """frozen, starved, io, clock or blocked (see the module docstring)."""
         if self.scope == "clock":
             return "clock"
-        if self._share("runq") >= 0.5:
-            return "starved"
-        if self.scope == "process" or self._share("thread_late") >= 0.5:
+        if self.scope == "process" or self._seconds("thread_late") >= self.seconds / 2:
             return "frozen"
+        cpu, runq = self._seconds("cpu"), self._seconds("runq")
+        asleep = self.seconds - cpu - runq
+        if runq >= max(cpu, asleep):
+            return "starved"
         samples = [kv.rpartition(":") for kv in self.fields.get("kernel", "").split(",") if ":" in kv]
         counts = {state: int(n) for state, _, n in samples if n.isdigit()}
-        if counts and sum(n for k, n in counts.items() if k.startswith("D/")) * 2 >= sum(counts.values()):
-            return "io"
-        return "blocked"
+        in_d = sum(n for k, n in counts.items() if k.startswith("D/"))
+        return "io" if asleep >= cpu and counts and in_d * 2 >= sum(counts.values()) else "blocked"
 
     def overlaps(self, start: float, end: float) -> bool:
         return self.began < end and self.ended > start
@@ -88,7 +96,7 @@ def explaining(stalls: list[Stall], pid: int, start: float, end: float, lease: f
 
 
 def blocked(stalls: list[Stall], lease: float) -> list[str]:
-    """Loop stalls of a third of the lease or more that nothing outside the worker explains:
-    defects."""
+    """Loop stalls that nothing outside the worker explains, whose own part is a third of the
+    lease or more: defects."""
     return [f"pid {s.pid}: event loop blocked {s.seconds:.1f} s: {s.line}" for s in stalls
-            if s.cause == "blocked" and s.seconds >= lease / 3]  # fmt: skip
+            if s.cause == "blocked" and s.own_seconds >= lease / 3]  # fmt: skip

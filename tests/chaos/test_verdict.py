@@ -7,6 +7,7 @@ from pathlib import Path
 
 from _chaos import ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
+from _stalls import blocked, read_stalls
 from _verdict import grew, memory_growth, repeats
 
 CFG = ChaosConfig(sync_concurrency=2, async_concurrency=2)
@@ -105,6 +106,16 @@ def test_a_blocked_loop_is_a_problem_and_explains_no_repeat(tmp_path: Path) -> N
     assert result.after_stalls == []
     assert any("a ran again" in u for u in result.unexplained)
     assert any("event loop blocked 13.0 s" in u and "connect" in u for u in result.unexplained)
+
+
+def test_a_loaded_machine_is_starvation_and_a_short_own_part_no_problem(tmp_path: Path) -> None:
+    # waiting for a CPU is the largest part: starved, though under half the stall
+    stall(tmp_path, 1, "loop 101.0 2.0 cpu=0.50 runq=0.90 thread_late=0.00 kernel=R/0:30")
+    # computing a little longer than waiting, but only 1.2 s of its own: under a third of the lease
+    stall(tmp_path, 2, "loop 101.0 2.0 cpu=1.05 runq=0.80 thread_late=0.00 kernel=R/0:30")
+    [starved, busy] = read_stalls(tmp_path)
+    assert (starved.cause, busy.cause) == ("starved", "blocked")
+    assert blocked([starved, busy], CFG.lease) == []
 
 
 def test_a_short_stall_or_one_elsewhere_explains_no_repeat(tmp_path: Path) -> None:
