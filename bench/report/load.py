@@ -22,7 +22,6 @@ import pandas as pd
 
 from bench.results import ResultsError, load_file
 
-SKIPPED_DIRS = frozenset({"schema", "quick"})
 CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
 # Method fields that differ between runs of one method (timings of the run itself).
 VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines",
@@ -55,73 +54,46 @@ class Dataset:
         """The ``runs`` row of ``run_id``."""
         return self.runs.loc[run_id]
 
-    def latest(self, scenario: str, **where: Any) -> str | None:
-        """Newest run id holding ``scenario`` (optionally on ``server=`` etc.)."""
-        rows = self.summary[self.summary.scenario == scenario]
-        for key, value in where.items():
-            rows = rows[rows[key] == value] if key in rows else rows.iloc[0:0]
-        if rows.empty:
-            return None
-        return str(self.runs[self.runs.run_id.isin(rows.run_id)].run_id.iloc[-1])
+    def latest(self, scenario: str) -> str | None:
+        """Newest run id holding ``scenario``."""
+        holding = self.summary.run_id[self.summary.scenario == scenario]
+        found = self.runs.run_id[self.runs.run_id.isin(holding)]
+        return str(found.iloc[-1]) if len(found) else None
 
 
 def result_paths(root: Path) -> list[Path]:
     """Result JSON files below ``root`` (sorted), skipping ``schema/`` and ``quick/``."""
-    if not root.is_dir():
-        return []
-    return [p for p in sorted(root.rglob("*.json"))
-            if not SKIPPED_DIRS.intersection(p.relative_to(root).parts[:-1])]
-
-
-def method_key(doc: dict[str, Any]) -> str:
-    """The fields of ``method`` that must match for two runs to be compared."""
-    kept = {k: v for k, v in doc["method"].items() if k not in VOLATILE_METHOD}
-    return json.dumps(kept, sort_keys=True)
-
-
-def _run_record(doc: dict[str, Any], rel: str) -> dict[str, Any]:
-    env, git = doc["environment"], doc["git"]
-    return {
-        "run_id": doc["run_id"], "rel": rel, "url": f"results/{rel}",
-        "created": doc["created_utc"], "commit": git.get("commit") or "",
-        "dirty": bool(git.get("dirty")), "machine": env["machine_label"],
-        "cpu": env["cpu_model"], "cores": int(env["cores"]),
-        "quick": bool(doc["method"]["quick"]), "repetitions": doc["method"]["repetitions"],
-        "method": method_key(doc), "doc": doc,
-    }
-
-
-def _case_record(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    once = row.get("exactly_once") or {}
-    extra = row.get("extra") or {}
-    return {
-        "run_id": doc["run_id"], "scenario": row["scenario"], "server": row["server"],
-        "config": row["config"], "protocol": int(row.get("protocol", 3)),
-        "parser": str(row.get("parser", "hiredis")),
-        "case": json.dumps(row["params"], sort_keys=True), "params": row["params"],
-        **{k: once.get(k) for k in ("enqueued", "acked", "lost", "duplicates")},
-        "encoding": extra.get("encoding"), "extra": extra, "headline": row.get("headline"),
-    }
-
-
-def _tidy(case: dict[str, Any], row: dict[str, Any]) -> list[dict[str, Any]]:
-    key = {k: case[k] for k in CASE}
-    params = {k: (json.dumps(v) if isinstance(v, list | dict) else v)
-              for k, v in row["params"].items() if k not in key}
-    return [{**key, **params, "metric": name, "unit": m["unit"], "rep": i, "value": float(v)}
-            for name, m in row["metrics"].items() for i, v in enumerate(m["values"])]
+    skipped = {"schema", "quick"}
+    return [p for p in sorted(root.rglob("*.json")) if not skipped & set(p.relative_to(root).parts[:-1])
+            ] if root.is_dir() else []
 
 
 def read(path: Path, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """One validated file as (run record, case records, tidy records); errors name the file."""
     doc = load_file(path)
     try:
-        run = _run_record(doc, path.relative_to(root).as_posix())
+        env, git, method = doc["environment"], doc["git"], doc["method"]
+        rel = path.relative_to(root).as_posix()
+        run = {"run_id": doc["run_id"], "rel": rel, "url": f"results/{rel}", "created": doc["created_utc"],
+               "commit": git.get("commit") or "", "dirty": bool(git.get("dirty")),
+               "machine": env["machine_label"],
+               "cpu": env["cpu_model"], "cores": int(env["cores"]), "quick": bool(method["quick"]),
+               "repetitions": method["repetitions"], "doc": doc, "method": json.dumps(
+                   {k: v for k, v in method.items() if k not in VOLATILE_METHOD}, sort_keys=True)}
         cases, tidy = [], []
         for row in doc["results"]:
-            case = _case_record(doc, row)
-            cases.append(case)
-            tidy += _tidy(case, row)
+            once, extra = row.get("exactly_once") or {}, row.get("extra") or {}
+            key = {"run_id": doc["run_id"], "scenario": row["scenario"], "server": row["server"],
+                   "config": row["config"], "protocol": int(row.get("protocol", 3)),
+                   "parser": str(row.get("parser", "hiredis")),
+                   "case": json.dumps(row["params"], sort_keys=True)}
+            cases.append({**key, "params": row["params"], "encoding": extra.get("encoding"), "extra": extra,
+                          "headline": row.get("headline"),
+                          **{k: once.get(k) for k in ("enqueued", "acked", "lost", "duplicates")}})
+            params = {k: (json.dumps(v) if isinstance(v, list | dict) else v)
+                      for k, v in row["params"].items() if k not in key}
+            tidy += [{**key, **params, "metric": name, "unit": m["unit"], "rep": i, "value": float(v)}
+                     for name, m in row["metrics"].items() for i, v in enumerate(m["values"])]
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportError(f"{path}: cannot read field {exc!s}") from exc
     return run, cases, tidy
@@ -129,8 +101,8 @@ def read(path: Path, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], 
 
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
     """Median, MAD (unscaled), min, max and count of ``value`` per case and metric."""
-    keys = [c for c in frame.columns if c not in ("rep", "value")]
-    grouped = frame.groupby(keys, dropna=False, sort=False)["value"]
+    grouped = frame.groupby([c for c in frame.columns if c not in ("rep", "value")], dropna=False,
+                            sort=False)["value"]
     out = grouped.agg(median="median", min="min", max="max", n="count")
     out["mad"] = grouped.apply(lambda v: (v - v.median()).abs().median())
     return out.reset_index()
