@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.common import REFERENCE_SERVER, primary_run, primary_server, server_label, source, stat_cell
+from bench.report.common import REFERENCE_SERVER, run_rows, server_label, source, stat_cell
 from bench.report.compare import BASELINE, prefer, select
 from bench.report.load import Dataset
 from bench.report.servers import POINTS, cell, comparisons, dragonfly_runs, server_columns, verdict
@@ -15,12 +15,11 @@ from bench.report.text import md_table, no_data, unit_of
 # (figure, scenario, metric, preferred params, conditions in words, link)
 HEADLINES: tuple[tuple[str, str, str, dict[str, Any], str, str], ...] = (
     ("Jobs processed per second", "process", "jobs_per_s", {"concurrency": 32},
-     "one worker, {concurrency} no-op handlers at once, draining {jobs:,} jobs of "
-     "{payload_bytes} B", "performance.md#process"),
-    ("Lifecycles per second", "lifecycle", "lifecycles_per_s",
-     {"payload_bytes": 64, "concurrency": 8},
-     "{concurrency} tasks, each enqueueing, claiming and acking one {payload_bytes} B job at a "
-     "time; p99 per lifecycle {p99}", "performance.md#lifecycle"),
+     "one worker, {concurrency} no-op handlers at once, draining {jobs:,} jobs of {payload_bytes} B",
+     "performance.md#process"),
+    ("Lifecycles per second", "lifecycle", "lifecycles_per_s", {"payload_bytes": 64, "concurrency": 8},
+     "{concurrency} tasks, each enqueueing, claiming and acking one {payload_bytes} B job at a time; "
+     "p99 per lifecycle {p99}", "performance.md#lifecycle"),
     ("Jobs enqueued per second", "enqueue-bulk", "jobs_per_s", {"producers": 4},
      "{producers} producers, batches of {batch} jobs of {payload_bytes} B; p99 per batch {p99}",
      "performance.md#enqueue"),
@@ -41,16 +40,16 @@ class _Values(dict[str, Any]):
 
 def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, str]
                  ) -> tuple[str, dict[str, str]] | None:
-    """(run, table row) of one headline, or None when not measured."""
+    """(run, table row) of one headline, or None when not measured; a case the file marks as its
+    headline (with its conditions in words) comes before the preferred parameters."""
     label, scenario, name, wanted, words, link = spec
-    run = primary_run(ds, scenario)
-    if run is None:
+    found = run_rows(ds, scenario, **BASELINE)
+    if found is None or found[1].empty:
         return None
-    rows = select(ds.summary, run_id=run, scenario=scenario,
-                  server=primary_server(ds, run, scenario), **BASELINE)
-    marked = select(ds.cases, run_id=run, scenario=scenario, server=primary_server(ds, run, scenario),
-                    **BASELINE).dropna(subset=["headline"])
-    if not marked.empty:  # the file names its headline case and its conditions in plain words
+    run, rows = found
+    marked = select(ds.cases, run_id=run, scenario=scenario, server=rows.server.iloc[0], **BASELINE).dropna(
+        subset=["headline"])
+    if not marked.empty:
         name = marked.iloc[0].headline["metric"]
         words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
         row = rows[(rows.case == marked.iloc[0].case) & (rows.metric == name)]
@@ -60,29 +59,25 @@ def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, st
         return None
     first = row.iloc[0]
     p99 = select(rows, case=first.case, metric="p99_ms")
-    values = _Values({k: first[k] for k in first.index
-                      if isinstance(k, str) and not isinstance(first[k], list) and pd.notna(first[k])})
-    values["p99"] = f"{stat_cell(p99.iloc[0])} ms" if not p99.empty else "not measured"
-    conditions = words.format_map(values) + f"; {server_label(ds, run, first.server)}"
+    values = _Values({k: v for k, v in first.items() if isinstance(k, str) and not isinstance(v, list)
+                      and pd.notna(v)}, p99=f"{stat_cell(p99.iloc[0])} ms" if len(p99) else "not measured")
     return run, {"figure": f"[{label}]({link})",
                  "median ± MAD": f"{stat_cell(first)} {unit_of(name, first.unit)}",
-                 "conditions": conditions}
+                 "conditions": words.format_map(values) + f"; {server_label(ds, run, first.server)}"}
 
 
 def dragonfly_line(ds: Dataset) -> str:
-    """Dragonfly against the Valkey 9.1 of its own run, both lock modes."""
+    """Dragonfly against the Valkey 9.1 of its own run, both lock modes, at the first shared point."""
     runs = dragonfly_runs(ds)
     if not runs:
         return ""
-    run = runs[-1]
-    hashtag, glob = (comparisons(ds, run, "dragonfly", c) for c in ("default", "global-lock"))
+    hashtag, glob = (comparisons(ds, runs[-1], "dragonfly", c) for c in ("default", "global-lock"))
     both = [p[0] for p in POINTS if p[0] in set(hashtag.point) & set(glob.point)]
     if not both:
         return ""
-    point = both[0]
-    return (f"- **Dragonfly**, {point}, as a ratio to {REFERENCE_SERVER} in its own run: "
-            f"{cell(hashtag, point)} with `--lock_on_hashtags`, {cell(glob, point)} with global "
-            "locking ([Servers](servers.md#dragonfly)).")
+    return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run: "
+            f"{cell(hashtag, both[0])} with `--lock_on_hashtags`, {cell(glob, both[0])} with global locking "
+            "([Servers](servers.md#dragonfly)).")
 
 
 def headline(ds: Dataset, prefix: str = "") -> str:
@@ -91,12 +86,10 @@ def headline(ds: Dataset, prefix: str = "") -> str:
     if not found:
         return no_data("any of the headline scenarios")
     runs = list(dict.fromkeys(run for run, _ in found))
-    table = md_table(pd.DataFrame([row for _, row in found]))
-    main = runs[0]
-    found = verdict(ds, main) if server_columns(ds, main) else ""
-    sources = "\n\n".join(source(ds, r, prefix) for r in runs)
-    return (f"{table}\n\n- **Servers**: {found.replace('**From this run:** ', '')} "
-            f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n{sources}\n")
+    servers = verdict(ds, runs[0]).replace("**From this run:** ", "") if server_columns(ds, runs[0]) else ""
+    return (f"{md_table(pd.DataFrame([row for _, row in found]))}\n\n- **Servers**: {servers} "
+            f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n"
+            + "\n\n".join(source(ds, r, prefix) for r in runs) + "\n")
 
 
 SECTIONS = {"headline": headline}
