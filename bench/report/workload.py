@@ -67,39 +67,31 @@ def samples(ds: Dataset, rows: pd.DataFrame) -> pd.Series:
 @scenario_section("latency", **BASELINE)
 def latency_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Enqueue-to-handler latency, unloaded and at fractions of capacity, with sample counts."""
-    order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), v != "unloaded",
-                                                         str(v)))
-    labels = pd.Categorical(rows["load"].map(load_label),
-                            categories=[load_label(v) for v in order], ordered=True)
-    rows = rows.assign(load=labels, samples=samples(ds, rows))
-    rows = rows.assign(samples=rows.samples.map(lambda n: fmt(n, 0)))
+    order = sorted(rows["load"].unique(), key=lambda v: (not isinstance(v, str), v != "unloaded", str(v)))
+    labels = pd.Categorical(rows["load"].map(load_label), [load_label(v) for v in order], ordered=True)
+    rows = rows.assign(load=labels, samples=samples(ds, rows).map(lambda n: fmt(n, 0)))
     shown = [p for p in PERCENTILES if p in set(rows.metric) and p not in ("p90_ms", "p95_ms")]
     in_table = [p for p in shown if p != "max_ms"]  # the maximum is in the chart
     table = wide(ds, rows, ["load", "samples"], in_table, once=True).rename(
         columns={"samples": "samples/rep."})
     rates = [m for m in ("capacity_jobs_per_s", "producers", "offered_per_s", "offered_load")
              if m in set(rows.metric)]
-    rate_table = wide(ds, rows[rows.metric.isin(rates)], ["load"], rates) if rates else None
+    rate_table = (f"Capacity and the rate actually offered:\n\n{md_table(wide(ds, rows, ['load'], rates))}"
+                  "\n\n" if rates else "")
     points = rows[rows.metric.isin(shown)].assign(
         at=lambda r: r.metric.map(shown.index), percentile=lambda r: r.metric.map(
             lambda m: metric_label(m).split(" (")[0])).sort_values("at", kind="stable")
     fig = plot(points, "percentile", "load", str, title="Enqueue-to-handler latency by load",
                x_title="percentile", y_title="ms", log_y=True, category_x=True)
     few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
-    note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next "
-            "to it: read it as the maximum." if few else "")
-    conc = rows.iloc[0].concurrency
-    return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {conc}, no-op "
-            "handlers unless said otherwise. *Unloaded*: one job in flight at a time; "
-            "*N% of capacity*: open loop at "
-            "that fraction of the capacity (the worker's drain rate where the file says so). "
-            f"{busy_text(rows)}Open-loop jobs are timed from their intended send time, so a "
-            "producer "
-            f"falling behind is charged to latency. Samples are per repetition.{note}\n\n"
-            f"{md_table(table)}\n\n"
-            + (f"Capacity and the rate actually offered:\n\n{md_table(rate_table)}\n\n"
-               if rate_table is not None else "")
-            + chart(fig, "latency"))
+    note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next to it: read "
+            "it as the maximum." if few else "")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {rows.iloc[0].concurrency}, "
+            "no-op handlers unless said otherwise. *Unloaded*: one job in flight at a time; *N% of "
+            "capacity*: open loop at that fraction of the capacity (the worker's drain rate where the file "
+            f"says so). {busy_text(rows)}Open-loop jobs are timed from their intended send time, so a "
+            f"producer falling behind is charged to latency. Samples are per repetition.{note}\n\n"
+            f"{md_table(table)}\n\n{rate_table}{chart(fig, 'latency')}")
 
 
 SECTIONS = {"lifecycle_section": lifecycle_section, "latency_section": latency_section}
