@@ -9,41 +9,33 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.common import primary_run, primary_server, run_rows, source
-from bench.report.compare import BASELINE, ratio, select
+from bench.report.compare import BASELINE, STATS, ratio, select, versus
 from bench.report.load import Dataset
 from bench.report.text import fmt, no_data, pct
 
 MOST_OF = 0.8  # "most of the throughput" means at least this share
 
 
-def _one(rows: pd.DataFrame, **where: object) -> pd.Series | None:
-    found = select(rows, **where)
-    return found.iloc[0] if len(found) == 1 else None
-
-
 def concurrency(rows: pd.DataFrame) -> list[str]:
-    """Per payload: a lower concurrency giving most of the top throughput at a lower p99."""
+    """Per payload: the lowest concurrency giving most of the top throughput at a lower p99."""
+    rows = rows.assign(top=rows.groupby("payload_bytes").concurrency.transform("max"))
+
+    def to_top(metric: str) -> pd.DataFrame:
+        part = rows[rows.metric == metric]
+        return versus(part[part.concurrency < part.top],
+                      part[part.concurrency == part.top][["payload_bytes", *STATS]], "payload_bytes")
+
+    both = to_top("lifecycles_per_s").merge(to_top("p99_ms"), on=["payload_bytes", "concurrency"],
+                                            suffixes=("", "_p99"))
+    found = both[(both.ratio >= MOST_OF) & ~both.noise_p99.astype(bool) & (both.ratio_p99 <= 1)]
     out = []
-    for payload, part in rows.groupby("payload_bytes", sort=True):
-        levels = sorted(part.concurrency.unique())
-        top = levels[-1]
-        rate_top = _one(part, concurrency=top, metric="lifecycles_per_s")
-        p99_top = _one(part, concurrency=top, metric="p99_ms")
-        for level in levels[:-1]:
-            rate = _one(part, concurrency=level, metric="lifecycles_per_s")
-            p99 = _one(part, concurrency=level, metric="p99_ms")
-            if any(x is None for x in (rate, p99, rate_top, p99_top)):
-                continue
-            speed, wait = ratio(rate, rate_top), ratio(p99, p99_top)
-            if speed["ratio"] < MOST_OF or wait["noise"] or wait["ratio"] > 1:
-                continue
-            how = ("as many lifecycles per second as" if speed["noise"] else
-                   f"{pct(abs(speed['ratio'] - 1))} {'more' if speed['ratio'] > 1 else 'fewer'}"
-                   " lifecycles per second than")
-            out.append(f"With {payload} B payloads, {level} concurrent tasks complete {how} "
-                       f"{top} tasks, with a p99 of {fmt(p99['median'])} ms instead of "
-                       f"{fmt(p99_top['median'])} ms.")
-            break
+    first = found.sort_values(["payload_bytes", "concurrency"]).groupby("payload_bytes").head(1)
+    for r in first.itertuples():
+        how = ("as many lifecycles per second as" if r.noise else
+               f"{pct(abs(r.ratio - 1))} {'more' if r.ratio > 1 else 'fewer'} lifecycles per second than")
+        out.append(f"With {r.payload_bytes} B payloads, {r.concurrency} concurrent tasks complete {how} "
+                   f"{r.top} tasks, with a p99 of {fmt(r.median_p99)} ms instead of "
+                   f"{fmt(r.median_base_p99)} ms.")
     return out
 
 
