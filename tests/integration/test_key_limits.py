@@ -58,6 +58,26 @@ async def test_concurrency_limit_parks_and_each_freed_slot_releases_one(api):
     assert (await q.counts())["waiting"] == 0
 
 
+async def test_one_ack_call_of_several_jobs_releases_as_many_parked_oldest_first(api):
+    """A worker acks its finished jobs in one call: each freed slot releases one parked job, in
+    park order, and the counts stay exact (the script counts per key once per call)."""
+    q = api.queue()
+    limit = Limit("tenant-2", concurrency=3)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(8)])]
+    first = await q.claim(count=8)
+    assert [j.id for j in first] == ids[:3]  # one claim call: three run, five parked
+    assert await q.counts() == counts(waiting=5, active=3)
+    statuses, second, _ = await q._run(q.inner.core.ack(first[:2], claim=8))
+    assert statuses == [1, 1]
+    assert sorted(j.id for j in second) == sorted(ids[3:5])  # two slots freed: the two oldest parked run
+    assert _running(api, "tenant-2") == 3
+    assert int(api.admin.get(f"cv:{{{api.name}}}:w:pn")) == 3
+    statuses, third, _ = await q._run(q.inner.core.ack([first[2], *second], claim=8))
+    assert statuses == [1, 1, 1] and sorted(j.id for j in third) == sorted(ids[5:8])
+    assert _running(api, "tenant-2") == 3 and int(api.admin.get(f"cv:{{{api.name}}}:w:pn")) == 0
+    assert await q.counts() == counts(active=3, total_completed=5)
+
+
 async def test_lease_recovery_frees_the_slot_of_a_crashed_worker(api):
     q = api.queue(lease=0.05, max_attempts=3)
     limit = Limit("api", concurrency=1)

@@ -222,49 +222,70 @@ end
 -- parked job of its key back to the claim end of its level. A rate-limited job reserves the next
 -- start of its key and waits in the delayed set until then.
 
--- 'run', 'park' (concurrency limit reached) or the due time of the reserved start (rate limit).
-local function limit_verdict(waiting, g, gc, gr, reserved, now)
-  if gc and (tonumber(redis.call('HGET', waiting .. ':g', g)) or 0) >= tonumber(gc) then
-    return 'park'
+-- One claim call's view of its limit keys, batched: a key's running count and next start are
+-- read once per call, then counted here, and written once at its end (flush_limits), however
+-- many of its jobs the call handles (a script is atomic: nobody sees the counts in between).
+local function limit_state(limits, waiting, g, gc)
+  local s = limits[g]
+  if not s then
+    s = {started = 0, parked = {}}
+    limits[g] = s
   end
-  if gr and not reserved then
-    local starts = waiting .. ':t'
-    local next_start = math.max(tonumber(redis.call('HGET', starts, g)) or 0, now)
-    redis.call('HSET', starts, g, next_start + tonumber(gr))
-    if next_start > now then return next_start end
-  end
-  return 'run'
+  if gc and not s.running then s.running = tonumber(redis.call('HGET', waiting .. ':g', g)) or 0 end
+  return s
 end
 
--- Hold back a popped job that may not start now; true when it was held back. f: the claim's HMGET
--- (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start).
-local function held_back(waiting, delayed, key, id, f, now)
-  local verdict = limit_verdict(waiting, f[7], f[8], f[9], f[10], now)
-  if verdict == 'run' then
-    redis.call('HINCRBY', waiting .. ':g', f[7], 1)
-    if f[10] then redis.call('HDEL', key, 'rs') end
-    return false
+-- Hold back a popped job that may not start now; true when it was held back (parked at the
+-- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
+-- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start).
+local function held_back(limits, waiting, delayed, key, id, f, now)
+  local s = limit_state(limits, waiting, f[7], f[8])
+  if f[8] and s.running + s.started >= tonumber(f[8]) then
+    s.parked[#s.parked + 1] = id
+    return true
   end
-  if verdict == 'park' then
-    redis.call('LPUSH', waiting .. ':p:' .. f[7], id)
-    redis.call('INCR', waiting .. ':pn')
-  else
-    redis.call('HSET', key, 's', 'd', 'rs', 1)
-    redis.call('ZADD', delayed, verdict, id)
+  if f[9] and not f[10] then
+    if not s.next_start then s.next_start = tonumber(redis.call('HGET', waiting .. ':t', f[7])) or 0 end
+    local start = math.max(s.next_start, now)
+    s.next_start = start + tonumber(f[9])
+    if start > now then
+      redis.call('HSET', key, 's', 'd', 'rs', 1)
+      redis.call('ZADD', delayed, start, id)
+      return true
+    end
   end
-  return true
+  s.started = s.started + 1
+  if f[10] then redis.call('HDEL', key, 'rs') end
+  return false
 end
 
--- A job of limit key g left the active set: free its slot and release one parked job of the key.
--- Returns true when a job was released (the caller wakes a worker).
-local function free_slot(waiting, jobs, g)
+-- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked.
+local function flush_limits(limits, waiting)
+  for g, s in pairs(limits) do
+    if s.started > 0 then redis.call('HINCRBY', waiting .. ':g', g, s.started) end
+    if s.next_start then redis.call('HSET', waiting .. ':t', g, s.next_start) end
+    if #s.parked > 0 then
+      redis.call('LPUSH', waiting .. ':p:' .. g, unpack(s.parked))  -- <= 1000 ids: one claim
+      redis.call('INCRBY', waiting .. ':pn', #s.parked)
+    end
+  end
+end
+
+-- n jobs of limit key g left the active set: free their slots and release up to n parked jobs of
+-- the key, oldest first, to the claim end of their levels (as n single frees would). Returns how
+-- many were released (the caller wakes a worker when any was).
+local function free_slots(waiting, jobs, g, n)
   local running = waiting .. ':g'
-  if redis.call('HINCRBY', running, g, -1) <= 0 then redis.call('HDEL', running, g) end
-  local id = redis.call('RPOP', waiting .. ':p:' .. g)
-  if not id then return false end
-  redis.call('DECR', waiting .. ':pn')
-  requeue('RPUSH', waiting, jobs, id)
-  return true
+  if redis.call('HINCRBY', running, g, -n) <= 0 then redis.call('HDEL', running, g) end
+  local ids = redis.call('RPOP', waiting .. ':p:' .. g, n)
+  if not ids then return 0 end
+  redis.call('DECRBY', waiting .. ':pn', #ids)
+  for i = 1, #ids do requeue('RPUSH', waiting, jobs, ids[i]) end
+  return #ids
+end
+
+local function free_slot(waiting, jobs, g)
+  return free_slots(waiting, jobs, g, 1) > 0
 end
 
 -- Store a new job's limit ('<concurrency>:<ms between starts>:<limit key>', '' for a part unset);
@@ -307,12 +328,12 @@ local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now
   local last_token = redis.call('HINCRBY', meta, 'tok', #ids)
   local first_token = last_token - #ids
   local deadline = now + lease_ms
-  local zargs = {}
+  local zargs, limits = {}, {}
   for i = 1, #ids do
     local id = ids[i]
     local key = jobs .. id
     local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g', 'gc', 'gr', 'rs')
-    if f[1] and not (f[7] and held_back(waiting, delayed, key, id, f, now)) then
+    if f[1] and not (f[7] and held_back(limits, waiting, delayed, key, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
       if f[6] then
@@ -333,6 +354,7 @@ local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now
       out[o + 8] = tonumber(f[6]) or 0
     end
   end
+  flush_limits(limits, waiting)
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
   if has_ready(waiting) then wake(marker) end

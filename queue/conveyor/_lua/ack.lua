@@ -60,7 +60,7 @@ if string.sub(request, 1, 1) == '+' then
   end
 end
 
-local out, done, finished, events = {}, {}, {}, {}
+local out, done, finished, events, freed = {}, {}, {}, {}, {}
 for i = 1, n do
   local at = 9 + stride * (i - 1)
   local id, token = ARGV[at], ARGV[at + 1]
@@ -68,7 +68,7 @@ for i = 1, n do
   local status, limited = check_lease(key, token)
   out[i] = status
   if status == 1 then
-    if limited and free_slot(waiting, jobs, limited) then wake(marker) end
+    if limited then freed[limited] = (freed[limited] or 0) + 1 end
     done[#done + 1] = id
     remember(dedup, window, id, now)
     if ttl > 0 then
@@ -87,6 +87,9 @@ for i = 1, n do
     end
   end
 end
+local released = 0
+for g, k in pairs(freed) do released = released + free_slots(waiting, jobs, g, k) end
+if released > 0 then wake(marker) end
 if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
