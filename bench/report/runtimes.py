@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import server_rank
-from bench.report.compare import THRESHOLD, ratio
+from bench.report.compare import THRESHOLD, versus
 from bench.report.figures import chart, figure
 from bench.report.load import Dataset
 from bench.report.text import cell, md_table, times
@@ -27,7 +27,6 @@ SCENARIOS = {"reference": ("evalsha_cN_ops_per_s", False), "enqueue-single": ("j
              "enqueue-bulk": ("jobs_per_s", False), "process": ("jobs_per_s", False),
              "latency": ("p99_ms", True)}
 BENCH = f"--scenarios {','.join(SCENARIOS)} --servers valkey-9.1,redis-8.2 --configs default"
-STATS = ("median", "min", "max", "n")
 DRIVERS = {"redis-py": "redis-py + hiredis", "redis-py-pure": "redis-py, pure-Python parser",
            "glide": "valkey-glide"}
 
@@ -101,20 +100,15 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
     base = rows[rows.option == BASELINE.tag]
     out: dict[Option, dict[str, Any]] = {}
     for option in OPTIONS:
-        pairs = rows[rows.option == option.tag].merge(base, on=["server", "scenario", "key", "machine"],
-                                                  suffixes=("", "_base"))
+        pairs = versus(rows[rows.option == option.tag], base, ["server", "scenario", "key", "machine"])
         if pairs.empty:  # prefer the same run, else the newest baseline run on the machine
             continue
         pairs = pairs.assign(same=pairs.run_id == pairs.run_id_base).sort_values(["same", "created_base"])
         pairs = pairs.groupby(["server", "scenario", "key"], sort=False).tail(1)
         server = min(pairs.server.unique(), key=server_rank)
         pairs = pairs[(pairs.server == server) & (pairs["median"] > 0) & (pairs.median_base > 0)]
-        lower = pairs.scenario.map(lambda s: SCENARIOS[s][1])
-        log = np.log(pairs["median"] / pairs.median_base).where(~lower, np.log(pairs.median_base
-                                                                               / pairs["median"]))
-        noise = [ratio(r, pd.Series({k: r[f"{k}_base"] for k in STATS}))["noise"]
-                 for _, r in pairs.iterrows()]
-        per = pairs.assign(log=log, noise=noise).groupby("scenario")
+        lower = pairs.scenario.map(lambda s: SCENARIOS[s][1]).astype(bool)
+        per = pairs.assign(log=np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))).groupby("scenario")
         if not pairs.empty:
             out[option] = {"server": server, "ratios": np.exp(per.log.mean()).to_dict(),
                            "noise": per.noise.all().to_dict(), "same_run": bool(pairs.same.all())}
