@@ -181,10 +181,14 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
     roles = fits(found[1]) if found else []
     memory = _rows(ds, "memory")
     per_conn = select(memory[1], metric="bytes_per_connection") if memory else pd.DataFrame()
-    spec = {"roles": roles, "headroom": HEADROOM, "reserved": RESERVED}
+    served = _rows(ds, "queues")
+    # each queue past the first adds its measured worker roles (pump, maint; the waiter is shared)
+    queue_roles = _worker_roles(fits(served[1], "queues")) if served and roles else []
+    spec = {"roles": roles, "queue_roles": queue_roles, "headroom": HEADROOM, "reserved": RESERVED}
     inputs = [
         _input("workers", "Worker processes", 1),
-        _input("concurrency", "Concurrency per worker", WORKER_CONCURRENCY, "library default"),
+        _input("concurrency", "Concurrency per worker (per queue)", WORKER_CONCURRENCY,
+               "library default"),
         _input("producers", "Producer processes (enqueue only)", 1),
         _input("producer_pool", "Pool size per producer", SETTINGS.pool_size, "library default"),
         _input("bytes_per_connection", "Server memory per connection (bytes)",
@@ -192,6 +196,8 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
                f"measured in run {memory[0]}" if not per_conn.empty and memory else
                "not measured: enter your server's figure"),
     ]
+    if queue_roles:
+        inputs.insert(2, _input("queues", "Queues per worker process (-q)", 1))
     if not roles:
         inputs.insert(2, _input("per_worker_input", "Connections per worker process", None,
                                 "not measured yet: an input"))

@@ -103,6 +103,14 @@
     }, 0);
   }
 
+  // Connections the queues past the first add to a worker process (pump and maint per queue;
+  // the idle waiter is shared), from the fit over the number of queues served.
+  function extraQueues(queueRoles, queues) {
+    return queueRoles.reduce(function (sum, role) {
+      return sum + role.per_queues * Math.max(0, queues - 1);
+    }, 0);
+  }
+
   function compute(div, spec) {
     var form = div.querySelector("form");
     var workers = number(form, "workers");
@@ -110,8 +118,10 @@
     var producers = number(form, "producers");
     var producerPool = number(form, "producer_pool");
     var perConn = number(form, "bytes_per_connection");
+    var queueRoles = spec.queue_roles || [];
+    var queues = queueRoles.length ? Math.max(1, number(form, "queues")) : 1;
     var perWorker = spec.roles.length
-      ? Math.ceil(perProcess(spec.roles, concurrency))
+      ? Math.ceil(perProcess(spec.roles, concurrency) + extraQueues(queueRoles, queues))
       : number(form, "per_worker_input");
     var total = workers * perWorker + producers * producerPool;
     var maxclients = Math.ceil(total * (1 + spec.headroom)) + spec.reserved;
