@@ -86,8 +86,14 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batching(params: dict[str, Any]) -> dict[str, bool]:
-    """The setting only when on, so `compare --suite head` also drives versions without it."""
-    return {"batch_enqueue": True} if params.get("batching", False) else {}
+    """The setting as the case says (on by default since it costs a lone caller nothing), or
+    nothing for a version without it, so `compare --suite head` also drives older versions."""
+    from conveyor import QueueSettings  # noqa: PLC0415 (deliberately lazy)
+
+    wanted = bool(params.get("batching", False))
+    if wanted or "batch_enqueue" in QueueSettings.__dataclass_fields__:
+        return {"batch_enqueue": wanted}
+    return {}
 
 
 def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:

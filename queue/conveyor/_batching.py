@@ -79,10 +79,10 @@ class EnqueueBatcher:
     def _next(self) -> None:
         """Hand what accumulated to one of its waiters, or go idle."""
         with self._lock:
-            batch = take_batch(self._pending)
-            if not batch:
+            if not self._pending:
                 self._busy = False
                 return
+            batch = take_batch(self._pending)
         batch[0].lead = batch
         batch[0].event.set()
 
@@ -119,16 +119,23 @@ class AsyncEnqueueBatcher:
         self._busy = False
         self._pending: list[Pending] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def enqueue(self, group: Group) -> Job:
         """Send now when idle, else wait to be part of the next call."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use, or the loop that used it before has ended
+            self._loop, self._busy, self._pending = loop, False, []
         if not self._busy:
             self._busy = True
             try:
                 return (await self._run(self._core.enqueue_packed((group,))))[0]
             finally:
-                self._done(alone=True)
-        future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
+                if self._pending:
+                    self._done(alone=True)
+                else:
+                    self._busy = False  # alone: idle again at once, at no cost
+        future: asyncio.Future[Job] = loop.create_future()
         self._pending.append((group, future))
         return await future
 

@@ -62,6 +62,7 @@ class QueueSettings:
     kept for result_ttl seconds, and goes earlier with its job when retention removes it.
     batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
     go out together as one script call when it returns; a lone caller is sent at once, as without.
+    On by default: a lone caller pays no round trip or timer for it (one flag check and a lock).
     time_limit: hard limit of one attempt, from its claim, for jobs enqueued through this queue
     without their own (None: no limit). See "Time limits" on the production page: an asyncio
     handler is cancelled at the limit; a thread is not interrupted (``Job.cancelled`` tells it).
@@ -90,7 +91,7 @@ class QueueSettings:
     dedup_window: float | None = None
     wait_replicas: int = 0
     wait_timeout: float = 1.0
-    batch_enqueue: bool = False
+    batch_enqueue: bool = True
     store_results: bool = False
     result_ttl: float = 24 * 3600.0
     max_result_bytes: int = 64 * 1024

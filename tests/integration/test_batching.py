@@ -98,14 +98,17 @@ async def test_idempotent_ids_in_one_batch_and_across_batches(api):
     assert sum(sizes) == 65
 
 
-@pytest.mark.parametrize("batching", [False, True])
+@pytest.mark.parametrize("batching", [False, True, None])
 async def test_the_setting_off_sends_every_enqueue_alone(api, batching):
-    q = api.queue(batch_enqueue=batching)
+    """Off: one script call per enqueue; on, and by default (None): concurrent ones share calls."""
+    q = api.queue() if batching is None else api.queue(batch_enqueue=batching)
     sizes = count_calls(q)
-    await asyncio.gather(*(q.enqueue("t", i) for i in range(30)))
-    assert sum(sizes) == 30
-    if not batching:
-        assert sizes == [1] * 30
+    await asyncio.gather(*(q.enqueue("t", i) for i in range(CALLERS)))
+    assert sum(sizes) == CALLERS
+    if batching is False:
+        assert sizes == [1] * CALLERS
+    else:
+        assert max(sizes) > 1
 
 
 async def test_enqueue_many_to_fills_each_queue_in_one_pipeline(api):

@@ -147,3 +147,22 @@ async def test_a_caller_cancelled_while_waiting_is_not_sent() -> None:
     assert sizes == [1, 2]
     assert isinstance(done[2], asyncio.CancelledError)
     assert [done[n].payload for n in (0, 1, 3)] == [{"n": 0}, {"n": 1}, {"n": 3}]
+
+
+def test_a_batcher_left_busy_by_an_ended_loop_serves_the_next_loop() -> None:
+    """An event loop that ended while a call was in flight (its callers cancelled, the next call
+    never scheduled) must not leave later callers, on a new loop, waiting forever."""
+    core = QueueCore("q", QueueSettings())
+
+    async def run(call: Any) -> Any:
+        return call.parse(fake_reply(list(call.args)))
+
+    batcher = AsyncEnqueueBatcher(core, run)
+
+    async def stranded() -> None:
+        await batcher.enqueue(group(core, 0))
+        batcher._busy = True  # as if a call were still in flight when the loop ended
+
+    asyncio.run(stranded())
+    job = asyncio.run(asyncio.wait_for(batcher.enqueue(group(core, 1)), 5))
+    assert job.payload == {"n": 1}
