@@ -15,10 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ._errors import ConveyorError, JobCancelledError, JobFailedError, PayloadTooLargeError
+from ._errors import (
+    ConveyorError,
+    JobCancelledError,
+    JobFailedError,
+    PayloadTooLargeError,
+    SerializationError,
+)
 from ._keys import validate_name
 from ._models import STATES, QueueSettings
-from ._serialize import Serializer, decode_payload, encode_payload
+from ._ops import NULL_RECORD
+from ._serialize import JSON, Serializer, decode_payload
 
 W = TypeVar("W")
 READ_BLOCK_MS = 1000  # an idle reader notices it has no waiters left within this
@@ -31,15 +38,23 @@ SUCCESS = b"c:"  # a success record's head: state letter 'c', no attempts, ':'
 
 def encode_result(settings: QueueSettings, task: str, value: Any) -> bytes:
     """The success record of a handler's return value, serialised like a payload and within
-    ``max_result_bytes`` (built here, not in the ack script: Lua then stores it as it is)."""
+    ``max_result_bytes`` (built here, not in the ack script: Lua then stores it as it is).
+    Worker hot path: one serializer call, no payload-error rewriting."""
+    serializer = settings.serializer
+    if value is None and serializer is JSON:
+        return NULL_RECORD
     try:
-        return SUCCESS + encode_payload(settings.serializer, task, value, settings.max_result_bytes)
-    except PayloadTooLargeError as exc:
-        size = str(exc).split(" is ", 1)[1].split(" bytes", 1)[0]
+        data = serializer.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"result of task {task!r} cannot be serialized ({type(value).__name__}): {exc}"
+        ) from exc
+    if len(data) > settings.max_result_bytes:
         raise PayloadTooLargeError(
-            f"result of task {task!r} is {size} bytes encoded; the limit is "
+            f"result of task {task!r} is {len(data)} bytes encoded; the limit is "
             f"{settings.max_result_bytes} bytes (QueueSettings.max_result_bytes)"
-        ) from None
+        )
+    return SUCCESS + data
 
 
 def result_values(settings: QueueSettings, job: Any, value: Any) -> list[bytes] | None:

@@ -73,7 +73,7 @@ for i = 1, n do
     remember(dedup, window, id, now)
     if ttl > 0 then
       -- the client sends the whole success record ('c:' .. value): no string built here
-      redis.call('SET', RESULTS.prefix .. id, ARGV[at + 2], 'PX', ttl)
+      redis.call('SET', RESULTS.prefix .. id, ARGV[at + 2], 'PX', ARGV[7])  -- text: no number formatting
       events[#events + 1] = id
       events[#events + 1] = 'c'
     end
