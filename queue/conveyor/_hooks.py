@@ -112,9 +112,11 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
     return hooked
 
 
-async def _call(hook: Hook, *args: Any) -> Any:
+def _start(hook: Hook, *args: Any) -> Any:
+    """Call a hook; returns what to await when it is async, None when it is done (a sync hook
+    then costs no coroutine per call)."""
     result = hook(*args)
-    return await result if inspect.isawaitable(result) else result
+    return result if result is not None and inspect.isawaitable(result) else None
 
 
 def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
@@ -134,18 +136,21 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
     async def hooked(job: Job) -> Any:
         try:
             for hook in hooks.before:
-                await _call(hook, job)
+                if (pending := _start(hook, job)) is not None:
+                    await pending
             result = await bare(job)
         except Exception as exc:
             for hook in hooks.after_failure(job, exc):
                 try:
-                    await _call(hook, job, exc)
+                    if (pending := _start(hook, job, exc)) is not None:
+                        await pending
                 except Exception as hook_exc:
                     _report(hook, hook_exc)
             raise
         for hook in reversed(hooks.after):
             try:
-                await _call(hook, job, result)
+                if (pending := _start(hook, job, result)) is not None:
+                    await pending
             except Exception as hook_exc:
                 _report(hook, hook_exc)
         return result
