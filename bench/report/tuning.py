@@ -82,8 +82,9 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
         agree = len({change(o, "noise").split()[0] for _, o in others.iterrows()}) == 1
         spread = (f"{span(others.ratio.min(), others.ratio.max(), times)} over {len(others)} runs"
                   if len(others) > 1 else "one run")
-        rows.append({"scenario": scenario, "mode": mode, "this run": change(row, "noise"),
+        rows.append({"scenario": scenario, "mode": mode,
                      "vs off": f"{times(row.ratio)} ({span(row.lo, row.hi)})",
+                     "this run": change(row, "noise"),
                      "across runs": ("same verdict, " if agree else "**differs**, ") + spread})
     table = pd.DataFrame(rows)
     costly = table[~table["across runs"].str.startswith("**") & table["this run"].str.startswith("costs")]
