@@ -142,7 +142,11 @@ def process_chart(peers: dict[str, Any], server: str) -> str:
 @peers_section
 def peers_speed(peers: dict[str, Any], prefix: str) -> str:
     """Per server: the figures, the ratios to Conveyor and the process chart."""
-    parts = []
+    sizes = peers["method"].get("sizes")
+    parts = [] if sizes is None else [
+        f"Sizes in this run: {sizes['enqueue']} jobs per enqueue row, {sizes['bulk']} per bulk row, "
+        f"a backlog of {sizes['process']} jobs per process case, {sizes['latency']} latency samples; "
+        "small sizes time short drains, so a fast library's rate is the least certain figure."]
     for server in servers(peers):
         parts.append(f"### {server}")
         for title, columns in (("Enqueue (jobs/s)", ENQUEUE), ("Process (jobs/s)", PROCESS),

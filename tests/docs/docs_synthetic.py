@@ -271,7 +271,9 @@ def peers_doc() -> dict[str, Any]:
               "limit_s": 40.0, "status": "ok", "lost": 0, "run_twice": 0, "stuck": 0,
               "seconds_to_done": 1.5}
              for name in libraries for fault in ("sigkill", "server-restart", "connection-cut")]
-    method = {"crash": {"jobs": 100, "sleep_s": 0.05, "concurrency": 10, "cut_s": 3.0,
+    method = {"sizes": {"enqueue": 200, "bulk": 500, "process": 400, "latency": 40,
+                        "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},
+              "crash": {"jobs": 100, "sleep_s": 0.05, "concurrency": 10, "cut_s": 3.0,
                         "server_config": "aof-everysec"}}
     return {"method": method, "servers": [{"id": "valkey-9.1", "measured": True}],
             "libraries": libraries, "rows": rows, "crash": crash}

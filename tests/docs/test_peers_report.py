@@ -32,6 +32,8 @@ def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:
     assert "memory per waiting job" in home
     speed = render(ds, "peers_speed")
     assert "10.00x" in speed and "data-cv-chart=" in speed and "(log axis)" in speed
+    sizes = ds.runs.doc.iloc[-1]["peers"]["method"]["sizes"]  # a quick run's small drains are stated
+    assert f"a backlog of {sizes['process']} jobs per process case" in speed
     assert "connections cut" in render(ds, "peers_crash")
 
 
