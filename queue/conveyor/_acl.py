@@ -23,7 +23,8 @@ CLIENT_COMMANDS = (
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (
-    "decr", "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr", "llen",
+    "decr", "decrby", "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr",
+    "incrby", "llen",
     "lpush", "lrem", "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
     "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange", "xadd",
 )  # fmt: skip
