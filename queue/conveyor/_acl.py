@@ -14,19 +14,19 @@ from ._keys import validate_name
 # eviction policy; refused, it costs a warning instead of the check). HELLO and CLIENT SETNAME are
 # sent by redis-py on connect. ZADD passes on a wake-up a full worker cannot use; ZADD and PEXPIRE
 # end a wait shared by the workers of several queues (_waiter.py). LRANGE, ZRANGE
-# and ZREVRANGE list jobs by state (`conveyor jobs`). XREVRANGE, GET, XREAD and MGET wait for
-# job results (store_results).
+# and ZREVRANGE list jobs by state (`conveyor jobs`). XREAD waits for job results (store_results;
+# the records themselves are read by a script).
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
     "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd", "pexpire",
-    "lrange", "zrange", "zrevrange", "xrevrange", "get", "xread", "mget",
+    "lrange", "zrange", "zrevrange", "xread",
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (
     "decr", "decrby", "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr",
     "incrby", "llen",
     "lpush", "lrem", "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
-    "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange", "xadd",
+    "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange", "xadd", "xrevrange",
 )  # fmt: skip
 
 

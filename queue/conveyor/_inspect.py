@@ -62,4 +62,5 @@ def retry_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
 def purge_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
     """One batch: delete the given failed ids, or (ids empty) the oldest ``batch`` failed jobs."""
     k = core.keys
-    return Call(Scripts.PURGE_FAILED.value, (k.failed, k.jobs), (len(ids), batch, *ids), int)
+    keys = (k.failed, k.jobs, k.results, k.result_expiry)
+    return Call(Scripts.PURGE_FAILED.value, keys, (len(ids), batch, *ids), int)

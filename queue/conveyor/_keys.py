@@ -57,7 +57,9 @@ class QueueKeys:
     jobs: str  # prefix of job hashes; never a key on its own
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
     events: str  # stream: finished job ids, capped (MAXLEN ~), read by result waiters (store_results)
-    results: str  # prefix of result records (string per job, expires after result_ttl)
+    results: str  # hash: job id -> result record (store_results; see _lua/_lib.lua)
+    result_expiry: str  # sorted set: job id -> when its result record expires (ms)
+    legacy_results: str  # prefix of the string-per-job result records of 0.1 (read only)
 
     def job(self, job_id: str) -> str:
         """Key of one job hash."""
@@ -87,9 +89,10 @@ class QueueKeys:
         """Key of one worker's record of its last ack+claim call (for re-sent calls)."""
         return self.requests + worker
 
-    def result(self, job_id: str) -> str:
-        """Key of one finished job's result record (see ``_results.py``)."""
-        return self.results + job_id
+    def legacy_result(self, job_id: str) -> str:
+        """Key of one result record as 0.1 stored it (a string expiring on its own): still read
+        (read_results.lua), never written."""
+        return self.legacy_results + job_id
 
     def wake(self, waiter: str) -> str:
         """Sorted set that ends one shared wait over several markers early (see ``_waiter.py``);
@@ -116,5 +119,7 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         jobs=base + "j:",
         requests=base + "rc:",
         events=base + "ev",
-        results=base + "r:",
+        results=base + "rs",
+        result_expiry=base + "rt",
+        legacy_results=base + "r:",
     )

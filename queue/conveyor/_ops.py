@@ -227,8 +227,8 @@ class QueueCore:
         s = self.settings
         return max(1, round(s.result_ttl * 1000)) if s.store_results else 0
 
-    def _result_keys(self) -> tuple[str, str]:
-        return self.keys.events, self.keys.results
+    def _result_keys(self) -> tuple[str, str, str]:
+        return self.keys.events, self.keys.results, self.keys.result_expiry
 
     def _lease_ms(self, lease: float | None) -> int:
         if lease is None:
@@ -282,7 +282,7 @@ class QueueCore:
 
         record = k.requests if request is None else k.request(request[0])
         keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record, k.dedup)
-        keys_with_results = (*keys, k.events, k.results)
+        keys_with_results = (*keys, k.events, k.results, k.result_expiry)
         return Call(Scripts.ACK.value, keys_with_results, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
@@ -399,6 +399,7 @@ class QueueCore:
                 self.keys.dedup,
                 self.keys.results,
                 self.keys.cancelled,
+                self.keys.result_expiry,
             ),
             (
                 s.keep_completed,

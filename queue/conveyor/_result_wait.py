@@ -12,7 +12,6 @@ import logging
 import threading
 from typing import Any
 
-from ._base import REDIS_ERRORS
 from ._results import (
     READ_BLOCK_MS,
     READ_COUNT,
@@ -22,8 +21,9 @@ from ._results import (
     closed,
     decode_record,
     finished_ids,
-    probe_commands,
+    read_call,
     read_probe,
+    record_calls,
     results_off,
     timed_out,
 )
@@ -86,14 +86,7 @@ class SyncResults:
             slot.resolve(None, closed(self.queue.name, job_id))
 
     def _probe(self, job_id: str) -> Probe:
-        q = self.queue
-        pipe = q.client.pipeline(transaction=False)
-        for command in probe_commands(q.core.keys, job_id):
-            pipe.execute_command(*command)
-        try:
-            return read_probe(job_id, pipe.execute())
-        except REDIS_ERRORS as exc:
-            raise q._error(exc) from exc
+        return read_probe(job_id, self.queue._run(read_call(self.queue.core.keys, [job_id])))
 
     def _read(self) -> None:
         q, attempt = self.queue, 0
@@ -122,9 +115,8 @@ class SyncResults:
                 slot.resolve(record)
 
     def _records(self, ids: list[str]) -> list[Any]:
-        if not ids:
-            return []
-        return list(self.queue.client.mget([self.queue.core.keys.result(i) for i in ids]))
+        q = self.queue
+        return [r for call in record_calls(q.core.keys, ids) for r in q._run(call)]
 
 
 class AsyncResults:
@@ -157,14 +149,7 @@ class AsyncResults:
         return decode_record(q.settings.serializer, job_id, probe.record)
 
     async def _probe(self, job_id: str) -> Probe:
-        q = self.queue
-        pipe = q.client.pipeline(transaction=False)
-        for command in probe_commands(q.core.keys, job_id):
-            pipe.execute_command(*command)
-        try:
-            return read_probe(job_id, await pipe.execute())
-        except REDIS_ERRORS as exc:
-            raise q._error(exc) from exc
+        return read_probe(job_id, await self.queue._run(read_call(self.queue.core.keys, [job_id])))
 
     def close(self) -> None:
         """Cancel the reader and fail every waiter: the queue is closing."""
@@ -202,6 +187,5 @@ class AsyncResults:
                         future.set_result(record)
 
     async def _records(self, ids: list[str]) -> list[Any]:
-        if not ids:
-            return []
-        return list(await self.queue.client.mget([self.queue.core.keys.result(i) for i in ids]))
+        q = self.queue
+        return [r for call in record_calls(q.core.keys, ids) for r in await q._run(call)]

@@ -1,13 +1,14 @@
 """Job results, the pure part: records, events and the waiter registry shared by both twins.
 
 With ``QueueSettings.store_results`` on, the script that finishes a job (ack, fail, recover) writes
-its result record (see ``_lua/_lib.lua``) and adds an entry naming it to the queue's events
-stream. A client waits for results without polling: at most one blocking XREAD per queue and
-client serves all its waiters (``_result_wait.py``), and reads the records the events name.
+its result record into the queue's results hash (see ``_lua/_lib.lua``) and adds an entry naming
+it to the queue's events stream. A client waits for results without polling: at most one blocking
+XREAD per queue and client serves all its waiters (``_result_wait.py``), and reads the records the
+events name with read_results.lua (which hides expired records).
 
-No waiter can miss its event: a waiter registers first, then reads, in one pipeline, the stream's
-last id, the job's state and its record. If the job has not finished, its event comes after that
-stream id, and the reader reads from no later than it (see :meth:`Registry.start_from`).
+No waiter can miss its event: a waiter registers first, then reads, in one script call, the
+stream's last id, the job's state and its record. If the job has not finished, its event comes
+after that stream id, and the reader reads from no later than it (see :meth:`Registry.start_from`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from ._errors import (
 )
 from ._keys import validate_name
 from ._models import STATES, QueueSettings
-from ._ops import NULL_RECORD
+from ._ops import NULL_RECORD, Call
+from ._scripts import Scripts
 from ._serialize import JSON, Serializer, decode_payload
 
 W = TypeVar("W")
 READ_BLOCK_MS = 1000  # an idle reader notices it has no waiters left within this
 READ_COUNT = 500  # events per XREAD
+READ_IDS = 1000  # ids per read_results.lua call (its bound)
 UNFINISHED = frozenset({"w", "d", "a"})
 
 
@@ -76,12 +79,19 @@ def check_wait(job_id: str, timeout: float | None) -> str:
     return job_id
 
 
-def probe_commands(keys: Any, job_id: str) -> list[tuple[Any, ...]]:
-    """The waiter's one round trip, in this order: stream's last id, job state, result record."""
+def read_call(keys: Any, ids: list[str]) -> Call[list[Any]]:
+    """One read_results.lua call (1..READ_IDS ids): the stream's last id, then each job's
+    state and record (None: none, or expired)."""
+    k = (keys.events, keys.jobs, keys.results, keys.result_expiry, keys.legacy_results)
+    return Call(Scripts.READ_RESULTS.value, k, (len(ids), *ids), list)
+
+
+def record_calls(keys: Any, ids: list[str]) -> list[Call[list[Any]]]:
+    """The read_results.lua calls that read the records of ``ids``; their replies' records
+    (the odd elements from the third on) come in the order of ``ids``."""
     return [
-        ("XREVRANGE", keys.events, "+", "-", "COUNT", 1),
-        ("HGET", keys.job(job_id), "s"),
-        ("GET", keys.result(job_id)),
+        Call(call.script, call.keys, call.args, lambda reply: list(reply[2::2]))
+        for call in (read_call(keys, ids[i : i + READ_IDS]) for i in range(0, len(ids), READ_IDS))
     ]
 
 
@@ -93,11 +103,12 @@ class Probe:
     wait_after: str | None
 
 
-def read_probe(job_id: str, replies: list[Any]) -> Probe:
-    last, state, record = replies
+def read_probe(job_id: str, reply: list[Any]) -> Probe:
+    """The waiter's one round trip, read_results.lua for ``job_id`` alone."""
+    last, state, record = reply
     state = _text(state) if state is not None else None
     if state in UNFINISHED:
-        return Probe(None, _text(last[0][0]) if last else "0-0")
+        return Probe(None, _text(last))
     if record is None:
         raise gone(job_id, state)
     return Probe(bytes(record) if not isinstance(record, bytes) else record, None)

@@ -81,6 +81,7 @@ class Scripts(Enum):
     RETRY_FAILED = _build("retry_failed")
     PURGE_FAILED = _build("purge_failed")
     WAITING_PAGE = _build("waiting_page")
+    READ_RESULTS = _build("read_results")
 
 
 def is_noscript(error: BaseException) -> bool:

@@ -1,5 +1,6 @@
-"""Job results: stored at ack in the same script call, waited for without polling (one blocking
-XREAD per client and queue), kept for result_ttl and removed with their job by retention."""
+"""Job results: stored at ack in the same script call (one results hash and one expiry set per
+queue), waited for without polling (one blocking XREAD per client and queue), kept for result_ttl
+(hidden at read time once expired, deleted by trim) and removed with their job by retention."""
 
 from __future__ import annotations
 
@@ -130,10 +131,75 @@ async def test_result_ttl_expiry(api):
     [job] = await q.claim()
     await q.ack(job, result=[1, 2])
     assert await q.result("ttl-1", 1) == [1, 2]
-    assert 0 < api.admin.pttl(q.keys.result("ttl-1")) <= 300
+    seconds, micros = api.admin.time()
+    assert 0 < api.admin.zscore(q.keys.result_expiry, "ttl-1") - (seconds * 1000 + micros / 1000) <= 300
     await asyncio.sleep(0.4)
+    # Expired but not yet trimmed: still stored, no longer readable (checked at read time).
+    assert api.admin.hexists(q.keys.results, "ttl-1")
     with pytest.raises(ConveyorError, match=r"no stored result .*result_ttl"):
         await q.result("ttl-1", 1)
+    assert await q.trim() == 0  # counts removed jobs; expired records go too
+    assert not api.admin.hexists(q.keys.results, "ttl-1")
+    assert api.admin.zscore(q.keys.result_expiry, "ttl-1") is None
+
+
+def test_trim_removes_expired_results_in_bounded_batches(server, queue_name):
+    """Five expired records, trim batch 2: three calls empty the results hash and expiry set, and
+    an unexpired record stays."""
+    q = Queue.from_url(server.url, queue_name, store_results=True, result_ttl=0.05)
+    keep = Queue.from_url(server.url, queue_name, store_results=True, maintenance_batch=2)
+    try:
+        q.enqueue_many([("t", None)] * 5)
+        for job in q.claim(5):
+            q.ack(job, result=job.id)
+        keep.enqueue("t", None, job_id="kept")
+        keep.ack(keep.claim()[0], result="kept")
+        threading.Event().wait(0.1)
+        assert q.client.hlen(q.core.keys.results) == 6
+        assert [keep.trim(), q.client.hlen(q.core.keys.results)] == [0, 4]
+        keep.trim()
+        keep.trim()
+        assert q.client.hkeys(q.core.keys.results) == [b"kept"]
+        assert q.client.zrange(q.core.keys.result_expiry, 0, -1) == [b"kept"]
+        assert keep.result("kept", 0) == "kept"
+    finally:
+        q.close()
+        keep.close()
+
+
+def test_one_batched_ack_stores_every_result(server, queue_name):
+    """A worker acks several jobs per call: each gets its own record and expiry, and each waiter
+    its result."""
+    q = Queue.from_url(server.url, queue_name, store_results=True)
+    try:
+        q.enqueue_many([("t", i) for i in range(5)])
+        jobs = q.claim(5)
+        statuses, _, _ = q._run(q.core.ack(jobs, results=[b'c:"v%d"' % j.payload for j in jobs]))
+        assert statuses == [1] * 5
+        assert q.client.zcard(q.core.keys.result_expiry) == 5
+        assert [q.result(j.id, 0) for j in jobs] == [f"v{j.payload}" for j in jobs]
+    finally:
+        q.close()
+
+
+def test_results_stored_by_the_previous_layout_stay_readable(server, queue_name):
+    """0.1 stored each record as a string key expiring on its own; those are still read (until
+    their TTL), and a record in the results hash takes precedence."""
+    q = Queue.from_url(server.url, queue_name, store_results=True)
+    try:
+        keys = q.core.keys
+        q.client.set(keys.legacy_result("old-ok"), b'c:{"a": 1}', px=60_000)
+        q.client.set(keys.legacy_result("old-failed"), b"f2:ValueError: boom", px=60_000)
+        q.client.set(keys.legacy_result("old-gone"), b"c:1", px=1)
+        assert q.result("old-ok", 0) == {"a": 1}
+        with pytest.raises(JobFailedError) as caught:
+            q.result("old-failed", 0)
+        assert (caught.value.error, caught.value.attempts) == ("ValueError: boom", 2)
+        threading.Event().wait(0.01)
+        with pytest.raises(ConveyorError, match="no stored result"):
+            q.result("old-gone", 0)
+    finally:
+        q.close()
 
 
 async def test_results_follow_retention(api):
@@ -146,11 +212,26 @@ async def test_results_follow_retention(api):
     assert await q.result("new", 1) == "new"
     with pytest.raises(ConveyorError, match="no stored result"):
         await q.result("old", 1)  # trimmed with its job
-    assert api.admin.exists(q.keys.result("old")) == 0
+    assert not api.admin.hexists(q.keys.results, "old")
+    assert api.admin.zscore(q.keys.result_expiry, "old") is None
     by_age = api.queue(store_results=True, keep_completed=-1, completed_max_age=0.001)
     await asyncio.sleep(0.01)
     assert await by_age.trim() == 1
-    assert api.admin.exists(q.keys.result("new")) == 0
+    assert api.admin.hlen(q.keys.results) == api.admin.zcard(q.keys.result_expiry) == 0
+
+
+async def test_purged_failed_jobs_take_their_results(api):
+    q = api.queue(store_results=True, keep_failed=-1, max_attempts=1)
+    for job_id in ("purged", "kept"):
+        await q.enqueue("t", None, job_id=job_id)
+        [job] = await q.claim()
+        await q.fail(job, "boom", retry=False)
+    assert await q.purge_failed(["purged"]) == 1
+    with pytest.raises(ConveyorError, match="no stored result"):
+        await q.result("purged", 0)
+    assert api.admin.zscore(q.keys.result_expiry, "purged") is None
+    with pytest.raises(JobFailedError, match="boom"):
+        await q.result("kept", 0)
 
 
 async def test_results_off_writes_nothing_and_says_so(api):
@@ -159,7 +240,7 @@ async def test_results_off_writes_nothing_and_says_so(api):
     [leased] = await q.claim()
     await q.ack(leased)
     keys = api.queue_keys()
-    assert not [k for k in keys if k.endswith(b":ev") or b":r:" in k]
+    assert not [k for k in keys if k.endswith((b":ev", b":rs", b":rt")) or b":r:" in k]
     with pytest.raises(ConveyorError, match="store_results=True"):
         await _result(api, job)
 

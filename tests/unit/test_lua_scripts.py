@@ -9,6 +9,7 @@ import pytest
 from conveyor import Job, QueueSettings
 from conveyor._inspect import list_range, purge_failed, retry_failed
 from conveyor._ops import QueueCore
+from conveyor._results import read_call
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
 from conveyor._scripts import Scripts, _helpers
@@ -65,6 +66,7 @@ def _calls() -> dict[str, object]:
         "purge_failed": purge_failed(core, ["a"], 10),
         "fire": fire_call(core, Schedule("s", "t", "q", every=1), None, 1000, 0),
         "waiting_page": list_range(core, "waiting", 0, 10),
+        "read_results": read_call(core.keys, ["a"]),
     }
 
 

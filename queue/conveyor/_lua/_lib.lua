@@ -121,17 +121,37 @@ local function next_due(delayed)
   return -1
 end
 
--- Results (QueueSettings.store_results): a script that finishes jobs sets RESULTS from its KEYS and
--- ARGV; ttl 0 (the default) means off, and then nothing below writes anything. A finished job's
--- record, <results prefix><id>, is its state letter, its attempts ('' after success), ':', then the
--- serialised return value or the error text; it expires after ttl ms, and retention deletes it
--- with its job. Each call that finishes jobs adds one entry to the events stream (fields: id, state
--- letter; an id is never twice in one call), capped at about EVENTS_MAXLEN entries: clients block on it instead of polling.
+-- Results (QueueSettings.store_results): a script that finishes jobs sets RESULTS (use_results)
+-- from its KEYS and ARGV; ttl 0 (the default) means off, and then nothing below writes anything.
+-- A finished job's record is its state letter, its attempts ('' after success), ':', then the
+-- serialised return value or the error text. Records live in ONE hash per queue (job id ->
+-- record), and their expiry times (finish + ttl, ms) in one sorted set (job id -> expiry): a
+-- call that finishes n jobs writes all its records with one HSET and one ZADD, where a string
+-- key per result cost one command (the fixed cost of a command called from Lua) per job. A
+-- record is readable only while its expiry is in the future (read_results.lua checks at read
+-- time); trim.lua removes expired records in bounded batches, and retention deletes a record
+-- with its job. Each call that finishes jobs adds one entry to the events stream (fields: id,
+-- state letter; an id is never twice in one call), capped at about EVENTS_MAXLEN entries:
+-- clients block on it instead of polling.
 local RESULTS = {ttl = 0}
 local EVENTS_MAXLEN = 1000
 
-local function store_result(id, state, attempts, body)
-  redis.call('SET', RESULTS.prefix .. id, state .. attempts .. ':' .. body, 'PX', RESULTS.ttl)
+local function use_results(ttl, events, records, expiry)
+  if ttl > 0 then RESULTS = {ttl = ttl, events = events, records = records, expiry = expiry} end
+end
+
+-- Store records: `expiring` holds expiry, id pairs and `records` id, record pairs (<= 1000 jobs:
+-- one ack batch). The expiry goes first: a failure in between leaves an expiry without a record
+-- (swept by trim), never a record without an expiry (never readable, never swept).
+local function keep_results(expiring, records)
+  if #records > 0 then
+    redis.call('ZADD', RESULTS.expiry, unpack(expiring))
+    redis.call('HSET', RESULTS.records, unpack(records))
+  end
+end
+
+local function store_result(id, state, attempts, body, now)
+  keep_results({now + RESULTS.ttl, id}, {id, state .. attempts .. ':' .. body})
 end
 
 -- fields: id, state letter pairs (<= 2000 values: one ack batch).
@@ -141,8 +161,14 @@ local function announce(fields)
   end
 end
 
-local function drop_result(id)
-  if RESULTS.prefix then redis.call('DEL', RESULTS.prefix .. id) end
+-- Delete the records of `ids` (records first, then their expiry entries: see keep_results).
+local function drop_results(records, expiry, ids)
+  call_chunked('HDEL', records, ids)
+  call_chunked('ZREM', expiry, ids)
+end
+
+local function drop_results_of(ids)
+  if RESULTS.records and #ids > 0 then drop_results(RESULTS.records, RESULTS.expiry, ids) end
 end
 
 -- Keep at most `keep` members of a finished set (-1 keeps all), removing at most `limit` per call.
@@ -154,10 +180,8 @@ local function trim_by_count(set, jobs, keep, limit)
   local ids = redis.call('ZRANGE', set, 0, excess - 1)
   -- Index first, then hashes: a failure in between leaves unindexed hashes, never ids without one.
   redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
-  for i = 1, #ids do
-    redis.call('DEL', jobs .. ids[i])
-    drop_result(ids[i])
-  end
+  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  drop_results_of(ids)
   return #ids
 end
 
@@ -166,10 +190,8 @@ local function trim_by_age(set, jobs, cutoff, limit)
   bounded(#ids, limit, 'trim')
   if #ids == 0 then return 0 end
   call_chunked('ZREM', set, ids)
-  for i = 1, #ids do
-    redis.call('DEL', jobs .. ids[i])
-    drop_result(ids[i])
-  end
+  for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
+  drop_results_of(ids)
   return #ids
 end
 
@@ -185,7 +207,7 @@ local function finish_failed(failed, meta, key, id, err, now)
   redis.call('ZADD', failed, now, id)
   redis.call('HINCRBY', meta, 'failed', 1)
   if RESULTS.ttl > 0 then
-    store_result(id, 'f', redis.call('HGET', key, 'a') or '', err)
+    store_result(id, 'f', redis.call('HGET', key, 'a') or '', err, now)
     announce({id, 'f'})
   end
 end
@@ -307,7 +329,7 @@ local function finish_cancelled(cancelled, key, id, now)
   redis.call('HSET', key, 's', 'C', 't', now)
   redis.call('ZADD', cancelled, now, id)
   if RESULTS.ttl > 0 then
-    store_result(id, 'C', redis.call('HGET', key, 'a') or '', 'cancelled while running')
+    store_result(id, 'C', redis.call('HGET', key, 'a') or '', 'cancelled while running', now)
     announce({id, 'C'})
   end
 end

@@ -1,6 +1,6 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results
---       (11: the results prefix; results keys are <results><id>)
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results, 12 result_expiry
+--       (10-12: see RESULTS in _lib.lua: 11 is a hash, 12 a sorted set)
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
 --       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
@@ -21,7 +21,7 @@ local keep, request, window, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 
 local ttl = tonumber(ARGV[7])
 local stride = 2
 if ttl > 0 then
-  RESULTS = {ttl = ttl, events = KEYS[10], prefix = KEYS[11]}
+  use_results(ttl, KEYS[10], KEYS[11], KEYS[12])
   stride = 3
 end
 bounded(count, 1000, 'claim')
@@ -61,6 +61,8 @@ if string.sub(request, 1, 1) == '+' then
 end
 
 local out, done, finished, events, freed = {}, {}, {}, {}, {}
+local records, expiring, expires = {}, {}, nil
+if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
 for i = 1, n do
   local at = 9 + stride * (i - 1)
   local id, token = ARGV[at], ARGV[at + 1]
@@ -71,11 +73,12 @@ for i = 1, n do
     if limited then freed[limited] = (freed[limited] or 0) + 1 end
     done[#done + 1] = id
     remember(dedup, window, id, now)
-    if ttl > 0 then
+    if expires then
       -- the client sends the whole success record ('c:' .. value): no string built here
-      redis.call('SET', RESULTS.prefix .. id, ARGV[at + 2], 'PX', ARGV[7])  -- text: no number formatting
-      events[#events + 1] = id
-      events[#events + 1] = 'c'
+      local r = #records
+      records[r + 1], records[r + 2] = id, ARGV[at + 2]
+      expiring[r + 1], expiring[r + 2] = expires, id
+      events[r + 1], events[r + 2] = id, 'c'
     end
     if keep == 0 then
       redis.call('DEL', key)
@@ -94,7 +97,10 @@ if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
 end
-announce(events)
+if expires then
+  keep_results(expiring, records)  -- one HSET and one ZADD for the whole batch
+  announce(events)
+end
 if #finished > 0 then
   redis.call('ZADD', completed, unpack(finished))
   -- Amortised retention: remove up to twice what was added, so the set converges to `keep`.

@@ -1,6 +1,6 @@
 -- fail: record a failed, timed-out or stopped attempt; retry later through the delayed set, end in
 -- the failed state, or (a cancel was requested while it ran) end in the cancelled state.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results, 11 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results, 11 result_expiry, 12 cancelled
 -- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all;
 --       also bounds the cancelled set), 6 deduplication window ms (<= 0 off), 7 result ttl ms (0:
 --       results off; on: a final failure or cancel stores its error as the job's result record and
@@ -9,7 +9,7 @@
 --          outcome ('retry' | 'failed' | 'cancelled' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
 local meta, waiting, delayed, active, failed, marker, jobs, dedup, cancelled =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[11]
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[12]
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
@@ -20,7 +20,7 @@ if limited and free_slot(waiting, jobs, limited) then wake(marker) end
 local f = redis.call('HMGET', key, 'a', 'm', 'q')
 local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
 redis.call('ZREM', active, id)
-if tonumber(ARGV[7]) > 0 then RESULTS = {ttl = tonumber(ARGV[7]), events = KEYS[9], prefix = KEYS[10]} end
+use_results(tonumber(ARGV[7]), KEYS[9], KEYS[10], KEYS[11])
 if f[3] then
   finish_cancelled(cancelled, key, id, now)
   remember(dedup, tonumber(ARGV[6]), id, now)

@@ -3,7 +3,7 @@
 -- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
 -- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
 -- its key's slot (releasing one parked job), so a crashed worker never holds a slot.
--- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 result_expiry, 11 cancelled
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
 --       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)
@@ -11,10 +11,10 @@
 --          lease recoveries since the queue was created, read by the Prometheus exporter).
 -- Errors: CONVEYOR_BOUND if more than `batch` jobs were processed (asserted, never expected).
 local meta, waiting, active, failed, marker, jobs, dedup, cancelled =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10]
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[11]
 local batch = bounded(tonumber(ARGV[1]), 100000, 'recover batch')
 local keep, window = tonumber(ARGV[2]), tonumber(ARGV[3])
-if tonumber(ARGV[4]) > 0 then RESULTS = {ttl = tonumber(ARGV[4]), events = KEYS[8], prefix = KEYS[9]} end
+use_results(tonumber(ARGV[4]), KEYS[8], KEYS[9], KEYS[10])
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
 bounded(#ids, batch, 'recover')

@@ -1,16 +1,18 @@
 -- trim: retention of completed, failed and cancelled jobs by count and by age, at most `batch`
--- removals per set (cancelled jobs are retained like failed ones).
--- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (prefix), 6 cancelled
+-- removals per set (cancelled jobs are retained like failed ones); then up to `batch` expired
+-- result records (whether results are on or not: records stored before they were turned off
+-- expire too).
+-- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (hash), 6 cancelled, 7 result_expiry
 -- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
 --       4 failed max age ms (-1 none), 5 batch (1..100000), 6 deduplication window ms (<= 0 off),
 --       7 results on (1: a removed job's result record goes with it; 0: off)
--- Returns: {completed removed, failed removed, cancelled removed} (expired dedup entries are dropped
---          too, up to batch)
+-- Returns: {completed removed, failed removed, cancelled removed} (expired dedup entries and
+--          expired result records are dropped too, up to batch each)
 -- Errors: CONVEYOR_BOUND if more than `batch` removals happened in one set (asserted).
 local completed, failed, jobs, dedup, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
 local batch = bounded(tonumber(ARGV[5]), 100000, 'trim batch')
 local now = now_ms()
-if ARGV[7] == '1' then RESULTS.prefix = KEYS[5] end
+if ARGV[7] == '1' then use_results(1, nil, KEYS[5], KEYS[7]) end
 
 local function trim(set, keep, max_age)
   local removed = 0
@@ -24,6 +26,9 @@ if window > 0 then
   local old = redis.call('ZRANGEBYSCORE', dedup, '-inf', '(' .. (now - window), 'LIMIT', 0, batch)
   call_chunked('ZREM', dedup, old)
 end
+-- Expired results (read_results.lua already hides them): records first, then their expiry entries.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, batch)
+drop_results(KEYS[5], KEYS[7], expired)
 local keep_failed, failed_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, keep_failed, failed_age),
         trim(cancelled, keep_failed, failed_age)}
