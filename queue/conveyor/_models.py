@@ -59,7 +59,8 @@ class QueueSettings:
     store_results: workers store each handler's return value (serialised with ``serializer``, at
     most max_result_bytes) and each final failure's error, and announce finished jobs, so
     ``job.result()`` can wait for them; off (the default), acks write nothing extra. A result is
-    kept for result_ttl seconds, and goes earlier with its job when retention removes it.
+    kept for result_ttl seconds (checked when read; trim deletes expired ones), and goes earlier
+    with its job when retention removes it.
     batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
     go out together as one script call when it returns; a lone caller is sent at once, as without.
     On by default: a lone caller pays no round trip or timer for it (one flag check and a lock).
