@@ -60,8 +60,9 @@ def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], s
     for key, group in rows.groupby(series, sort=sort, observed=True) if series else [(None, rows)]:
         part = group.sort_values(x) if lines else group
         style = {"mode": "lines+markers"} if lines else {}
+        bars = mad_bars(part) if "mad" in part else None  # no MAD: no error bars
         fig.add_trace((go.Scatter if lines else go.Bar)(x=part[x].tolist(), y=part["median"].tolist(),
-                                                        name=name(key), error_y=mad_bars(part), **style))
+                                                        name=name(key), error_y=bars, **style))
     return fig
 
 

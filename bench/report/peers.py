@@ -1,7 +1,8 @@
 """Peers page: Conveyor against other Python queues, from the newest file with a ``peers`` section.
 
-Ratios compare figures of one run on one server; a library's figure is its better flavour (for
-Conveyor the better of ``Worker`` and ``AsyncWorker``), and Conveyor is the reference.
+The section's rows become one tidy frame (a row per server, library row and column below), from which
+every table, ratio and chart is a pivot. Ratios compare figures of one run on one server; a library's
+figure is its better flavour (for Conveyor the better of ``Worker`` and ``AsyncWorker``).
 """
 
 from __future__ import annotations
@@ -11,159 +12,136 @@ from functools import wraps
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from bench.report.figures import chart, figure
+from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import admonition, fmt, md_table, no_data, source_line, times
+from bench.report.text import MISSING, admonition, fmt, md_table, no_data, source_line, times
 
 REF = "conveyor"
-Column = tuple[str, str, dict[str, Any], str, bool]  # header, scenario, params, metric, higher is better
-ENQUEUE: list[Column] = [("enqueue sync", "enqueue-single", {"api": "sync"}, "jobs_per_s", True),
-                         ("enqueue asyncio", "enqueue-single", {"api": "async"}, "jobs_per_s", True),
-                         ("bulk (50)", "enqueue-bulk", {}, "jobs_per_s", True)]
-PROCESS: list[Column] = [(f"process c={c}", "process", {"concurrency": c}, "jobs_per_s", True)
-                         for c in (1, 32, 100)]
-COSTS: list[Column] = [*((f"{h} (ms)", "latency", {}, f"{p}_ms", False)
-                         for h, p in (("latency p50", "p50"), ("p95", "p95"), ("p99", "p99"))),
-                       ("memory (B/job)", "memory", {}, "bytes_per_job", False)]
-HOME: list[Column] = [("process at concurrency 32", *PROCESS[1][1:]),  # type: ignore[list-item]
-                      ("bulk enqueue (batch 50)", *ENQUEUE[2][1:]), ("memory per waiting job", *COSTS[3][1:])]
+# header, table, scenario, params to match, metric, higher is better
+COLUMNS = pd.DataFrame([
+    *((h, "Enqueue (jobs/s)", s, p, "jobs_per_s", True) for h, s, p in (
+        ("enqueue sync", "enqueue-single", {"api": "sync"}),
+        ("enqueue asyncio", "enqueue-single", {"api": "async"}), ("bulk (50)", "enqueue-bulk", {}))),
+    *((f"process c={c}", "Process (jobs/s)", "process", {"concurrency": c}, "jobs_per_s", True)
+      for c in (1, 32, 100)),
+    *((f"{h} (ms)", "Unloaded latency and memory per waiting job", "latency", {}, f"{p}_ms", False)
+      for h, p in (("latency p50", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    ("memory (B/job)", "Unloaded latency and memory per waiting job", "memory", {}, "bytes_per_job", False),
+], columns=["column", "table", "scenario", "match", "metric", "higher"])
+HOME = {"process at concurrency 32": "process c=32", "bulk enqueue (batch 50)": "bulk (50)",
+        "memory per waiting job": "memory (B/job)"}
 FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
           "connection-cut": "connections cut"}
-STATUS = {"timeout": "timed out", "": "\N{EM DASH}"}
+FIELDS = ["server", "library", "library (row)", "column", "table", "higher", "value", "status"]
 
 
-def peers_section(body: Callable[[dict[str, Any], str], str]) -> Callable[[Dataset, str], str]:
-    """A section over the ``peers`` part of the newest file holding one, with its source line."""
+def tidy(peers: dict[str, Any]) -> pd.DataFrame:
+    """A row per server, library row (library and flavour) and column: its figure and how it is shown."""
+    out = []
+    for r in peers["rows"]:
+        for c in COLUMNS[COLUMNS.scenario == r["scenario"]].itertuples():
+            if all(r["params"].get(k) == v for k, v in c.match.items()):
+                got = (r.get("metrics") or {}).get(c.metric)
+                ok = r["status"] == "ok" and got
+                status = ("" if ok or (r["status"] == "ok") else f"≈{fmt(got['median'])} (timed out)"
+                          if r["status"] == "timeout" and got else "timed out" if r["status"] == "timeout"
+                          else r["status"])
+                out.append([r["server"], r["library"], f"{r['library']} ({r['flavor']})", c.column, c.table,
+                            c.higher, got["median"] if ok else None, status])
+    frame = pd.DataFrame(out, columns=FIELDS)
+    return frame.assign(shown=[fmt(v) if pd.notna(v) else s or MISSING
+                               for v, s in zip(frame.value, frame.status, strict=True)])
+
+
+def best(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per server, library and column: the better flavour's figure, its ratio to Conveyor's (above 1:
+    Conveyor is better) and the cell showing it (or the library's status)."""
+    score = frame.value.where(frame.higher, -frame.value)
+    top = frame.assign(score=score).sort_values("score", na_position="first", kind="stable").groupby(
+        ["server", "library", "column"], sort=False).tail(1).sort_index()
+    ref = top[top.library == REF].set_index(["server", "column"]).value
+    conveyor = ref.reindex(list(zip(top.server, top.column, strict=True))).to_numpy()
+    ratio = (conveyor / top.value).where(top.higher, top.value / conveyor)
+    return top.assign(ratio=ratio, cell=[times(r) if r > 0 else s or MISSING for r, s in zip(
+        ratio.fillna(0), top.status, strict=True)])
+
+
+def table(frame: pd.DataFrame, index: str, values: str, columns: pd.Series) -> str:
+    """A Markdown pivot of ``frame``: rows in order of appearance, ``columns`` in their order."""
+    wide = frame.pivot_table(index=index, columns="column", values=values, aggfunc="last", sort=False)
+    wide = wide.reindex(columns=list(columns)).fillna(MISSING)
+    return md_table(wide.rename(columns=lambda c: c.replace(" (ms)", "").replace(" (B/job)", "")
+                                if values == "cell" else c).reset_index())
+
+
+def peers_section(body: Callable[[dict[str, Any], pd.DataFrame, str], str], source: bool = True
+                  ) -> Callable[[Dataset, str], str]:
+    """A section over the ``peers`` part of the newest file holding one (and its tidy frame), with
+    the file's source line."""
     @wraps(body)
     def section(ds: Dataset, prefix: str = "") -> str:
-        run = latest(ds)
-        if run is None:
+        found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
+        if not found:
             return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
-        return f"{body(run.doc['peers'], prefix)}\n\n{source_line(run, prefix)}"
+        run = ds.runs.loc[found[-1]]
+        text = body(run.doc["peers"], tidy(run.doc["peers"]), prefix)
+        return f"{text}\n\n{source_line(run, prefix)}" if source else text
     return section
 
 
-def latest(ds: Dataset) -> pd.Series | None:
-    """The newest run holding a ``peers`` section."""
-    found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
-    return ds.runs.loc[found[-1]] if found else None
-
-
-def value(peers: dict[str, Any], server: str, column: Column, library: str,
-          flavor: str | None = None) -> tuple[float | None, str]:
-    """(figure, status) of one cell; ``flavor`` None: the library's better flavour."""
-    _, scenario, match, metric, higher = column
-    found, status = [], ""
-    for row in peers["rows"]:
-        if ((row["server"], row["library"], row["scenario"]) != (server, library, scenario)
-                or flavor not in (None, row["flavor"])
-                or any(row["params"].get(k) != v for k, v in match.items())):
-            continue
-        got = row.get("metrics", {}).get(metric)
-        if row["status"] == "ok" and got:
-            found.append(got["median"])
-        elif row["status"] == "timeout" and got:
-            status = f"≈{fmt(got['median'])} (timed out)"
-        elif row["status"] != "ok":
-            status = row["status"]
-    return ((max if higher else min)(found), "ok") if found else (None, status)
-
-
-def shown(found: tuple[float | None, str]) -> str:
-    return fmt(found[0]) if found[0] is not None else STATUS.get(found[1], found[1])
-
-
-def ratio(peers: dict[str, Any], server: str, column: Column, library: str) -> float | None:
-    """How many times Conveyor is better than ``library`` (None: either is missing)."""
-    ref, other = value(peers, server, column, REF)[0], value(peers, server, column, library)[0]
-    if not ref or not other or ref <= 0 or other <= 0:
-        return None
-    return ref / other if column[4] else other / ref
-
-
-def ratio_cell(peers: dict[str, Any], server: str, column: Column, library: str) -> str:
-    r = ratio(peers, server, column, library)
-    return times(r) if r is not None else shown((None, value(peers, server, column, library)[1]))
-
-
-def rows(peers: dict[str, Any], server: str) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((r["library"], r["flavor"]) for r in peers["rows"] if r["server"] == server))
-
-
-def servers(peers: dict[str, Any]) -> list[str]:
-    return list(dict.fromkeys(r["server"] for r in peers["rows"]))
-
-
 @peers_section
-def peers_home(peers: dict[str, Any], prefix: str) -> str:
+def peers_home(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Home: Conveyor against the best peer in three figures, linked to the Peers page."""
-    server = servers(peers)[0]
+    server = frame.server.iloc[0]
+    found = best(frame[frame.server == server])[lambda f: f.library != REF]
     lines = [f"Against the best of nine other Python queues on {server} ([Peers]({prefix}peers.md)); "
              "above 1x means Conveyor is ahead:\n"]
-    for column in HOME:
-        found = [(v, lib) for lib in {r["library"] for r in peers["rows"]} - {REF}
-                 if (v := value(peers, server, column, lib)[0]) is not None]
-        best = (max if column[4] else min)(found, default=(None, "no peer measured"))
-        r = ratio(peers, server, column, best[1]) if best[0] is not None else None
-        lines.append(f"- {column[0]}: {f'**{times(r)}**' if r is not None else 'not measured'} "
-                     f"(best peer: {best[1]})")
+    for label, column in HOME.items():
+        peer = found[(found.column == column) & found.value.notna()].sort_values("ratio").head(1)
+        shown = f"**{times(peer.ratio.iloc[0])}**" if peer.ratio.notna().any() else "not measured"
+        name = peer.library.iloc[0] if len(peer) else "no peer measured"
+        lines.append(f"- {label}: {shown} (best peer: {name})")
     return "\n".join(lines)
 
 
 @peers_section
-def peers_libraries(peers: dict[str, Any], prefix: str) -> str:
+def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Versions, client versions, settings per row, result retention, install status."""
-    table = [{"library": f"{name} {lib.get('versions', {}).get('library', '')}".strip(),
-              "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items()
-                                  if k != "library") or "—",
-              "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}"
-                                         for f, v in lib["flavors"].items()),
-              "stored per finished job": lib["retention"],
-              "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}
-             for name, lib in peers["libraries"].items()]
-    return md_table(pd.DataFrame(table))
-
-
-def process_chart(peers: dict[str, Any], server: str) -> str:
-    """Process throughput by concurrency, a bar per library row (log axis when values span 10x)."""
-    bars = [go.Bar(name=f"{lib} ({flavor})", x=[c[0].split("=")[1] for c in PROCESS],
-                   y=[value(peers, server, c, lib, flavor)[0] for c in PROCESS])
-            for lib, flavor in rows(peers, server)]
-    values = [y for b in bars for y in b.y if y]
-    log = bool(values) and max(values) / min(values) >= 10
-    fig = figure(f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else ""),
-                 "concurrency", "jobs/s", log_y=log, category_x=True)
-    fig.add_traces(bars)
-    return chart(fig, f"peers-process-{server}")
+    return md_table(pd.DataFrame([{
+        "library": f"{name} {lib.get('versions', {}).get('library', '')}".strip(),
+        "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items()
+                            if k != "library") or MISSING,
+        "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}"
+                                   for f, v in lib["flavors"].items()),
+        "stored per finished job": lib["retention"],
+        "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}
+        for name, lib in peers["libraries"].items()]))
 
 
 @peers_section
-def peers_speed(peers: dict[str, Any], prefix: str) -> str:
+def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Per server: the figures, the ratios to Conveyor and the process chart."""
     sizes = peers["method"].get("sizes")
     parts = [] if sizes is None else [
         f"Sizes in this run: {sizes['enqueue']} jobs per enqueue row, {sizes['bulk']} per bulk row, "
         f"a backlog of {sizes['process']} jobs per process case, {sizes['latency']} latency samples; "
         "small sizes time short drains, so a fast library's rate is the least certain figure."]
-    for server in servers(peers):
+    for server, rows in frame.groupby("server", sort=False):
         parts.append(f"### {server}")
-        for title, columns in (("Enqueue (jobs/s)", ENQUEUE), ("Process (jobs/s)", PROCESS),
-                               ("Unloaded latency and memory per waiting job", COSTS)):
-            table = [{"library (row)": f"{lib} ({fl})",
-                      **{c[0]: shown(value(peers, server, c, lib, fl)) for c in columns}}
-                     for lib, fl in rows(peers, server)]
-            parts += [f"{title}:", md_table(pd.DataFrame(table))]
+        tables = COLUMNS.groupby("table", sort=False).column
+        parts += [f"{title}:\n\n{table(rows, 'library (row)', 'shown', c)}" for title, c in tables]
         parts.append("How many times Conveyor's better worker beats each library's better row "
                      "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):")
-        others = [lib for lib in dict.fromkeys(lib for lib, _ in rows(peers, server)) if lib != REF]
-        for columns in (ENQUEUE, PROCESS, COSTS):
-            table = [{"library": lib, **{c[0].replace(" (ms)", "").replace(" (B/job)", ""):
-                                         ratio_cell(peers, server, c, lib) for c in columns}}
-                     for lib in others]
-            parts.append(md_table(pd.DataFrame(table)))
-        parts.append(process_chart(peers, server))
+        ratios = best(rows)[lambda f: f.library != REF]
+        parts += [table(ratios, "library", "cell", columns) for _, columns in tables]
+        process = rows[rows.table == "Process (jobs/s)"]
+        log = process.value.max() / process.value.min() >= 10
+        title = f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else "")
+        fig = plot(process.assign(median=process.value, x=process.column.str.split("=").str[1]), "x",
+                   "library (row)", str, title=title, x_title="concurrency", y_title="jobs/s", sort=False,
+                   log_y=log, category_x=True)
+        parts.append(chart(fig, f"peers-process-{server}"))
     return "\n\n".join(parts)
 
 
@@ -171,32 +149,28 @@ def crash_row(rec: dict[str, Any]) -> dict[str, str]:
     ok, done = rec["status"] == "ok", rec.get("seconds_to_done")
     after = fmt(done) if done is not None else f"never (limit {fmt(rec['limit_s'])} s)"
     return {"library": rec["library"], "fault": FAULTS.get(rec["fault"], rec["fault"]),
-            "lost / twice / stuck": f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}" if ok else "—",
+            "lost / twice / stuck": f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}" if ok else MISSING,
             "all done after (s)": after if ok else f"failed: {rec.get('error', '')[:80]}",
-            "worker alive": {True: "yes", False: "no (exited)"}.get(rec.get("worker_alive"), "—")}
+            "worker alive": {True: "yes", False: "no (exited)"}.get(rec.get("worker_alive"), MISSING)}
 
 
 @peers_section
-def peers_crash(peers: dict[str, Any], prefix: str) -> str:
+def peers_crash(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """The crash table per server and each library's recovery settings."""
     m = peers["method"]["crash"]
-    intro = (f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency {m['concurrency']}, "
-             f"the fault strikes once a quarter are done; server with AOF ({m['server_config']}); "
-             f"connections cut for {m['cut_s']} s.")
-    tables = [f"**{s}**\n\n" + md_table(pd.DataFrame([crash_row(r) for r in peers["crash"]
-                                                      if r["server"] == s]))
-              for s in dict.fromkeys(r["server"] for r in peers["crash"])]
+    crash = pd.DataFrame([crash_row(r) for r in peers["crash"]])
+    tables = [f"**{s}**\n\n" + md_table(part) for s, part in
+              crash.groupby([r["server"] for r in peers["crash"]], sort=False)]
     settings = pd.DataFrame([{"library": n, "recovery settings used": str(lib["recovery_settings"])}
                              for n, lib in peers["libraries"].items()])
-    return "\n\n".join([intro, *tables, md_table(settings)])
+    return "\n\n".join([f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency "
+                        f"{m['concurrency']}, the fault strikes once a quarter are done; server with AOF "
+                        f"({m['server_config']}); connections cut for {m['cut_s']} s.", *tables,
+                        md_table(settings)])
 
 
-def peers_caveats(ds: Dataset, prefix: str = "") -> str:
+def caveats(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """What each library does per job that Conveyor does not, and what could not be measured."""
-    run = latest(ds)
-    if run is None:
-        return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
-    peers = run.doc["peers"]
     lines = [f"- **{n}**: {lib['caveats']}" + (f" Concurrency: {lib['concurrency_note']}."
                                                if lib.get("concurrency_note") else "")
              for n, lib in peers["libraries"].items()]
@@ -206,5 +180,6 @@ def peers_caveats(ds: Dataset, prefix: str = "") -> str:
                               if failed else []))
 
 
+peers_caveats = peers_section(caveats, source=False)
 SECTIONS = {"peers_home": peers_home, "peers_libraries": peers_libraries, "peers_speed": peers_speed,
             "peers_crash": peers_crash, "peers_caveats": peers_caveats}
