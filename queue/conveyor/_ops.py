@@ -98,8 +98,12 @@ class QueueCore:
         time_limit: float | None = None,
         limit: Limit | None = None,
     ) -> tuple[Any, ...]:
-        """One job's ARGV group, validated: id, task, payload, max attempts, delay ms, priority,
-        time limit ms (0: none; the queue's ``time_limit`` when the job has none), key limit."""
+        """One job, validated: id, task, payload, max attempts, options, then priority, time limit
+        ms (0: none; the queue's ``time_limit`` when the job has none) and key limit ('': none).
+
+        The first five are the job's ARGV group of enqueue.lua: options is '' for the common job
+        (ready now, priority 0, no time limit, no key limit: each ARGV costs the server about 1k
+        instructions), else '<delay ms>:<priority>:<time limit ms>:<key limit>'."""
         if task not in self._valid_tasks:
             self._valid_tasks.add(validate_name("task", task))
         settings = self.settings
@@ -112,16 +116,13 @@ class QueueCore:
         if time_limit is None:
             time_limit = settings.time_limit
         data = encode_payload(settings.serializer, task, payload, settings.max_payload_bytes)
-        return (
-            "" if job_id is None else validate_job_id(job_id),
-            task,
-            data,
-            max_attempts,
-            round(delay * 1000) if delay else 0,
-            check_priority(priority),
-            0 if time_limit is None else time_limit_ms(time_limit),
-            "" if limit is None else packed_limit(limit),
-        )
+        delay_ms = round(delay * 1000) if delay else 0
+        level = check_priority(priority)
+        limit_ms = 0 if time_limit is None else time_limit_ms(time_limit)
+        keyed = "" if limit is None else packed_limit(limit)
+        options = f"{delay_ms}:{level}:{limit_ms}:{keyed}" if delay_ms or level or limit_ms or keyed else ""
+        return ("" if job_id is None else validate_job_id(job_id), task, data, max_attempts, options,
+                level, limit_ms, keyed)  # fmt: skip
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
         """Enqueue a batch; every spec is validated before anything is sent (nothing partial)."""
@@ -136,29 +137,27 @@ class QueueCore:
         ])  # fmt: skip
 
     def enqueue_packed(self, groups: Sequence[tuple[Any, ...]]) -> Call[list[Job]]:
-        """One enqueue call for already validated ARGV groups (1..MAX_BATCH, see :meth:`pack`)."""
-        args: list[Any] = [len(groups), self._window]
+        """One enqueue call for already validated jobs (1..MAX_BATCH, see :meth:`pack`)."""
+        args: list[Any] = [self._window]
         for group in groups:
-            args += group
-        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(args, reply))
+            args += group[:5]
+        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(groups, reply))
 
-    def _parse_enqueue(self, args: list[Any], reply: Any) -> list[Job]:
-        """Jobs from the reply; a created job's fields come from its ARGV group (see pack)."""
+    def _parse_enqueue(self, groups: Sequence[tuple[Any, ...]], reply: Any) -> list[Job]:
+        """Jobs from the reply; a created job's fields come from its packed group (see pack)."""
         now = int(reply[0]) / 1000
         serializer, owner = self.settings.serializer, self.owner
         jobs: list[Job] = []
-        extra = 1 + 3 * args[0]
-        for i in range(args[0]):
+        extra = 1 + 3 * len(groups)
+        for i, g in enumerate(groups):
             job_id, state = reply[1 + 3 * i], reply[3 + 3 * i]
             if type(job_id) is bytes:
                 job_id, state = job_id.decode(), state.decode()
             if reply[2 + 3 * i]:
-                g = 2 + 8 * i  # this job's ARGV group (see pack)
-                job = Job(job_id, args[g + 1], STATES[state], args[g + 2], 0, args[g + 3], now,
-                          serializer=serializer)  # fmt: skip
-                job.priority = args[g + 5]
-                if args[g + 6]:
-                    job.time_limit = args[g + 6] / 1000
+                job = Job(job_id, g[1], STATES[state], g[2], 0, g[3], now, serializer=serializer)
+                job.priority = g[5]
+                if g[6]:
+                    job.time_limit = g[6] / 1000
             else:
                 f = reply[extra : extra + 5]
                 extra += 5

@@ -15,7 +15,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
 )
-from conveyor import InvalidNameError, JobSpec
+from conveyor import InvalidNameError, JobSpec, Limit
 
 CALLERS = 120
 
@@ -27,7 +27,7 @@ def count_calls(q: Any) -> list[int]:
 
     def counted(call: Any) -> Any:
         if call.script.name == "enqueue":
-            sizes.append(int(call.args[0]))
+            sizes.append((len(call.args) - 1) // 5)  # the window, then 5 values per job
         return send(call)
 
     inner._evalsha = counted
@@ -131,3 +131,14 @@ async def test_enqueue_many_to_refuses_a_bad_queue_name_before_sending(api):
     with pytest.raises(InvalidNameError, match="hash tag"):
         await q.enqueue_many_to({q.inner.name: [("t", 1)], "a{b}": [("t", 1)]})
     assert await q.counts() == counts()
+
+
+async def test_a_batch_mixing_common_jobs_and_jobs_with_options_keeps_its_order(api):
+    """Common jobs and jobs with options (sent differently: see QueueCore.pack) wait in one FIFO."""
+    q = api.queue()
+    limit = Limit("k", concurrency=5)
+    specs = [JobSpec("t", 0), JobSpec("t", 1, time_limit=5), JobSpec("t", 2), JobSpec("t", 3, limit=limit)]
+    await q.enqueue_many(specs)
+    claimed = await q.claim(4)
+    assert [job.payload for job in claimed] == [0, 1, 2, 3]
+    assert [job.time_limit for job in claimed] == [None, 5, None, None]

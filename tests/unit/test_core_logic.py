@@ -14,6 +14,7 @@ from conveyor import (
     Job,
     JobSpec,
     JSONSerializer,
+    Limit,
     PayloadTooLargeError,
     QueueSettings,
     SerializationError,
@@ -179,7 +180,7 @@ def test_enqueue_checks_the_configured_limit_before_building_a_call():
 
 def test_batches_are_bounded():
     core = QueueCore("q", QueueSettings())
-    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 2 + 8 * 1000  # n, window, 8 per job
+    assert len(core.enqueue([("t", i) for i in range(1000)]).args) == 1 + 5 * 1000  # window, 5 per job
     for size in (0, 1001):
         with pytest.raises(ValueError, match=r"a batch holds 1\.\.1000 jobs"):
             core.enqueue([JobSpec("t")] * size)
@@ -309,3 +310,13 @@ def test_enqueue_one_sends_and_reads_what_a_one_spec_batch_does(job, priority):
     (job_out,) = one.parse(created)
     assert (job_out.id, job_out.task, job_out.state, job_out.priority) == ("17", "t", "waiting", priority)
     assert job_out.enqueued_at == 1_700_000_000.123
+
+
+def test_a_common_job_sends_five_values_and_options_only_when_set():
+    """Each ARGV costs the server about 1k instructions: a job with no delay, priority, time limit
+    or key limit sends '' as its options; any of them sends all four in one value."""
+    core = QueueCore("q", QueueSettings())
+    assert list(core.enqueue([("t", 1)]).args) == [-1, "", "t", b"1", 3, ""]
+    spec = JobSpec("t", 1, delay=0.25, priority=2, time_limit=1.5, limit=Limit("k", concurrency=2))
+    assert list(core.enqueue([spec]).args)[5] == "250:2:1500:2::k"
+    assert list(core.enqueue([JobSpec("t", 1, time_limit=2)]).args)[5] == "0:0:2000:"

@@ -15,12 +15,17 @@ from conveyor._ops import QueueCore
 _ids = itertools.count(1)
 
 
+def jobs_in(args: list[Any]) -> int:
+    """How many jobs an enqueue call carries: ARGV is the window, then 5 values per job."""
+    return (len(args) - 1) // 5
+
+
 def fake_reply(args: list[Any]) -> list[Any]:
     """What enqueue.lua returns: a job whose given id starts with "old" already exists."""
     reply: list[Any] = [1_000]
     existing: list[Any] = []
-    for i in range(args[0]):
-        given = args[2 + 8 * i]
+    for i in range(jobs_in(args)):
+        given = args[1 + 5 * i]
         if given.startswith("old"):
             reply += [given.encode(), 0, b"a"]
             existing += [b"old-task", b'"stored"', 2, 5, 900]
@@ -37,7 +42,7 @@ def held_first_call(sizes: list[int], release: asyncio.Event) -> Any:
     """A fake ``run`` recording each call's job count; the first call returns once released."""
 
     async def run(call: Any) -> Any:
-        sizes.append(call.args[0])
+        sizes.append(jobs_in(list(call.args)))
         if len(sizes) == 1:
             await release.wait()
         return call.parse(fake_reply(list(call.args)))
@@ -72,7 +77,7 @@ async def test_callers_that_enqueue_again_join_the_next_call() -> None:
     sizes: list[int] = []
 
     async def run(call: Any) -> Any:
-        sizes.append(call.args[0])
+        sizes.append(jobs_in(list(call.args)))
         await asyncio.sleep(0)
         return call.parse(fake_reply(list(call.args)))
 
@@ -92,7 +97,7 @@ async def test_a_lone_caller_never_waits_for_a_loop_turn() -> None:
     sizes: list[int] = []
 
     async def run(call: Any) -> Any:
-        sizes.append(call.args[0])
+        sizes.append(jobs_in(list(call.args)))
         return call.parse(fake_reply(list(call.args)))
 
     batcher = AsyncEnqueueBatcher(core, run)
@@ -108,7 +113,7 @@ def test_threads_arriving_during_a_call_share_the_next_one() -> None:
     release = threading.Event()
 
     def run(call: Any) -> Any:
-        sizes.append(call.args[0])
+        sizes.append(jobs_in(list(call.args)))
         if len(sizes) == 1:
             release.wait(10)
         return call.parse(fake_reply(list(call.args)))

@@ -1,81 +1,94 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
--- ARGV: 1 n (<= 1000), 2 deduplication window ms (-1: a finished job dedups while retained;
---       >= 0: for that long after it finished), then n groups of 8: id ('' = generate), task,
---       payload, max attempts, delay ms (0 = ready now), priority level (0..9, checked by the client),
---       time limit ms of each attempt (0 = none)
---       key limit ('' = none, else '<concurrency>:<ms between starts>:<limit key>', '' for a part unset)
+-- ARGV: 1 deduplication window ms (-1: a finished job dedups while retained; >= 0: for that long
+--       after it finished), then n groups of 5 (n = (#ARGV - 1) / 5 <= 1000): id ('' = generate),
+--       task, payload, max attempts, options: '' for the common job (ready now, priority 0, no
+--       time limit, no key limit), else '<delay ms>:<priority level 0..9>:<time limit ms of each
+--       attempt, 0 = none>:<key limit>', the key limit being '' (none) or
+--       '<concurrency>:<ms between starts>:<limit key>' ('' for a part unset). All checked by the
+--       client. (Each ARGV costs the server about 1k instructions: the common job sends 5.)
 -- Returns: {now, then per job: id, created (1/0), state, then for each job that already existed:
 --          task, payload, attempts, max attempts, enqueued at}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
 --         returned and nothing is created (idempotent enqueue).
-local meta, waiting, delayed, marker, jobs, completed, failed, dedup =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local n, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-bounded(n, 1000, 'enqueue')
+local meta, waiting, delayed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+bounded((#ARGV - 1) / 5, 1000, 'enqueue')
 local now = now_ms()
 
 local generated = 0
-for i = 0, n - 1 do
-  if ARGV[3 + i * 8] == '' then generated = generated + 1 end
+for base = 2, #ARGV, 5 do
+  if ARGV[base] == '' then generated = generated + 1 end
 end
 local next_id = 0
 if generated > 0 then next_id = redis.call('HINCRBY', meta, 'id', generated) - generated end
 
--- With a window: a finished job dedups only until window ms after it finished (then the new job
--- replaces it); a job whose record is gone still dedups while its id is in the dedup set.
-local function within_window(old, id, now)
+-- The existing job of a caller-given id (HMGET fields s n d a m e t), or false. With a window
+-- (>= 0), a finished job dedups only until window ms after it finished (then the new job replaces
+-- it); a job whose record is gone still dedups while its id is in the dedup set.
+local function existing_job(id, window)
+  local old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't')
+  if window < 0 then return old[1] and old end
+  local completed, failed, dedup = KEYS[6], KEYS[7], KEYS[8]
   if (old[1] == 'c' or old[1] == 'f' or old[1] == 'C') and now - (tonumber(old[7]) or 0) >= window then
     redis.call('ZREM', completed, id)
     redis.call('ZREM', failed, id)
     redis.call('ZREM', dedup, id)
     redis.call('DEL', jobs .. id)
-    return {false}
+    return false
   end
   if not old[1] and window > 0 then
     local finished = redis.call('ZSCORE', dedup, id)
     if finished and now - tonumber(finished) < window then return {'x', '', '', 0, 0, 0} end
   end
-  return old
+  return old[1] and old
 end
 
-local out, existing, ready, later, leveled = {now}, {}, {}, {}, {}
-for i = 0, n - 1 do
-  local base = 3 + i * 8
-  local id, task, payload, max, delay = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], tonumber(ARGV[base + 4])
-  local level, limit, keyed = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
-  local old = {false}
+local out, ready, later, leveled, existing = {now}, {}, {}, {}, nil
+
+-- A job with options: one HSET with its optional fields, then where it waits (level 0 ready jobs
+-- share the waiting list's one LPUSH with the common jobs, in ARGV order).
+local function create_with(key, id, task, payload, max, options)
+  local delay, level, limit, keyed = string.match(options, '^(%d+):(%d):(%d+):(.*)$')
+  if keyed ~= '' then limit_job(key, keyed) end
+  delay = tonumber(delay)
+  local fields = {'s', delay > 0 and 'd' or 'w', 'n', task, 'd', payload, 'm', max, 'e', now}
+  if level ~= '0' then fields[#fields + 1] = 'p'; fields[#fields + 1] = level end
+  if limit ~= '0' then fields[#fields + 1] = 'x'; fields[#fields + 1] = limit end
+  redis.call('HSET', key, unpack(fields))
+  if delay > 0 then
+    later[#later + 1] = now + delay
+    later[#later + 1] = id
+  elseif level == '0' then
+    ready[#ready + 1] = id
+  else
+    leveled[#leveled + 1] = level
+    leveled[#leveled + 1] = id
+  end
+  out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = fields[2]
+end
+
+local window -- read once, and only when a caller gave an id
+for base = 2, #ARGV, 5 do
+  local id, options = ARGV[base], ARGV[base + 4]
+  local old = false
   if id == '' then
     -- Generated ids are digits only and callers may not use such ids: no existence check needed.
     next_id = next_id + 1
     id = tostring(next_id)
   else
-    old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't')
-    if window >= 0 then old = within_window(old, id, now) end
+    window = window or tonumber(ARGV[1])
+    old = existing_job(id, window)
   end
-  local key = jobs .. id
-  if not old[1] and keyed ~= '' then limit_job(key, keyed) end
-  if old[1] then
+  if old then
+    existing = existing or {}
     out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = old[1]
     for j = 2, 6 do existing[#existing + 1] = old[j] or '' end
-  elseif delay > 0 then
-    redis.call('HSET', key, 's', 'd', 'n', task, 'd', payload, 'm', max, 'e', now)
-    if level ~= '0' then redis.call('HSET', key, 'p', level) end
-    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
-    later[#later + 1] = now + delay
-    later[#later + 1] = id
-    out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'd'
-  elseif level ~= '0' then
-    redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now, 'p', level)
-    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
-    leveled[#leveled + 1] = level
-    leveled[#leveled + 1] = id
-    out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
-  else
-    redis.call('HSET', key, 's', 'w', 'n', task, 'd', payload, 'm', max, 'e', now)
-    if limit ~= '0' then redis.call('HSET', key, 'x', limit) end
+  elseif options == '' then
+    redis.call('HSET', jobs .. id, 's', 'w', 'n', ARGV[base + 1], 'd', ARGV[base + 2], 'm', ARGV[base + 3], 'e', now)
     ready[#ready + 1] = id
     out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = 'w'
+  else
+    create_with(jobs .. id, id, ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], options)
   end
 end
 -- At most 1000 ids / 2000 values (bounded above): within Lua's unpack limit, no chunks needed.
@@ -83,5 +96,7 @@ if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
 for i = 1, #leveled, 2 do redis.call('LPUSH', ready_list(waiting, leveled[i]), leveled[i + 1]) end
 if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
 if #ready > 0 or #later > 0 or #leveled > 0 then wake(marker) end
-for i = 1, #existing do out[#out + 1] = existing[i] end
+if existing then
+  for i = 1, #existing do out[#out + 1] = existing[i] end
+end
 return out
