@@ -25,7 +25,7 @@ CLIENT_COMMANDS = (
 SCRIPT_COMMANDS = (
     "decr", "decrby", "del", "exists", "get", "hdel", "hget", "hincrby", "hmget", "hset", "incr",
     "incrby", "llen",
-    "lpush", "lrem", "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange",
+    "lpush", "lrem", "rpop", "rpush", "set", "time", "zadd", "zscore", "lrange", "lindex", "lpop",
     "zcard", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zrevrange", "xadd", "xrevrange",
 )  # fmt: skip
 

@@ -62,5 +62,5 @@ def retry_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
 def purge_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
     """One batch: delete the given failed ids, or (ids empty) the oldest ``batch`` failed jobs."""
     k = core.keys
-    keys = (k.failed, k.jobs, k.results, k.result_expiry)
+    keys = (k.failed, k.jobs, k.results)
     return Call(Scripts.PURGE_FAILED.value, keys, (len(ids), batch, *ids), int)

@@ -58,7 +58,7 @@ class QueueKeys:
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
     events: str  # stream: finished job ids, capped (MAXLEN ~), read by result waiters (store_results)
     results: str  # hash: job id -> result record (store_results; see _lua/_lib.lua)
-    result_expiry: str  # sorted set: job id -> when its result record expires (ms)
+    result_index: str  # list: per call that stored results, '<expiry ms>{<id>{<id>...' (oldest first)
     legacy_results: str  # prefix of the string-per-job result records of 0.1 (read only)
 
     def job(self, job_id: str) -> str:
@@ -120,6 +120,6 @@ def queue_keys(prefix: str, queue: str) -> QueueKeys:
         requests=base + "rc:",
         events=base + "ev",
         results=base + "rs",
-        result_expiry=base + "rt",
+        result_index=base + "ri",
         legacy_results=base + "r:",
     )

@@ -227,7 +227,7 @@ class QueueCore:
         return max(1, round(s.result_ttl * 1000)) if s.store_results else 0
 
     def _result_keys(self) -> tuple[str, str, str]:
-        return self.keys.events, self.keys.results, self.keys.result_expiry
+        return self.keys.events, self.keys.results, self.keys.result_index
 
     def _lease_ms(self, lease: float | None) -> int:
         if lease is None:
@@ -281,7 +281,7 @@ class QueueCore:
 
         record = k.requests if request is None else k.request(request[0])
         keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record, k.dedup)
-        keys_with_results = (*keys, k.events, k.results, k.result_expiry)
+        keys_with_results = (*keys, k.events, k.results, k.result_index)
         return Call(Scripts.ACK.value, keys_with_results, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
@@ -398,7 +398,7 @@ class QueueCore:
                 self.keys.dedup,
                 self.keys.results,
                 self.keys.cancelled,
-                self.keys.result_expiry,
+                self.keys.result_index,
             ),
             (
                 s.keep_completed,

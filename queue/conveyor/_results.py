@@ -82,7 +82,7 @@ def check_wait(job_id: str, timeout: float | None) -> str:
 def read_call(keys: Any, ids: list[str]) -> Call[list[Any]]:
     """One read_results.lua call (1..READ_IDS ids): the stream's last id, then each job's
     state and record (None: none, or expired)."""
-    k = (keys.events, keys.jobs, keys.results, keys.result_expiry, keys.legacy_results)
+    k = (keys.events, keys.jobs, keys.results, keys.legacy_results)
     return Call(Scripts.READ_RESULTS.value, k, (len(ids), *ids), list)
 
 

@@ -53,7 +53,7 @@ def test_every_key_of_a_queue_maps_to_one_slot(cluster: Cluster) -> None:
             client.execute_command("CLUSTER", "KEYSLOT", key)
             for key in (keys.meta, keys.waiting, keys.delayed, keys.active, keys.completed,
                         keys.failed, keys.marker, keys.job("42"), keys.events, keys.results,
-                        keys.result_expiry, keys.legacy_result("42"))
+                        keys.result_index, keys.legacy_result("42"))
         }  # fmt: skip
     assert len(slots) == 1
     queue.close()

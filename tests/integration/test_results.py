@@ -1,10 +1,12 @@
 """Job results: stored at ack in the same script call (one results hash and one expiry set per
-queue), waited for without polling (one blocking XREAD per client and queue), kept for result_ttl
-(hidden at read time once expired, deleted by trim) and removed with their job by retention."""
+queue, a record starting with its expiry, and one index entry per call), waited for without
+polling (one blocking XREAD per client and queue), kept for result_ttl (hidden at read time once
+expired, deleted by trim) and removed with their job by retention."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 
 import pytest
@@ -132,7 +134,8 @@ async def test_result_ttl_expiry(api):
     await q.ack(job, result=[1, 2])
     assert await q.result("ttl-1", 1) == [1, 2]
     seconds, micros = api.admin.time()
-    assert 0 < api.admin.zscore(q.keys.result_expiry, "ttl-1") - (seconds * 1000 + micros / 1000) <= 300
+    expires = int(re.match(rb"\d+", api.admin.hget(q.keys.results, "ttl-1")).group())
+    assert 0 < expires - (seconds * 1000 + micros / 1000) <= 300
     await asyncio.sleep(0.4)
     # Expired but not yet trimmed: still stored, no longer readable (checked at read time).
     assert api.admin.hexists(q.keys.results, "ttl-1")
@@ -140,12 +143,12 @@ async def test_result_ttl_expiry(api):
         await q.result("ttl-1", 1)
     assert await q.trim() == 0  # counts removed jobs; expired records go too
     assert not api.admin.hexists(q.keys.results, "ttl-1")
-    assert api.admin.zscore(q.keys.result_expiry, "ttl-1") is None
+    assert api.admin.llen(q.keys.result_index) == 0
 
 
 def test_trim_removes_expired_results_in_bounded_batches(server, queue_name):
-    """Five expired records, trim batch 2: three calls empty the results hash and expiry set, and
-    an unexpired record stays."""
+    """Five expired records (five index entries), trim batch 2: three calls delete them, and an
+    unexpired record stays."""
     q = Queue.from_url(server.url, queue_name, store_results=True, result_ttl=0.05)
     keep = Queue.from_url(server.url, queue_name, store_results=True, maintenance_batch=2)
     try:
@@ -160,23 +163,44 @@ def test_trim_removes_expired_results_in_bounded_batches(server, queue_name):
         keep.trim()
         keep.trim()
         assert q.client.hkeys(q.core.keys.results) == [b"kept"]
-        assert q.client.zrange(q.core.keys.result_expiry, 0, -1) == [b"kept"]
+        assert q.client.llen(q.core.keys.result_index) == 1
         assert keep.result("kept", 0) == "kept"
     finally:
         q.close()
         keep.close()
 
 
+def test_an_expired_index_entry_keeps_a_newer_record_of_the_same_job(server, queue_name):
+    """A job failed with a short result TTL, was retried and then completed with a long one: when
+    trim sweeps the first (expired) index entry, the job's newer record stays."""
+    short = Queue.from_url(server.url, queue_name, store_results=True, result_ttl=0.05, max_attempts=1)
+    long = Queue.from_url(server.url, queue_name, store_results=True)
+    try:
+        short.enqueue("t", None, job_id="again")
+        short.fail(short.claim()[0], "boom", retry=False)
+        assert long.retry_failed(["again"]) == 1
+        long.ack(long.claim()[0], result="second")
+        threading.Event().wait(0.1)
+        assert long.client.llen(long.core.keys.result_index) == 2
+        long.trim()
+        assert long.client.llen(long.core.keys.result_index) == 1  # the expired entry went
+        assert long.result("again", 0) == "second"
+    finally:
+        short.close()
+        long.close()
+
+
 def test_one_batched_ack_stores_every_result(server, queue_name):
-    """A worker acks several jobs per call: each gets its own record and expiry, and each waiter
-    its result."""
+    """A worker acks several jobs per call: each gets its own record, the call one index entry,
+    and each waiter its result."""
     q = Queue.from_url(server.url, queue_name, store_results=True)
     try:
         q.enqueue_many([("t", i) for i in range(5)])
         jobs = q.claim(5)
         statuses, _, _ = q._run(q.core.ack(jobs, results=[b'c:"v%d"' % j.payload for j in jobs]))
         assert statuses == [1] * 5
-        assert q.client.zcard(q.core.keys.result_expiry) == 5
+        assert q.client.hlen(q.core.keys.results) == 5
+        assert q.client.llen(q.core.keys.result_index) == 1
         assert [q.result(j.id, 0) for j in jobs] == [f"v{j.payload}" for j in jobs]
     finally:
         q.close()
@@ -213,11 +237,10 @@ async def test_results_follow_retention(api):
     with pytest.raises(ConveyorError, match="no stored result"):
         await q.result("old", 1)  # trimmed with its job
     assert not api.admin.hexists(q.keys.results, "old")
-    assert api.admin.zscore(q.keys.result_expiry, "old") is None
     by_age = api.queue(store_results=True, keep_completed=-1, completed_max_age=0.001)
     await asyncio.sleep(0.01)
     assert await by_age.trim() == 1
-    assert api.admin.hlen(q.keys.results) == api.admin.zcard(q.keys.result_expiry) == 0
+    assert api.admin.hlen(q.keys.results) == 0
 
 
 async def test_purged_failed_jobs_take_their_results(api):
@@ -229,7 +252,7 @@ async def test_purged_failed_jobs_take_their_results(api):
     assert await q.purge_failed(["purged"]) == 1
     with pytest.raises(ConveyorError, match="no stored result"):
         await q.result("purged", 0)
-    assert api.admin.zscore(q.keys.result_expiry, "purged") is None
+    assert not api.admin.hexists(q.keys.results, "purged")
     with pytest.raises(JobFailedError, match="boom"):
         await q.result("kept", 0)
 
@@ -240,7 +263,7 @@ async def test_results_off_writes_nothing_and_says_so(api):
     [leased] = await q.claim()
     await q.ack(leased)
     keys = api.queue_keys()
-    assert not [k for k in keys if k.endswith((b":ev", b":rs", b":rt")) or b":r:" in k]
+    assert not [k for k in keys if k.endswith((b":ev", b":rs", b":ri")) or b":r:" in k]
     with pytest.raises(ConveyorError, match="store_results=True"):
         await _result(api, job)
 

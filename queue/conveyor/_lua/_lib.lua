@@ -123,35 +123,44 @@ end
 
 -- Results (QueueSettings.store_results): a script that finishes jobs sets RESULTS (use_results)
 -- from its KEYS and ARGV; ttl 0 (the default) means off, and then nothing below writes anything.
--- A finished job's record is its state letter, its attempts ('' after success), ':', then the
--- serialised return value or the error text. Records live in ONE hash per queue (job id ->
--- record), and their expiry times (finish + ttl, ms) in one sorted set (job id -> expiry): a
--- call that finishes n jobs writes all its records with one HSET and one ZADD, where a string
--- key per result cost one command (the fixed cost of a command called from Lua) per job. A
--- record is readable only while its expiry is in the future (read_results.lua checks at read
--- time); trim.lua removes expired records in bounded batches, and retention deletes a record
--- with its job. Each call that finishes jobs adds one entry to the events stream (fields: id,
--- state letter; an id is never twice in one call), capped at about EVENTS_MAXLEN entries:
--- clients block on it instead of polling.
+-- A finished job's record is its expiry time (finish + ttl, ms, digits), its state letter, its
+-- attempts ('' after success), ':', then the serialised return value or the error text. Records
+-- live in ONE hash per queue (job id -> record), and a call that stores records appends ONE
+-- entry to the queue's result index (a list, oldest first): '<expiry>{<id>{<id>...'. A call
+-- that finishes n jobs then writes all their records with one HSET and one RPUSH, where a
+-- string key per result cost one command (the fixed cost of a command called from Lua) per job,
+-- and a sorted set of expiry times one skiplist insert per job. A record is readable only while
+-- its expiry is in the future (read_results.lua checks at read time); trim.lua walks the index
+-- from its head, deleting expired records in bounded batches (sweep_results); retention
+-- deletes a record with its job. Each call that finishes jobs adds one entry to the events
+-- stream (fields: id, state letter; an id is never twice in one call), capped at about
+-- EVENTS_MAXLEN entries: clients block on it instead of polling.
 local RESULTS = {ttl = 0}
 local EVENTS_MAXLEN = 1000
 
-local function use_results(ttl, events, records, expiry)
-  if ttl > 0 then RESULTS = {ttl = ttl, events = events, records = records, expiry = expiry} end
+local function use_results(ttl, events, records, index)
+  if ttl > 0 then RESULTS = {ttl = ttl, events = events, records = records, index = index} end
 end
 
--- Store records: `expiring` holds expiry, id pairs and `records` id, record pairs (<= 1000 jobs:
--- one ack batch). The expiry goes first: a failure in between leaves an expiry without a record
--- (swept by trim), never a record without an expiry (never readable, never swept).
-local function keep_results(expiring, records)
-  if #records > 0 then
-    redis.call('ZADD', RESULTS.expiry, unpack(expiring))
+-- Store records: `records` holds id, record pairs (records already start with `expires`), `ids`
+-- their ids (<= 1000 jobs: one ack batch). The index entry goes first: a failure in between
+-- leaves an entry naming missing records (swept as usual), never a record that no entry names
+-- (never swept).
+local function keep_results(expires, ids, records)
+  if #ids > 0 then
+    redis.call('RPUSH', RESULTS.index, expires .. '{' .. table.concat(ids, '{'))
     redis.call('HSET', RESULTS.records, unpack(records))
   end
 end
 
 local function store_result(id, state, attempts, body, now)
-  keep_results({now + RESULTS.ttl, id}, {id, state .. attempts .. ':' .. body})
+  local expires = tostring(now + RESULTS.ttl)
+  keep_results(expires, {id}, {id, expires .. state .. attempts .. ':' .. body})
+end
+
+-- The expiry (ms) a record starts with (0 if none: such a record counts as expired).
+local function expiry_of(record)
+  return tonumber(string.match(record, '^%d+') or '0')
 end
 
 -- fields: id, state letter pairs (<= 2000 values: one ack batch).
@@ -161,14 +170,36 @@ local function announce(fields)
   end
 end
 
--- Delete the records of `ids` (records first, then their expiry entries: see keep_results).
-local function drop_results(records, expiry, ids)
-  call_chunked('HDEL', records, ids)
-  call_chunked('ZREM', expiry, ids)
+-- Delete the records of `ids` (their index entries stay until swept: deleting a missing field is
+-- a no-op).
+local function drop_results_of(ids)
+  if RESULTS.records then call_chunked('HDEL', RESULTS.records, ids) end
 end
 
-local function drop_results_of(ids)
-  if RESULTS.records and #ids > 0 then drop_results(RESULTS.records, RESULTS.expiry, ids) end
+-- Delete expired records, walking the index from its head while its entries have expired, until
+-- at least `limit` ids were looked at (an entry names at most 1000). A record is deleted only if
+-- it has expired itself: a job that finished again later (retried, or its id reused) has a newer
+-- record, named again by a later entry. Entries are appended in finish order, so with one
+-- result_ttl they are in expiry order; clients with different TTLs delay (never advance) the
+-- deletion of the shorter ones, whose records read_results.lua already hides.
+local function sweep_results(records, index, now, limit)
+  local looked = 0
+  while looked < limit do
+    local head = redis.call('LINDEX', index, 0)
+    if not head then break end
+    local parts = split_braces(head)
+    if tonumber(parts[1]) > now then break end
+    table.remove(parts, 1)
+    local stored = redis.call('HMGET', records, unpack(parts))  -- <= 1000 ids per entry
+    local old = {}
+    for i = 1, #parts do
+      if stored[i] and expiry_of(stored[i]) <= now then old[#old + 1] = parts[i] end
+    end
+    call_chunked('HDEL', records, old)
+    redis.call('LPOP', index)  -- after the records: a failure in between sweeps the entry again
+    looked = looked + #parts
+  end
+  return looked
 end
 
 -- Keep at most `keep` members of a finished set (-1 keeps all), removing at most `limit` per call.

@@ -1,6 +1,6 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results, 12 result_expiry
---       (10-12: see RESULTS in _lib.lua: 11 is a hash, 12 a sorted set)
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results, 12 result_index
+--       (10-12: see RESULTS in _lib.lua: 11 is a hash, 12 a list)
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
 --       4 keep completed (-1 all, 0 none, N newest), 5 request id ('' = none; a leading '+' marks
@@ -61,7 +61,7 @@ if string.sub(request, 1, 1) == '+' then
 end
 
 local out, done, finished, events, freed = {}, {}, {}, {}, {}
-local records, expiring, expires = {}, {}, nil
+local records, expires = {}, nil
 if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
 for i = 1, n do
   local at = 9 + stride * (i - 1)
@@ -74,10 +74,9 @@ for i = 1, n do
     done[#done + 1] = id
     remember(dedup, window, id, now)
     if expires then
-      -- the client sends the whole success record ('c:' .. value): no string built here
+      -- the client sends the success record but its expiry ('c:' .. value)
       local r = #records
-      records[r + 1], records[r + 2] = id, ARGV[at + 2]
-      expiring[r + 1], expiring[r + 2] = expires, id
+      records[r + 1], records[r + 2] = id, expires .. ARGV[at + 2]
       events[r + 1], events[r + 2] = id, 'c'
     end
     if keep == 0 then
@@ -98,7 +97,7 @@ if #done > 0 then
   redis.call('HINCRBY', meta, 'completed', #done)
 end
 if expires then
-  keep_results(expiring, records)  -- one HSET and one ZADD for the whole batch
+  keep_results(expires, done, records)  -- one HSET and one RPUSH for the whole batch
   announce(events)
 end
 if #finished > 0 then

@@ -3,7 +3,7 @@
 -- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
 -- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
 -- its key's slot (releasing one parked job), so a crashed worker never holds a slot.
--- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 result_expiry, 11 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 result_index, 11 cancelled
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
 --       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)

@@ -2,7 +2,7 @@
 -- removals per set (cancelled jobs are retained like failed ones); then up to `batch` expired
 -- result records (whether results are on or not: records stored before they were turned off
 -- expire too).
--- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (hash), 6 cancelled, 7 result_expiry
+-- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (hash), 6 cancelled, 7 result_index
 -- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
 --       4 failed max age ms (-1 none), 5 batch (1..100000), 6 deduplication window ms (<= 0 off),
 --       7 results on (1: a removed job's result record goes with it; 0: off)
@@ -26,9 +26,7 @@ if window > 0 then
   local old = redis.call('ZRANGEBYSCORE', dedup, '-inf', '(' .. (now - window), 'LIMIT', 0, batch)
   call_chunked('ZREM', dedup, old)
 end
--- Expired results (read_results.lua already hides them): records first, then their expiry entries.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, batch)
-drop_results(KEYS[5], KEYS[7], expired)
+sweep_results(KEYS[5], KEYS[7], now, batch)  -- (read_results.lua already hides expired records)
 local keep_failed, failed_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 return {trim(completed, tonumber(ARGV[1]), tonumber(ARGV[2])), trim(failed, keep_failed, failed_age),
         trim(cancelled, keep_failed, failed_age)}
