@@ -11,12 +11,16 @@ pyproject) and in anyio-marked tests (`anyio_backend` below pins asyncio).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 import itertools
 import os
 import re
+import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -120,6 +124,42 @@ def server(request: pytest.FixtureRequest, server_pool: _ServerPool) -> RunningS
 def redis_url(server: RunningServer) -> str:
     """URL of the `server` fixture's server (db 0, no credentials)."""
     return server.url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def glide_reply_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With `--drivers glide`: a loop running all session long reads glide's asyncio replies.
+
+    valkey-glide (asyncio) reads every reply of the process on the loop of the first glide client
+    created, until that loop is closed (valkey-io/valkey-glide#7122, see `idle_reply_loop` in
+    _glide.py). Here that would be pytest-asyncio's session loop, idle during sync tests, so the
+    asyncio Runner's loop in a thread (test_shared_wait) got no reply once an async glide test had
+    run first. A process with one loop at a time, as `conveyor worker`, does not need this.
+    """
+    glide = _import_glide() if "glide" in str(request.config.getoption("--drivers")) else None
+    if glide is None:
+        yield
+        return
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="glide-replies", daemon=True)
+    thread.start()
+    config = glide.GlideClientConfiguration([glide.NodeAddress("127.0.0.1", 1)], lazy_connect=True)
+    first = asyncio.run_coroutine_threadsafe(glide.GlideClient.create(config), loop).result(30)
+    asyncio.run_coroutine_threadsafe(first.close(), loop).result(30)  # the reader stays on `loop`
+    try:
+        yield
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def _import_glide() -> Any:
+    """The optional valkey-glide (asyncio) module, or None."""
+    try:
+        return importlib.import_module("glide")
+    except ImportError:
+        return None
 
 
 @pytest.fixture(scope="session")

@@ -365,6 +365,26 @@ class SyncPipeline(Pipeline):
         return self.results(replies, raise_on_error)
 
 
+def idle_reply_loop(loop: asyncio.AbstractEventLoop) -> str | None:
+    """Why glide's asyncio replies cannot reach a client created on ``loop``, or None.
+
+    valkey-glide (asyncio, 2.5 and later) hands every reply of the process to one pipe, read by the
+    event loop of the first glide client created there; that reader moves to another loop only
+    once its loop is closed. While that loop is open but not running, replies to clients of every
+    other loop wait, their request timeouts too (valkey-io/valkey-glide#7122). glide has no public
+    name for that loop: without its module attribute (older glide), nothing is checked.
+    """
+    owner = getattr(importlib.import_module("glide.glide_client"), "_async_pipe_loop", None)
+    if owner is None or owner is loop or owner.is_running() or owner.is_closed():
+        return None
+    return (
+        "driver 'glide' (asyncio): valkey-glide delivers every reply of this process through the "
+        "event loop of the first glide client created in it, and that loop is open but not running, "
+        "so this event loop's commands would wait forever (valkey-io/valkey-glide#7122). Close that "
+        "loop or keep it running, create glide clients on one loop, or use driver 'redis-py'"
+    )
+
+
 class GlideAsync(GlideDriver):
     """valkey-glide (asyncio) behind redis-py's asyncio method names; the client is created on the
     first call, inside the event loop that uses it."""
@@ -377,16 +397,27 @@ class GlideAsync(GlideDriver):
         self._creating: asyncio.Lock | None = None
 
     async def _connected(self) -> Any:
+        """The client, created on first use; outside ``_call``'s error mapping, as a refusal to
+        connect here (:func:`idle_reply_loop`) is Conveyor's, not a server's."""
         if self._client is None:
             self._creating = self._creating or asyncio.Lock()
             async with self._creating:
                 if self._client is None:
-                    self._client = await self._glide.GlideClient.create(self._config)
+                    try:
+                        client = await self._glide.GlideClient.create(self._config)
+                    except Exception as exc:
+                        raise redis_error(exc) from exc
+                    stalled = idle_reply_loop(asyncio.get_running_loop())
+                    if stalled is not None:
+                        await client.close()
+                        raise ConveyorError(stalled)
+                    self._client = client
         return self._client
 
     async def _call(self, method: str, *args: Any) -> Any:
+        client = self._client if self._client is not None else await self._connected()
         try:
-            return await getattr(await self._connected(), method)(*args)
+            return await getattr(client, method)(*args)
         except Exception as exc:
             raise redis_error(exc) from exc
 

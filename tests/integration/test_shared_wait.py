@@ -88,12 +88,6 @@ def _until(predicate, what: str, timeout: float = PROMPT) -> None:
 
 @pytest.fixture(params=["sync", "async"])
 def served(request, redis_url, queue_name, driver):
-    if driver == "glide" and request.param == "async":
-        # Known gap, not understood yet: these pass alone and with -n 2 over this file, but an
-        # asyncio Runner with glide in a thread never opens its connections once an async glide
-        # test of test_results.py ran earlier in the same process (CI, Python 3.13).
-        request.applymarker(pytest.mark.xfail(reason="async glide Runner after earlier async glide "
-                                              "result waits in the same process", strict=False))
     s = Served(redis_url, queue_name, request.param, driver)
     s.thread.start()
     yield s

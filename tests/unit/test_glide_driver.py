@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conveyor import ConveyorError, Queue, QueueSettings
-from conveyor._glide import SEAM, GlideSync, _info, redis_error
+from conveyor._glide import SEAM, GlideSync, _info, idle_reply_loop, redis_error
 from redis import exceptions as redis_errors
 
 pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
@@ -71,3 +73,25 @@ def test_the_adapter_implements_the_whole_seam_and_names_roles():
     assert waiter._config.request_timeout == 7000  # outlasts the 2 s block
     client.close()
     waiter.close()
+
+
+def test_only_a_reply_loop_of_another_thread_left_idle_is_refused(monkeypatch):
+    """glide reads every asyncio reply on its first client's loop (valkey-glide#7122): a client on
+    another loop is refused while that loop is open and not running, and only then."""
+    pipe = pytest.importorskip("glide.glide_client", reason="valkey-glide is not installed")
+    ours, other = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        for owner in (None, ours):
+            monkeypatch.setattr(pipe, "_async_pipe_loop", owner)
+            assert idle_reply_loop(ours) is None
+        monkeypatch.setattr(pipe, "_async_pipe_loop", other)
+        assert "valkey-io/valkey-glide#7122" in str(idle_reply_loop(ours))
+        monkeypatch.setattr(other, "is_running", lambda: True)
+        assert idle_reply_loop(ours) is None
+        monkeypatch.undo()
+        other.close()
+        monkeypatch.setattr(pipe, "_async_pipe_loop", other)
+        assert idle_reply_loop(ours) is None
+    finally:
+        ours.close()
+        other.close()
