@@ -145,8 +145,11 @@ class QueueCore:
 
     def _parse_enqueue(self, groups: Sequence[tuple[Any, ...]], reply: Any) -> list[Job]:
         """Jobs from the reply; a created job's fields come from its packed group (see pack)."""
+        if isinstance(reply, (bytes, str)):  # every job created: 'now{id{state{id{state...'
+            parts = (reply.decode() if type(reply) is bytes else reply).split("{")
+            now = int(parts[0]) / 1000
+            return [self._created(g, parts[1 + 2 * i], parts[2 + 2 * i], now) for i, g in enumerate(groups)]
         now = int(reply[0]) / 1000
-        serializer, owner = self.settings.serializer, self.owner
         jobs: list[Job] = []
         extra = 1 + 3 * len(groups)
         for i, g in enumerate(groups):
@@ -154,27 +157,33 @@ class QueueCore:
             if type(job_id) is bytes:
                 job_id, state = job_id.decode(), state.decode()
             if reply[2 + 3 * i]:
-                job = Job(job_id, g[1], STATES[state], g[2], 0, g[3], now, serializer=serializer)
-                job.priority = g[5]
-                if g[6]:
-                    job.time_limit = g[6] / 1000
-            else:
-                f = reply[extra : extra + 5]
-                extra += 5
-                job = Job(
-                    str(job_id),
-                    text(f[0]),
-                    STATES.get(state, state),
-                    raw(f[1]),
-                    int(f[2] or 0),
-                    int(f[3] or 1),
-                    int(f[4] or 0) / 1000,
-                    created=False,
-                    serializer=serializer,
-                )
-            job._queue = owner
+                jobs.append(self._created(g, job_id, state, now))
+                continue
+            f = reply[extra : extra + 5]
+            extra += 5
+            job = Job(
+                str(job_id),
+                text(f[0]),
+                STATES.get(state, state),
+                raw(f[1]),
+                int(f[2] or 0),
+                int(f[3] or 1),
+                int(f[4] or 0) / 1000,
+                created=False,
+                serializer=self.settings.serializer,
+            )
+            job._queue = self.owner
             jobs.append(job)
         return jobs
+
+    def _created(self, g: tuple[Any, ...], job_id: str, state: str, now: float) -> Job:
+        """The job this call created from its packed group ``g`` (see pack)."""
+        job = Job(job_id, g[1], STATES[state], g[2], 0, g[3], now, serializer=self.settings.serializer)
+        job.priority = g[5]
+        if g[6]:
+            job.time_limit = g[6] / 1000
+        job._queue = self.owner
+        return job
 
     # -- claim / ack ------------------------------------------------------------------------------
     def _parse_claimed(self, reply: Sequence[Any], start: int) -> list[Job]:

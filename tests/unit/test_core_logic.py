@@ -320,3 +320,16 @@ def test_a_common_job_sends_five_values_and_options_only_when_set():
     spec = JobSpec("t", 1, delay=0.25, priority=2, time_limit=1.5, limit=Limit("k", concurrency=2))
     assert list(core.enqueue([spec]).args)[5] == "250:2:1500:2::k"
     assert list(core.enqueue([JobSpec("t", 1, time_limit=2)]).args)[5] == "0:0:2000:"
+
+
+@pytest.mark.parametrize("reply", [b"1700000000123{17{w{my-id{d", "1700000000123{17{w{my-id{d"])
+def test_an_enqueue_that_created_every_job_is_read_from_one_string_reply(reply):
+    """enqueue.lua answers one '{'-joined string (bytes, or str from a decoding client) when every
+    job was created: a table reply costs the server about 1.2k instructions per element."""
+    core = QueueCore("q", QueueSettings())
+    call = core.enqueue([JobSpec("t", {"a": 1}), JobSpec("t", [2], "my-id", 1.5, 7, 3, time_limit=2)])
+    first, second = call.parse(reply)
+    assert (first.id, first.state, first.payload, first.priority) == ("17", "waiting", {"a": 1}, 0)
+    assert first.created and second.created
+    assert (second.id, second.state, second.max_attempts, second.priority) == ("my-id", "delayed", 7, 3)
+    assert (second.time_limit, second.enqueued_at) == (2, 1_700_000_000.123)
