@@ -146,7 +146,7 @@ class QueueCore:
     def _parse_enqueue(self, groups: Sequence[tuple[Any, ...]], reply: Any) -> list[Job]:
         """Jobs from the reply; a created job's fields come from its packed group (see pack)."""
         if isinstance(reply, (bytes, str)):  # every job created: 'now{id{state{id{state...'
-            parts = (reply.decode() if type(reply) is bytes else reply).split("{")
+            parts = (reply.decode() if isinstance(reply, bytes) else reply).split("{")
             now = int(parts[0]) / 1000
             return [self._created(g, parts[1 + 2 * i], parts[2 + 2 * i], now) for i, g in enumerate(groups)]
         now = int(reply[0]) / 1000
