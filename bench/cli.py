@@ -192,12 +192,22 @@ def driver_choice(driver: str, names: list[str], parsers: list[str]) -> tuple[li
     return kept, ["hiredis" if "hiredis" in parsers else parsers[0]], reason
 
 
-def _list_peer_plan(console: Console, libraries: list[str], servers: list[str]) -> int:
-    """Print what a peer run would measure, without installing or running anything."""
-    for server in servers:
+def _list_peer_plan(console: Console, libraries: list[str], opts: Options) -> int:
+    """Print what a peer run would measure and how long it should take, without installing
+    or running anything."""
+    from bench.peers import estimate, measure  # noqa: PLC0415 (only for peer runs)
+
+    reps = opts.repetitions
+    for server in opts.servers:
         for name in libraries:
             rows = ", ".join(LIBRARIES[name].flavors)
-            console.print(f"{name} @ {server}: rows {rows}; speed scenarios and crash table")
+            console.print(f"{name} @ {server}: rows {rows}; speed scenarios ({reps} "
+                          f"repetition{'s' * (reps > 1)}) and crash table")
+    timeout = min(opts.timeout, measure.CHILD_TIMEOUT["quick" if opts.quick else "full"])
+    typical, worst = (estimate.run_seconds(libraries, opts.servers, quick=opts.quick, reps=reps,
+                                           timeout=timeout, worst=w) / 60 for w in (False, True))
+    console.print(f"estimated duration on an idle 2-core machine: ~{typical:.0f} min "
+                  f"(at most ~{worst:.0f} min if every crash-table fault waits its full limit)")
     return 0
 
 
@@ -212,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = options_from_args(args)
     started = time.monotonic()
     if libraries != ["conveyor"] and args.list:
-        return _list_peer_plan(console, libraries, opts.servers)
+        return _list_peer_plan(console, libraries, opts)
     if libraries != ["conveyor"]:
         from bench.peers.run import PeerRun  # noqa: PLC0415 (only for peer runs)
 

@@ -12,10 +12,12 @@ and once a quarter are done the fault strikes:
 - ``connection-cut``: the worker talks through a proxy that drops every connection and
   refuses new ones for ``CUT_S`` seconds.
 
-Then we wait up to ``LIMIT_S`` for every job. Reported: jobs lost (not run and no longer
-anywhere on the server), run twice (completed more than once), stuck (not run but still
+Then we wait for every job, up to ``limit_s`` after the fault, and give up earlier once no
+job has completed for ``idle_s`` (three times every library's recovery timeout, 5 s: a
+library that has recovered makes progress long before). Reported: jobs lost (not run and no
+longer anywhere on the server), run twice (completed more than once), stuck (not run but still
 stored on the server), and seconds from the fault until all were done (None: never, within
-the limit).
+the limits).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from bench.peers.measure import ids
 from bench.peers.proxy import CuttableProxy
 
 FAULTS = ("sigkill", "server-restart", "connection-cut")
-SIZES = {"full": {"jobs": 200, "limit_s": 90.0}, "quick": {"jobs": 100, "limit_s": 40.0}}
+SIZES = {"full": {"jobs": 200, "limit_s": 60.0, "idle_s": 15.0},
+         "quick": {"jobs": 100, "limit_s": 40.0, "idle_s": 15.0}}
 SLEEP, CONCURRENCY, CUT_S = 0.05, 10, 3.0
 
 
@@ -66,7 +69,7 @@ def where_stored(url: str, missing: set[str]) -> set[str]:
 def run_fault(fault: str, make_child: Callable[[str], Child], server: Any,
               sizes: dict[str, Any], timeout: float) -> dict[str, Any]:
     """One library, one fault; returns the crash-table record."""
-    n, limit = sizes["jobs"], sizes["limit_s"]
+    n, limit, idle = sizes["jobs"], sizes["limit_s"], sizes["idle_s"]
     proxy = CuttableProxy(server.host, server.port) if fault == "connection-cut" else None
     worker_url = proxy.url if proxy else server.url
     child = make_child(server.url)
@@ -74,8 +77,8 @@ def run_fault(fault: str, make_child: Callable[[str], Child], server: Any,
     job_ids = ids(n)
     log = child.tmp / f"crash-{fault}-{job_ids[0]}.log"
     workers = []
-    record: dict[str, Any] = {"fault": fault, "jobs": n, "limit_s": limit, "sleep_s": SLEEP,
-                              "concurrency": CONCURRENCY}
+    record: dict[str, Any] = {"fault": fault, "jobs": n, "limit_s": limit, "idle_s": idle,
+                              "sleep_s": SLEEP, "concurrency": CONCURRENCY}
     try:
         child.call("fill", timeout, ids=job_ids)
         workers.append(wchild.start_worker(CONCURRENCY, log, sleep=SLEEP))
@@ -94,7 +97,7 @@ def run_fault(fault: str, make_child: Callable[[str], Child], server: Any,
         else:
             assert proxy is not None
             proxy.cut(CUT_S)
-        done_at = _wait_all(log, set(job_ids), struck + limit)
+        done_at = _wait_all(log, set(job_ids), struck + limit, idle)
         record["worker_alive"] = workers[-1].alive()
     except ChildFailed as exc:
         return {**record, "status": "failed", "error": str(exc)}
@@ -111,12 +114,17 @@ def run_fault(fault: str, make_child: Callable[[str], Child], server: Any,
             "seconds_to_done": None if done_at is None else round(done_at - struck, 2)}
 
 
-def _wait_all(log: Any, want: set[str], until: float) -> float | None:
-    """Wall time when every job in ``want`` had completed at least once, or None."""
+def _wait_all(log: Any, want: set[str], until: float, idle: float) -> float | None:
+    """Wall time when every job in ``want`` had completed at least once, or None (the limit
+    passed, or no job completed for ``idle`` seconds)."""
+    seen, progressed = -1, time.time()
     while time.time() < until:
-        if count_lines(log) >= len(want):
-            done = {j for j, _ in read_log(log)}
-            if want <= done:
-                return time.time()
+        lines = count_lines(log)
+        if lines != seen:
+            seen, progressed = lines, time.time()
+        if lines >= len(want) and want <= {j for j, _ in read_log(log)}:
+            return time.time()
+        if time.time() - progressed >= idle:
+            return None
         time.sleep(0.1)
     return None

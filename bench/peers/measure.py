@@ -1,32 +1,49 @@
 """The peer scenarios for one library row, each repetition in fresh processes.
 
-- ``enqueue-single``: N jobs, one call each, sync and/or asyncio API; jobs/s.
-- ``enqueue-bulk``: N jobs in calls of 50; "no bulk API" where the library has none.
-- ``process``: a backlog of N jobs enqueued before the worker starts; the rate is taken from
-  the handlers' own start times (first to last), so worker start-up is not timed. Every
-  completion is counted by job id: lost or duplicated jobs give no rate, only the counts.
-- ``latency``: unloaded end-to-end, one job in flight, enqueue call to handler start.
+Every throughput case is sized by time, not by a fixed job count, so a fast library's drain
+is as long as a slow one's (a 400-job backlog drains in 20 ms at 20k jobs/s: noise):
+
+- ``enqueue-single``: one call per job, sync and/or asyncio API, for ``enqueue_s`` seconds;
+  jobs/s.
+- ``enqueue-bulk``: calls of 50 jobs for ``enqueue_s`` seconds; "no bulk API" where the
+  library has none.
+- ``process``: a backlog enqueued before the worker starts, sized so that the drain lasts at
+  least ``process_s`` seconds at the library's rate (``sized_jobs``, between ``process_floor``
+  and ``process_cap`` jobs). The rate comes from the previous concurrency of the same row or,
+  for the first, from a probe (a small backlog drained for at most ``probe_s``; discarded). A
+  drain shorter than half of ``process_s`` is discarded and rerun once, resized. The rate is
+  taken from the handlers' own start times (first to last), so worker start-up is not timed.
+  Every completion is counted by job id: lost or duplicated jobs give no rate, only the counts.
+- ``latency``: unloaded end-to-end, one job in flight, enqueue call to handler start; up to
+  ``latency`` samples, no new one sent after ``latency_s`` seconds (a library that polls every
+  0.5 s gives fewer samples, stated in the row).
 - ``memory``: server ``used_memory`` slope over several backlog sizes (bytes per waiting job).
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers.drive import Child, ChildFailed, Hung, read_log, wait_for
+from bench.peers import costs
+from bench.peers.drive import Child, ChildFailed, Hung, count_lines, read_log, wait_for
+from bench.scenarios._common import sized_jobs
 from bench.stats import latency_summary, slope, summarize
 
-SIZES = {
-    "full": {"enqueue": 2000, "bulk": 5000, "process": 5000, "latency": 300,
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {"enqueue_s": 1.0, "process_s": 2.0, "probe_jobs": 200, "probe_s": 1.0,
+             "process_floor": 20, "process_cap": 60_000, "latency": 300, "latency_s": 4.0,
              "memory": [1000, 3000, 5000], "concurrencies": [1, 32, 100]},
-    "quick": {"enqueue": 200, "bulk": 500, "process": 400, "latency": 40,
+    "quick": {"enqueue_s": 0.2, "process_s": 0.3, "probe_jobs": 100, "probe_s": 1.0,
+              "process_floor": 20, "process_cap": 2000, "latency": 40, "latency_s": 2.0,
               "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},
 }
+CHILD_TIMEOUT = {"quick": 120.0, "full": 180.0}  # per child call; a slower drain is "timed out"
 LATENCY_WARMUP = 5
 QUANTILES = (50, 95, 99)
 
@@ -72,10 +89,12 @@ def _check(counts: dict[str, int]) -> None:
 class Row:
     """One (library, flavour) on one server: runs repetitions of each scenario."""
 
-    def __init__(self, child: Child, flush: Callable[[], None], used_memory: Callable[[], int],
-                 repetitions: int, timeout: float) -> None:
+    def __init__(self, child: Child, flush: Callable[[], None], used_memory: Callable[[], int], *,
+                 repetitions: int, timeout: float, stats: costs.Stats | None = None) -> None:
         self.child, self.flush, self.used_memory = child, flush, used_memory
-        self.repetitions, self.timeout = repetitions, timeout
+        self.repetitions, self.timeout, self.stats = repetitions, timeout, stats
+        self.last_cost: dict[str, float] = {}  # per-job costs of the last drain
+        self.rate_hint: float | None = None  # jobs/s of the row's previous process case
 
     def _reps(self, one: Callable[[], float]) -> list[float]:
         values = []
@@ -84,47 +103,104 @@ class Row:
             values.append(one())
         return values
 
-    def enqueue(self, n: int, api: str) -> dict[str, Any]:
-        """jobs/s of ``n`` enqueues through ``api`` (sync, async or bulk)."""
+    def enqueue(self, seconds: float, api: str) -> dict[str, Any]:
+        """jobs/s of calls through ``api`` (sync, async or bulk) for ``seconds``."""
+        jobs: list[int] = []
+        spent: list[dict[str, float]] = []
+
         def one() -> float:
-            out = self.child.call("enqueue", self.timeout, ids=ids(n), api=api)
-            return n / out["elapsed"]
+            before = self.stats() if self.stats else {}
+            out = self.child.call("enqueue", self.timeout, prefix=uuid.uuid4().hex[:8],
+                                  api=api, min_seconds=seconds)
+            cost = costs.per_job(before, self.stats(), out["jobs"]) if self.stats else {}
+            spent.append({**cost, "client_cpu_us": 1e6 * out["cpu_s"] / out["jobs"]})
+            jobs.append(out["jobs"])
+            return float(out["jobs"] / out["elapsed"])
 
-        return {"jobs_per_s": summarize(self._reps(one), "1/s")}
+        rates = self._reps(one)
+        return {"jobs_per_s": summarize(rates, "1/s"), **costs.metrics(spent),
+                "_sizing": {"jobs": jobs}}
 
-    def process(self, n: int, concurrency: int) -> dict[str, Any]:
-        """Drain a backlog of ``n`` jobs at ``concurrency``; jobs/s from handler start times."""
+    def _drain(self, n: int, concurrency: int, limit: float) -> tuple[list[str], list[tuple[str, float]]]:
+        """Fill ``n`` jobs, start a worker, wait (at most ``limit`` s) until all are done;
+        per-job costs from the first to the last completion go to ``last_cost``."""
+        job_ids = ids(n)
+        self.child.call("fill", self.timeout, ids=job_ids)
+        log = self.child.tmp / f"process-{job_ids[0]}.log"
+        worker = self.child.start_worker(concurrency, log)
+        self.last_cost = {}
+        try:
+            first = self._snapshot(worker.proc.pid, log) if wait_for(log, 1, limit, worker) else None
+            finished = wait_for(log, n, limit, worker)
+            if finished and first is not None:
+                last = self._snapshot(worker.proc.pid, log)
+                self.last_cost = costs.per_job(first, last, int(last["done"] - first["done"]))
+            if not finished and not worker.alive():
+                raise ChildFailed(worker.error())
+            if finished:  # a moment more, to see duplicates arriving late
+                wait_for(log, n + 1, 0.3, worker)
+        finally:
+            worker.kill()
+        return job_ids, read_log(log)
+
+    def _snapshot(self, pid: int, log: Path) -> dict[str, float]:
+        """Completions so far, the worker's CPU and the server's counters."""
+        return {"done": float(count_lines(log)), **(self.stats() if self.stats else {}),
+                "client_cpu_us": 1e6 * costs.process_cpu_s(pid)}
+
+    def probe(self, concurrency: int, jobs: int, seconds: float) -> float:
+        """A rough rate to size the first backlog by: a small drain, at most ``seconds``."""
+        self.flush()
+        began = time.monotonic()
+        _, entries = self._drain(jobs, concurrency, seconds)
+        starts = sorted(t for _, t in entries)
+        if len(starts) >= 10 and starts[-1] > starts[0]:
+            return (len(starts) - 1) / (starts[-1] - starts[0])
+        return max(len(starts), 1) / max(time.monotonic() - began, 1e-3)
+
+    def process(self, concurrency: int, sizes: dict[str, Any]) -> dict[str, Any]:
+        """Drain a time-sized backlog at ``concurrency``; jobs/s from handler start times."""
+        target, floor, cap = sizes["process_s"], sizes["process_floor"], sizes["process_cap"]
+        probed = self.rate_hint is None
+        guess = self.rate_hint or self.probe(concurrency, sizes["probe_jobs"], sizes["probe_s"])
+        n = sized_jobs(guess, target, floor, cap)
+        values: list[float] = []
+        sizing: dict[str, Any] = {"probed": probed, "guess_jobs_per_s": round(guess, 1),
+                                  "jobs": [], "drain_s": [], "discarded_drain_s": []}
         counts: dict[str, int] = {}
+        spent: list[dict[str, float]] = []
+        while len(values) < self.repetitions:
+            self.flush()
+            rate, seconds, counts = self._one_drain(n, concurrency)
+            if seconds < target / 2 and n < cap and not sizing["discarded_drain_s"]:
+                sizing["discarded_drain_s"].append(round(seconds, 3))  # too short: resize once
+                n = sized_jobs(rate, target, floor, cap)
+                continue
+            values.append(rate)
+            spent.append(self.last_cost)
+            sizing["jobs"].append(n)
+            sizing["drain_s"].append(round(seconds, 3))
+        self.rate_hint = statistics.median(values)
+        return {"jobs_per_s": summarize(values, "1/s"), **costs.metrics(spent),
+                "_counts": counts, "_sizing": sizing}
 
-        def one() -> float:
-            nonlocal counts
-            job_ids = ids(n)
-            self.child.call("fill", self.timeout, ids=job_ids)
-            log = self.child.tmp / f"process-{job_ids[0]}.log"
-            worker = self.child.start_worker(concurrency, log)
-            try:
-                finished = wait_for(log, n, self.timeout, worker)
-                if not finished and not worker.alive():
-                    raise ChildFailed(worker.error())
-                if finished:  # a moment more, to see duplicates arriving late
-                    wait_for(log, n + 1, 0.3, worker)
-            finally:
-                worker.kill()
-            entries = read_log(log)
-            counts = count(job_ids, entries)
-            starts = sorted(t for _, t in entries)
-            rate = (len(starts) - 1) / max(starts[-1] - starts[0], 1e-9) if starts else 0.0
-            if counts["lost"] and not counts["duplicated"] and not counts["unknown"]:
-                raise TooSlow(f"{counts['completed']} of {n} jobs done within "
-                              f"{self.timeout:.0f} s", rate, counts)
-            _check(counts)
-            return rate
+    def _one_drain(self, n: int, concurrency: int) -> tuple[float, float, dict[str, int]]:
+        """(jobs/s, drain seconds, counts by id) of one fresh backlog and worker."""
+        job_ids, entries = self._drain(n, concurrency, self.timeout)
+        counts = count(job_ids, entries)
+        starts = sorted(t for _, t in entries)
+        seconds = starts[-1] - starts[0] if starts else 0.0
+        rate = (len(starts) - 1) / max(seconds, 1e-9) if starts else 0.0
+        if counts["lost"] and not counts["duplicated"] and not counts["unknown"]:
+            raise TooSlow(f"{counts['completed']} of {n} jobs done within "
+                          f"{self.timeout:.0f} s", rate, counts)
+        _check(counts)
+        return rate, seconds, counts
 
-        return {"jobs_per_s": summarize(self._reps(one), "1/s"), "_counts": counts}
-
-    def latency(self, n: int) -> dict[str, Any]:
+    def latency(self, n: int, budget_s: float) -> dict[str, Any]:
         """Unloaded enqueue-to-handler-start latency, one job in flight, concurrency 1."""
         per_rep: list[dict[str, float]] = []
+        samples: list[int] = []
         for _ in range(self.repetitions):
             self.flush()
             job_ids = ids(n + LATENCY_WARMUP)
@@ -133,15 +209,20 @@ class Row:
             worker = self.child.start_worker(1, log)
             try:
                 out = self.child.call("latency", self.timeout, ids=job_ids, log=str(log),
-                                      wait_s=self.timeout)
+                                      wait_s=self.timeout, budget_s=budget_s,
+                                      least=LATENCY_WARMUP + 10)
             finally:
                 worker.kill()
+            sent = [j for j in job_ids if j in out["sent"]]
             entries = read_log(log)
-            _check(count(job_ids, entries))
+            _check(count(sent, entries))
             started = dict(entries)
-            samples = [started[j] - out["sent"][j] for j in job_ids[LATENCY_WARMUP:]]
-            per_rep.append(latency_summary(samples, QUANTILES))
-        return {name: summarize([rep[name] for rep in per_rep], "ms") for name in per_rep[0]}
+            measured = sent[LATENCY_WARMUP:]
+            samples.append(len(measured))
+            per_rep.append(latency_summary([started[j] - out["sent"][j] for j in measured],
+                                           QUANTILES))
+        return {**{name: summarize([rep[name] for rep in per_rep], "ms") for name in per_rep[0]},
+                "_sizing": {"samples": samples}}
 
     def memory(self, counts: list[int]) -> dict[str, Any]:
         """Bytes of server memory per waiting job: slope of used_memory over backlog sizes."""
@@ -177,9 +258,6 @@ def run_guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     except ChildFailed as exc:
         return {"status": "failed", "error": str(exc)}
     counts = metrics.pop("_counts", None)
-    return {"status": "ok", "metrics": metrics, **({"counts": counts} if counts else {})}
-
-
-def log_path(child: Child, name: str) -> Path:
-    """A log file in the row's temp dir."""
-    return child.tmp / name
+    sizing = metrics.pop("_sizing", None)
+    return {"status": "ok", "metrics": metrics, **({"counts": counts} if counts else {}),
+            **({"sizing": sizing} if sizing else {})}

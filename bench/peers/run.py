@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import environment
-from bench.peers import LIBRARIES, Library, crash, measure
+from bench.peers import LIBRARIES, Library, costs, crash, measure
 from bench.peers.drive import Child, ChildFailed
 from bench.peers.venvs import InstallError, python_for
 from bench.plan import Options
@@ -22,8 +22,6 @@ from bench.results import RESULTS_DIR, SCHEMA_VERSION, write_results
 from bench.scenarios._common import flush_sync
 from bench.servers import ServerStartError, ServerUnavailable, start_server
 from bench.stats import STATISTICS_TEXT
-
-CHILD_TIMEOUT = {"quick": 120.0, "full": 180.0}  # per child call; a slower drain is "timed out"
 
 
 class PeerRun:
@@ -33,7 +31,7 @@ class PeerRun:
                  command: list[str]) -> None:
         self.opts, self.names, self.console, self.command = opts, libraries, console, command
         self.size = "quick" if opts.quick else "full"
-        self.timeout = min(opts.timeout, CHILD_TIMEOUT[self.size])
+        self.timeout = min(opts.timeout, measure.CHILD_TIMEOUT[self.size])
         self.libraries: dict[str, dict[str, Any]] = {}
         self.rows: list[dict[str, Any]] = []
         self.crash: list[dict[str, Any]] = []
@@ -121,9 +119,10 @@ class PeerRun:
         for position, (flavor, settings) in enumerate(lib.flavors.items()):
             child = Child(lib, python, srv.url, settings)
             row = measure.Row(child, self._flusher(srv), self._used_memory(srv),
-                              self.opts.repetitions, self.timeout)
-            # Conveyor's two rows share a producer: its enqueue and memory figures run once.
-            producer = position == 0 or lib.name != "conveyor"
+                              repetitions=self.opts.repetitions, timeout=self.timeout,
+                              stats=costs.server_stats(srv.client))
+            # A library's rows differ only in worker settings: enqueue and memory run once.
+            producer = position == 0
             self._row(row, self._adder(server, lib.name, flavor), api, sizes, producer)
 
     @staticmethod
@@ -131,20 +130,22 @@ class PeerRun:
              producer: bool) -> None:
         """Every scenario of one library row."""
         if producer:
+            timed = {"min_seconds": sizes["enqueue_s"]}
             for kind in ("sync", "async"):
                 if api[kind]:
-                    add("enqueue-single", {"api": kind, "jobs": sizes["enqueue"]},
-                        lambda k=kind: row.enqueue(sizes["enqueue"], k))
-            bulk = {"api": "bulk", "batch": 50, "jobs": sizes["bulk"]}
+                    add("enqueue-single", {"api": kind, **timed},
+                        lambda k=kind: row.enqueue(sizes["enqueue_s"], k))
+            bulk = {"api": "bulk", "batch": 50, **timed}
             if api["bulk"]:
-                add("enqueue-bulk", bulk, lambda: row.enqueue(sizes["bulk"], "bulk"))
+                add("enqueue-bulk", bulk, lambda: row.enqueue(sizes["enqueue_s"], "bulk"))
             else:
                 add("enqueue-bulk", bulk, None, status="no bulk API")
             add("memory", {"counts": sizes["memory"]}, lambda: row.memory(sizes["memory"]))
         for c in sizes["concurrencies"]:
-            add("process", {"concurrency": c, "jobs": sizes["process"]},
-                lambda c=c: row.process(sizes["process"], c))
-        add("latency", {"jobs": sizes["latency"]}, lambda: row.latency(sizes["latency"]))
+            add("process", {"concurrency": c, "min_seconds": sizes["process_s"]},
+                lambda c=c: row.process(c, sizes))
+        add("latency", {"jobs": sizes["latency"], "max_seconds": sizes["latency_s"]},
+            lambda: row.latency(sizes["latency"], sizes["latency_s"]))
 
     def _adder(self, server: str, library: str, flavor: str) -> Any:
         def add(scenario: str, params: dict[str, Any], fn: Any, status: str = "ok") -> None:
@@ -153,7 +154,8 @@ class PeerRun:
             began = time.monotonic()
             outcome = measure.run_guarded(fn) if fn else {"status": status}
             self.rows.append({"server": server, "library": library, "flavor": flavor,
-                              "scenario": scenario, "params": params, **outcome})
+                              "scenario": scenario, "params": params, **outcome,
+                              "wall_s": round(time.monotonic() - began, 1)})
             shown = outcome["status"] if outcome["status"] != "ok" else _headline(outcome)
             self.console.print(f"  {label}: {shown} ({time.monotonic() - began:.1f} s)")
         return add
@@ -188,7 +190,8 @@ class PeerRun:
                        "params": {}},
             "servers": [], "results": [], "failures": [],
             "peers": {
-                "method": {"sizes": measure.SIZES[self.size], "crash": {
+                "method": {"sizes": measure.SIZES[self.size], "repetitions": self.opts.repetitions,
+                           "crash": {
                     **crash.SIZES[self.size], "sleep_s": crash.SLEEP,
                     "concurrency": crash.CONCURRENCY, "cut_s": crash.CUT_S,
                     "server_config": "aof-everysec"},

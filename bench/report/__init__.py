@@ -22,7 +22,7 @@ from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
 PAGES = ("common", "home", "performance", "workload", "takeaways", "servers", "tuning",
-         "connections", "methodology", "history", "ha", "peers", "production", "runtimes")
+         "connections", "methodology", "history", "ha", "peers", "peers_goals", "production", "runtimes")
 
 
 def _sections() -> dict[str, Section]:

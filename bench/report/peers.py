@@ -123,10 +123,7 @@ def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> 
 def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Per server: the figures, the ratios to Conveyor and the process chart."""
     sizes = peers["method"].get("sizes")
-    parts = [] if sizes is None else [
-        f"Sizes in this run: {sizes['enqueue']} jobs per enqueue row, {sizes['bulk']} per bulk row, "
-        f"a backlog of {sizes['process']} jobs per process case, {sizes['latency']} latency samples; "
-        "small sizes time short drains, so a fast library's rate is the least certain figure."]
+    parts = [] if sizes is None else [sizes_line(sizes, peers["method"].get("repetitions"))]
     for server, rows in frame.groupby("server", sort=False):
         parts.append(f"### {server}")
         tables = COLUMNS.groupby("table", sort=False).column
@@ -145,9 +142,25 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     return "\n\n".join(parts)
 
 
+def sizes_line(sizes: dict[str, Any], reps: int | None) -> str:
+    """The sizes of the run shown: fixed job counts (older runs) or drains sized by time."""
+    if "process" in sizes:
+        return (f"Sizes in this run: {sizes['enqueue']} jobs per enqueue row, {sizes['bulk']} per bulk row, "
+                f"a backlog of {sizes['process']} jobs per process case, {sizes['latency']} latency samples; "
+                "small sizes time short drains, so a fast library's rate is the least certain figure.")
+    return (f"Sizes in this run: each enqueue case calls for {fmt(sizes['enqueue_s'])} s; each process "
+            f"backlog is sized from the library's own rate so that its drain lasts at least "
+            f"{fmt(sizes['process_s'])} s (between {fmt(sizes['process_floor'])} and "
+            f"{fmt(sizes['process_cap'])} jobs; a drain shorter than half that is discarded and rerun "
+            f"once, resized); up to {sizes['latency']} latency samples, none sent after "
+            f"{fmt(sizes['latency_s'])} s; {reps or 1} repetition{'s' * ((reps or 1) > 1)} per case, "
+            "the same for every library. The jobs and seconds of each drain are in the result file.")
+
+
 def crash_row(rec: dict[str, Any]) -> dict[str, str]:
     ok, done = rec["status"] == "ok", rec.get("seconds_to_done")
-    after = fmt(done) if done is not None else f"never (limit {fmt(rec['limit_s'])} s)"
+    idle = f", or {fmt(rec['idle_s'])} s without progress" if rec.get("idle_s") else ""
+    after = fmt(done) if done is not None else f"never (limit {fmt(rec['limit_s'])} s{idle})"
     return {"library": rec["library"], "fault": FAULTS.get(rec["fault"], rec["fault"]),
             "lost / twice / stuck": f"{rec['lost']} / {rec['run_twice']} / {rec['stuck']}" if ok else MISSING,
             "all done after (s)": after if ok else f"failed: {rec.get('error', '')[:80]}",
@@ -165,8 +178,16 @@ def peers_crash(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
                              for n, lib in peers["libraries"].items()])
     return "\n\n".join([f"{m['jobs']} jobs, each sleeping {m['sleep_s']} s, a worker at concurrency "
                         f"{m['concurrency']}, the fault strikes once a quarter are done; server with AOF "
-                        f"({m['server_config']}); connections cut for {m['cut_s']} s.", *tables,
+                        f"({m['server_config']}); connections cut for {m['cut_s']} s" + limits(m) + ".",
+                        *tables,
                         md_table(settings)])
+
+
+def limits(m: dict[str, Any]) -> str:
+    """How long the crash table waited for every job (older files: the limit per row only)."""
+    return ((f"; then every job is waited for up to {m['limit_s']} s" if m.get("limit_s") else "")
+            + (f", giving up once none has completed for {m['idle_s']} s" if m.get("idle_s") else "")
+            + ("; each library and fault once per server" if m.get("limit_s") else ""))
 
 
 def caveats(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:

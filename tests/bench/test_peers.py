@@ -14,8 +14,12 @@ import redis
 import bench.peers.venvs as venvs
 from bench.cli import main
 from bench.peers import LIBRARIES, Library, resolve
+from bench.peers.costs import server_stats
+from bench.peers.crash import SIZES as CRASH
+from bench.peers.crash import _wait_all
 from bench.peers.drive import Child, Hung
-from bench.peers.measure import CountMismatch, Row, count, run_guarded
+from bench.peers.estimate import run_seconds
+from bench.peers.measure import SIZES, CountMismatch, Row, count, run_guarded
 from bench.peers.proxy import CuttableProxy
 from bench.peers.venvs import InstallError, first_error, python_for
 
@@ -80,15 +84,65 @@ def _flush(url: str) -> None:
     client.close()
 
 
-def test_conveyor_row_end_to_end(redis_url: str) -> None:
+def _row(redis_url: str, repetitions: int = 1) -> Row:
     lib = LIBRARIES["conveyor"]
     child = Child(lib, sys.executable, redis_url, lib.flavors["Worker"])
-    row = Row(child, lambda: _flush(redis_url), lambda: 0, repetitions=1, timeout=60)
-    rate = row.process(50, 4)["jobs_per_s"]["median"]
-    assert rate > 0
-    assert row.enqueue(20, "bulk")["jobs_per_s"]["median"] > 0
-    latency = row.latency(5)
+    stats = server_stats(lambda: redis.Redis.from_url(redis_url))
+    return Row(child, lambda: _flush(redis_url), lambda: 0, repetitions=repetitions, timeout=60,
+               stats=stats)
+
+
+SMALL = {**SIZES["quick"], "process_s": 0.2, "probe_jobs": 30, "probe_s": 0.5,
+         "process_cap": 400}
+
+
+def test_conveyor_row_end_to_end(redis_url: str) -> None:
+    row = _row(redis_url)
+    out = row.process(4, SMALL)
+    assert out["jobs_per_s"]["median"] > 0 and out["_sizing"]["probed"]
+    assert out["_counts"]["completed"] == out["_sizing"]["jobs"][0]
+    # What a job cost: the server ran commands for it, the worker spent CPU on it.
+    assert out["per_job_commands"]["median"] > 0 and out["per_job_client_cpu_us"]["median"] > 0
+    assert not row.process(8, SMALL)["_sizing"]["probed"]  # sized from c=4's rate
+    bulk = row.enqueue(0.2, "bulk")
+    assert bulk["jobs_per_s"]["median"] > 0 and bulk["_sizing"]["jobs"][0] % 50 == 0
+    assert bulk["per_job_reads"]["median"] < 1  # 50 jobs per round trip
+    latency = row.latency(5, 30)
     assert latency["p50_ms"]["median"] <= latency["p99_ms"]["median"]
+    assert latency["_sizing"]["samples"] == [5]
+
+
+def test_latency_stops_sending_after_its_budget(redis_url: str) -> None:
+    latency = _row(redis_url).latency(5000, 0.2)
+    assert 10 <= latency["_sizing"]["samples"][0] < 5000  # at least 10 samples, then the budget
+
+
+def test_a_too_short_drain_is_discarded_and_resized_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    row = Row(None, lambda: None, lambda: 0, repetitions=2, timeout=60)  # type: ignore[arg-type]
+    drained: list[int] = []
+
+    def drain(n: int, concurrency: int) -> tuple[float, float, dict[str, int]]:
+        drained.append(n)
+        rate = 10_000.0  # far faster than the probe said
+        return rate, n / rate, {"completed": n}
+
+    monkeypatch.setattr(row, "probe", lambda *_: 100.0)
+    monkeypatch.setattr(row, "_one_drain", drain)
+    sizes = {**SIZES["full"], "process_s": 2.0, "process_cap": 60_000}
+    out = row.process(32, sizes)
+    assert drained == [221, 22001, 22001]  # 100 jobs/s x 2.2 s; then resized to 10k jobs/s
+    assert out["_sizing"]["discarded_drain_s"] == [0.022]
+    assert out["_sizing"]["drain_s"] == [2.2, 2.2] and row.rate_hint == 10_000.0
+
+
+def test_crash_wait_gives_up_once_nothing_progresses(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_text("a 1.0\n")
+    started = time.time()
+    assert _wait_all(log, {"a", "b"}, started + 30, idle=0.3) is None
+    assert time.time() - started < 5  # gave up after the idle time, long before the limit
+    log.write_text("a 1.0\nb 1.1\n")
+    assert _wait_all(log, {"a", "b"}, time.time() + 30, idle=0.3) is not None
 
 
 def test_a_hung_child_is_killed(redis_url: str) -> None:
@@ -112,3 +166,22 @@ def test_list_prints_the_peer_plan_without_running_it(monkeypatch: pytest.Monkey
     assert main(["--libraries", "all", "--servers", "valkey-9.1,redis-8.2", "--list"]) == 0
     out = capsys.readouterr().out
     assert "rq @ valkey-9.1" in out and "bullmq @ redis-8.2" in out
+    assert "estimated duration on an idle 2-core machine: ~" in out
+
+
+def test_the_estimate_follows_the_plan_and_what_a_previous_run_saw() -> None:
+    def est(libs: list[str], servers: list[str], reps: int = 1, worst: bool = False,
+            prior: dict[str, object] | None = None) -> float:
+        return run_seconds(libs, servers, quick=False, reps=reps, timeout=180, worst=worst,
+                           prior=prior or {})
+
+    one = est(["conveyor", "huey"], ["valkey-9.1"])
+    assert est(["conveyor", "huey"], ["valkey-9.1", "redis-8.2"]) > 1.9 * one
+    assert est(["conveyor", "huey"], ["valkey-9.1"], reps=3) > 2 * one
+    # A fault never recovered from costs the idle wait; at worst every fault waits the limit.
+    worst = est(["conveyor", "huey"], ["valkey-9.1"], worst=True)
+    assert worst - one > 5 * (CRASH["full"]["limit_s"] - CRASH["full"]["idle_s"])
+    # A 2 jobs/s library drains its 20-job floor for 10 s, not 2 s.
+    slow = {"rows": [{"library": "huey", "flavor": "default", "scenario": "process",
+                      "params": {"concurrency": 1}, "metrics": {"jobs_per_s": {"median": 2.0}}}]}
+    assert est(["huey"], ["valkey-9.1"], prior=slow) > est(["huey"], ["valkey-9.1"]) + 7

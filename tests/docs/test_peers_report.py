@@ -42,3 +42,23 @@ def test_peers_sections_say_when_nothing_was_measured(tmp_path: Path) -> None:
     del doc["peers"]
     ds = dataset(tmp_path, doc)
     assert "No results yet" in render(ds, "peers_speed")
+
+
+def test_goals_say_which_are_not_met_and_why_from_per_job_costs(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())  # synthetic: Conveyor 10x the peer everywhere
+    goals = render(dataset(tmp_path / "a", copy.deepcopy(doc)), "peers_goals")
+    assert "process at concurrency 32: not met** (10.00x of 15.00x)" in goals
+    assert "bulk enqueue (batch 50): 3.00x" in goals and "| met" in goals
+    assert "were not recorded in this run" in goals  # older files: no per-job costs
+    for row in doc["peers"]["rows"]:
+        if row["scenario"] == "process" and row["params"]["concurrency"] == 32:
+            conveyor = row["library"] == "conveyor"
+            for name, value in (("commands", 2), ("reads", 0.5), ("server_cpu_us", 20.0),
+                                ("client_cpu_us", 30.0 if conveyor else 300.0)):
+                row["metrics"][f"per_job_{name}"] = {"median": value, "values": [value]}
+    cores = doc["environment"]["cores"]
+    goals = render(dataset(tmp_path / "b", doc), "peers_goals")
+    wanted = 15 * 50 * 32  # 15x the peer's 1,600 jobs/s
+    assert f"Reaching 15.00x would take {wanted:,} jobs/s" in goals
+    assert f"bounds it near {cores * 1e6 / 50:,.0f} jobs/s" in goals  # 30 + 20 µs per job
+    assert "| server reads (round trips) |" in goals

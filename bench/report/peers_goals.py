@@ -1,0 +1,112 @@
+"""Peers page, goals: each performance goal of the comparison, met or not, and where not,
+why, from what a job cost each library in the same run (server commands and reads, server
+and client CPU per job; ``bench/peers/costs.py``). Nothing here is typed in: every figure is
+read from the newest file with a ``peers`` section."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from bench.report.load import Dataset
+from bench.report.peers import REF
+from bench.report.text import fmt, md_table, no_data, source_line, times
+
+# goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
+GOALS: list[tuple[str, str, dict[str, Any], str, bool, float]] = [
+    ("process at concurrency 32", "process", {"concurrency": 32}, "jobs_per_s", True, 15.0),
+    ("bulk enqueue (batch 50)", "enqueue-bulk", {}, "jobs_per_s", True, 3.0),
+    ("memory per waiting job", "memory", {}, "bytes_per_job", False, 1.0),
+    ("enqueue, one call per job", "enqueue-single", {}, "jobs_per_s", True, 1.0),
+]
+COSTS = {"per_job_commands": "server commands", "per_job_reads": "server reads (round trips)",
+         "per_job_server_cpu_us": "server CPU (µs)", "per_job_client_cpu_us": "client CPU (µs)"}
+
+
+def best_row(peers: dict[str, Any], server: str, library: str,
+             goal: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The library's measured row with the best figure for ``goal`` (any flavour or API)."""
+    _, scenario, match, metric, higher, _ = goal
+    found = [r for r in peers["rows"]
+             if (r["server"], r["library"], r["scenario"], r["status"]) == (server, library, scenario, "ok")
+             and metric in r.get("metrics", {}) and all(r["params"].get(k) == v for k, v in match.items())]
+    pick = max if higher else min
+    return pick(found, key=lambda r: r["metrics"][metric]["median"]) if found else None
+
+
+def _figure(row: dict[str, Any], metric: str) -> float:
+    return float(row["metrics"][metric]["median"])
+
+
+def _label(row: dict[str, Any]) -> str:
+    api = row["params"].get("api")
+    return f"{row['library']} ({row['flavor']}{', ' + api if api and api != 'bulk' else ''})"
+
+
+def _costs(rows: list[dict[str, Any]]) -> str:
+    table = [{"row": _label(r), **{h: fmt(r["metrics"][m]["median"]) if m in r["metrics"] else "not recorded"
+                                   for m, h in COSTS.items()}} for r in rows]
+    return md_table(pd.DataFrame(table))
+
+
+def _why(goal: tuple[Any, ...], ref: dict[str, Any], peer: dict[str, Any], cores: int) -> str:
+    """Where the gap comes from, computed from the per-job costs of both rows."""
+    if not all(m in r["metrics"] for r in (ref, peer) for m in COSTS):
+        return ("Per-job costs (commands, reads, CPU) were not recorded in this run: a run with the "
+                "current suite records them.")
+    _, scenario, _, metric, _, need = goal
+    cpu = {k: sum(r["metrics"][f"per_job_{m}_cpu_us"]["median"] for m in ("server", "client"))
+           for k, r in (("ref", ref), ("peer", peer))}
+    if scenario == "process":
+        wanted = need * _figure(peer, metric)
+        return (f"Reaching {times(need)} would take {fmt(wanted)} jobs/s, that is at most "
+                f"{fmt(cores * 1e6 / wanted)} µs of CPU per job (worker and server together) on this "
+                f"{cores}-core machine. Conveyor spends {fmt(cpu['ref'])} µs per job "
+                f"({fmt(ref['metrics']['per_job_client_cpu_us']['median'])} in the worker process, "
+                f"{fmt(ref['metrics']['per_job_server_cpu_us']['median'])} in the server), which "
+                f"bounds it near {fmt(cores * 1e6 / cpu['ref'])} jobs/s; {peer['library']} spends "
+                f"{fmt(cpu['peer'])} µs. The worker's share includes the handler's log write, the "
+                "same for every library.")
+    return (f"Per job, {peer['library']} makes {fmt(peer['metrics']['per_job_reads']['median'])} round "
+            f"trips running {fmt(peer['metrics']['per_job_commands']['median'])} server commands; Conveyor "
+            f"makes {fmt(ref['metrics']['per_job_reads']['median'])} running "
+            f"{fmt(ref['metrics']['per_job_commands']['median'])} (a script call counts with the commands it "
+            f"runs). CPU per job, client and server together: {peer['library']} {fmt(cpu['peer'])} µs, "
+            f"Conveyor {fmt(cpu['ref'])} µs.")
+
+
+def peers_goals(ds: Dataset, prefix: str = "") -> str:
+    """Per server, each goal: Conveyor, the best peer, the ratio, met or not, and why not."""
+    found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
+    if not found:
+        return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
+    run = ds.runs.loc[found[-1]]
+    peers, cores = run.doc["peers"], int(run.doc["environment"].get("cores") or 1)
+    parts = []
+    for server in dict.fromkeys(r["server"] for r in peers["rows"]):
+        table, notes = [], []
+        for goal in GOALS:
+            ref = best_row(peers, server, REF, goal)
+            others = [r for lib in dict.fromkeys(r["library"] for r in peers["rows"]) if lib != REF
+                      if (r := best_row(peers, server, lib, goal))]
+            if ref is None or not others:
+                table.append({"goal": goal[0], "verdict": "not measured"})
+                continue
+            metric, higher, need = goal[3], goal[4], goal[5]
+            peer = (max if higher else min)(others, key=lambda r: _figure(r, metric))
+            ratio = (_figure(ref, metric) / _figure(peer, metric) if higher
+                     else _figure(peer, metric) / _figure(ref, metric))
+            met = ratio >= need
+            table.append({"goal": f"{goal[0]}: {times(need)}",
+                          "Conveyor": f"{fmt(_figure(ref, metric))} ({_label(ref)})",
+                          "best peer": f"{fmt(_figure(peer, metric))} ({_label(peer)})",
+                          "ratio": times(ratio), "verdict": "met" if met else "**not met**"})
+            if not met:
+                notes += [f"**{goal[0]}: not met** ({times(ratio)} of {times(need)}). "
+                          + _why(goal, ref, peer, cores), _costs([ref, peer])]
+        parts += [f"### {server}", md_table(pd.DataFrame(table)), *notes]
+    return "\n\n".join([*parts, source_line(run, prefix)])
+
+
+SECTIONS = {"peers_goals": peers_goals}
