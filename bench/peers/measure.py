@@ -11,7 +11,7 @@ is as long as a slow one's (a 400-job backlog drains in 20 ms at 20k jobs/s: noi
   least ``process_s`` seconds at the library's rate (``sized_jobs``, between ``process_floor``
   and ``process_cap`` jobs). The rate comes from the previous concurrency of the same row or,
   for the first, from a probe (a small backlog drained for at most ``probe_s``; discarded). A
-  drain shorter than half of ``process_s`` is discarded and rerun once, resized. The rate is
+  drain shorter than ``min_drain_s`` is discarded and rerun once, resized. The rate is
   taken from the handlers' own start times (first to last), so worker start-up is not timed.
   Every completion is counted by job id: lost or duplicated jobs give no rate, only the counts.
 - ``latency``: unloaded end-to-end, one job in flight, enqueue call to handler start; up to
@@ -23,7 +23,6 @@ is as long as a slow one's (a 400-job backlog drains in 20 ms at 20k jobs/s: noi
 from __future__ import annotations
 
 import statistics
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -36,12 +35,12 @@ from bench.scenarios._common import sized_jobs
 from bench.stats import latency_summary, slope, summarize
 
 SIZES: dict[str, dict[str, Any]] = {
-    "full": {"enqueue_s": 1.0, "process_s": 2.0, "probe_jobs": 200, "probe_s": 1.0,
-             "process_floor": 20, "process_cap": 60_000, "latency": 300, "latency_s": 4.0,
-             "memory": [1000, 3000, 5000], "concurrencies": [1, 32, 100]},
-    "quick": {"enqueue_s": 0.2, "process_s": 0.3, "probe_jobs": 100, "probe_s": 1.0,
-              "process_floor": 20, "process_cap": 2000, "latency": 40, "latency_s": 2.0,
-              "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},
+    "full": {"enqueue_s": 1.0, "process_s": 2.0, "min_drain_s": 1.5, "probe_jobs": 200,
+             "probe_s": 1.0, "process_floor": 20, "process_cap": 60_000, "latency": 300,
+             "latency_s": 4.0, "memory": [1000, 3000, 5000], "concurrencies": [1, 32, 100]},
+    "quick": {"enqueue_s": 0.2, "process_s": 0.3, "min_drain_s": 0.2, "probe_jobs": 100,
+              "probe_s": 1.0, "process_floor": 20, "process_cap": 2000, "latency": 40,
+              "latency_s": 2.0, "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},
 }
 CHILD_TIMEOUT = {"quick": 120.0, "full": 180.0}  # per child call; a slower drain is "timed out"
 LATENCY_WARMUP = 5
@@ -149,14 +148,23 @@ class Row:
                 "client_cpu_us": 1e6 * costs.process_cpu_s(pid)}
 
     def probe(self, concurrency: int, jobs: int, seconds: float) -> float:
-        """A rough rate to size the first backlog by: a small drain, at most ``seconds``."""
+        """A rough rate to size the first backlog by: a small drain, timed for at most
+        ``seconds`` from its first completion (worker start-up is not in the guess)."""
         self.flush()
-        began = time.monotonic()
-        _, entries = self._drain(jobs, concurrency, seconds)
-        starts = sorted(t for _, t in entries)
+        job_ids = ids(jobs)
+        self.child.call("fill", self.timeout, ids=job_ids)
+        log = self.child.tmp / f"probe-{job_ids[0]}.log"
+        worker = self.child.start_worker(concurrency, log)
+        try:
+            if not wait_for(log, 1, self.timeout, worker):
+                raise ChildFailed(worker.error() if not worker.alive() else "probe: no job done")
+            wait_for(log, jobs, seconds, worker)
+        finally:
+            worker.kill()
+        starts = sorted(t for _, t in read_log(log))
         if len(starts) >= 10 and starts[-1] > starts[0]:
             return (len(starts) - 1) / (starts[-1] - starts[0])
-        return max(len(starts), 1) / max(time.monotonic() - began, 1e-3)
+        return max(len(starts) - 1, 1) / seconds
 
     def process(self, concurrency: int, sizes: dict[str, Any]) -> dict[str, Any]:
         """Drain a time-sized backlog at ``concurrency``; jobs/s from handler start times."""
@@ -172,7 +180,7 @@ class Row:
         while len(values) < self.repetitions:
             self.flush()
             rate, seconds, counts = self._one_drain(n, concurrency)
-            if seconds < target / 2 and n < cap and not sizing["discarded_drain_s"]:
+            if seconds < sizes["min_drain_s"] and n < cap and not sizing["discarded_drain_s"]:
                 sizing["discarded_drain_s"].append(round(seconds, 3))  # too short: resize once
                 n = sized_jobs(rate, target, floor, cap)
                 continue

@@ -151,8 +151,8 @@ def sizes_line(sizes: dict[str, Any], reps: int | None) -> str:
     return (f"Sizes in this run: each enqueue case calls for {fmt(sizes['enqueue_s'])} s; each process "
             f"backlog is sized from the library's own rate so that its drain lasts at least "
             f"{fmt(sizes['process_s'])} s (between {fmt(sizes['process_floor'])} and "
-            f"{fmt(sizes['process_cap'])} jobs; a drain shorter than half that is discarded and rerun "
-            f"once, resized); up to {sizes['latency']} latency samples, none sent after "
+            f"{fmt(sizes['process_cap'])} jobs; a drain shorter than {fmt(sizes['min_drain_s'])} s is "
+            f"discarded and rerun once, resized); up to {sizes['latency']} latency samples, none sent after "
             f"{fmt(sizes['latency_s'])} s; {reps or 1} repetition{'s' * ((reps or 1) > 1)} per case, "
             "the same for every library. The jobs and seconds of each drain are in the result file.")
 

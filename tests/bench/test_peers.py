@@ -92,7 +92,7 @@ def _row(redis_url: str, repetitions: int = 1) -> Row:
                stats=stats)
 
 
-SMALL = {**SIZES["quick"], "process_s": 0.2, "probe_jobs": 30, "probe_s": 0.5,
+SMALL = {**SIZES["quick"], "process_s": 0.2, "min_drain_s": 0.05, "probe_jobs": 30, "probe_s": 0.5,
          "process_cap": 400}
 
 
@@ -177,7 +177,7 @@ def test_the_estimate_follows_the_plan_and_what_a_previous_run_saw() -> None:
 
     one = est(["conveyor", "huey"], ["valkey-9.1"])
     assert est(["conveyor", "huey"], ["valkey-9.1", "redis-8.2"]) > 1.9 * one
-    assert est(["conveyor", "huey"], ["valkey-9.1"], reps=3) > 2 * one
+    assert est(["conveyor", "huey"], ["valkey-9.1"], reps=3) > 1.5 * one  # the crash table runs once
     # A fault never recovered from costs the idle wait; at worst every fault waits the limit.
     worst = est(["conveyor", "huey"], ["valkey-9.1"], worst=True)
     assert worst - one > 5 * (CRASH["full"]["limit_s"] - CRASH["full"]["idle_s"])
