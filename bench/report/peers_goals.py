@@ -103,8 +103,9 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
                           "best peer": f"{fmt(_figure(peer, metric))} ({_label(peer)})",
                           "ratio": times(ratio), "verdict": "met" if met else "**not met**"})
             if not met:
+                recorded = any(m in r["metrics"] for r in (ref, peer) for m in COSTS)
                 notes += [f"**{goal[0]}: not met** ({times(ratio)} of {times(need)}). "
-                          + _why(goal, ref, peer, cores), _costs([ref, peer])]
+                          + _why(goal, ref, peer, cores), *([_costs([ref, peer])] if recorded else [])]
         parts += [f"### {server}", md_table(pd.DataFrame(table)), *notes]
     return "\n\n".join([*parts, source_line(run, prefix)])
 
