@@ -185,3 +185,14 @@ def test_the_estimate_follows_the_plan_and_what_a_previous_run_saw() -> None:
     slow = {"rows": [{"library": "huey", "flavor": "default", "scenario": "process",
                       "params": {"concurrency": 1}, "metrics": {"jobs_per_s": {"median": 2.0}}}]}
     assert est(["huey"], ["valkey-9.1"], prior=slow) > est(["huey"], ["valkey-9.1"]) + 7
+
+
+@pytest.mark.parametrize("name", list(LIBRARIES))
+def test_every_adapter_sends_the_same_payload_to_the_same_handler(name: str) -> None:
+    # Fairness: one payload builder and one no-op handler (with its log write) for everyone, so
+    # no library is timed with a lighter job or a cheaper completion record.
+    source = (Path(venvs.REPO_ROOT) / "bench" / "peers" / "adapters" /
+              f"{LIBRARIES[name].adapter}.py").read_text()
+    assert "_base.payload(" in source
+    assert "_base.sync_handler(" in source or "_base.async_handler(" in source
+    assert "time.time()" not in source and "os.write" not in source  # no private completion log
