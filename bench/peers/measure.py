@@ -37,7 +37,7 @@ from bench.stats import latency_summary, slope, summarize
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"enqueue_s": 1.0, "process_s": 2.0, "min_drain_s": 1.5, "probe_jobs": 200,
              "probe_s": 1.0, "process_floor": 20, "process_cap": 60_000, "latency": 300,
-             "latency_s": 4.0, "memory": [1000, 3000, 5000], "concurrencies": [1, 32, 100]},
+             "latency_s": 4.0, "memory": [1000, 2000, 3000], "concurrencies": [1, 32, 100]},
     "quick": {"enqueue_s": 0.2, "process_s": 0.3, "min_drain_s": 0.2, "probe_jobs": 100,
               "probe_s": 1.0, "process_floor": 20, "process_cap": 2000, "latency": 40,
               "latency_s": 2.0, "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},

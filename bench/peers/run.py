@@ -191,6 +191,8 @@ class PeerRun:
             "servers": [], "results": [], "failures": [],
             "peers": {
                 "method": {"sizes": measure.SIZES[self.size], "repetitions": self.opts.repetitions,
+                           "producer_rows": "enqueue and memory run on each library's first row "
+                                            "only: its other rows differ in worker settings alone",
                            "crash": {
                     **crash.SIZES[self.size], "sleep_s": crash.SLEEP,
                     "concurrency": crash.CONCURRENCY, "cut_s": crash.CUT_S,

@@ -123,7 +123,9 @@ def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> 
 def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Per server: the figures, the ratios to Conveyor and the process chart."""
     sizes = peers["method"].get("sizes")
-    parts = [] if sizes is None else [sizes_line(sizes, peers["method"].get("repetitions"))]
+    parts = [] if sizes is None else [sizes_line(sizes, peers["method"].get("repetitions"))
+                                      + (f" {peers['method']['producer_rows'].capitalize()}."
+                                         if peers["method"].get("producer_rows") else "")]
     for server, rows in frame.groupby("server", sort=False):
         parts.append(f"### {server}")
         tables = COLUMNS.groupby("table", sort=False).column
