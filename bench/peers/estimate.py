@@ -27,7 +27,7 @@ RESIZED = 0.25  # share of non-first process cases whose first drain is too shor
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "v1"
 
 
-def _prior(results: Path = RESULTS) -> dict[str, Any]:
+def newest_peers(results: Path = RESULTS) -> dict[str, Any]:
     """The ``peers`` section of the newest result file holding one ({} if none)."""
     found = []
     for path in results.glob("*/*.json"):
@@ -47,6 +47,12 @@ def _median(prior: dict[str, Any], library: str, flavor: str, scenario: str, met
            and r.get("metrics", {}).get(metric)
            and all(r["params"].get(k) == v for k, v in match.items())]
     return statistics.median(got) if got else None
+
+
+def known_rates(prior: dict[str, Any], library: str, flavor: str) -> dict[int, float]:
+    """jobs/s by concurrency of one library row in ``prior`` (to size backlogs by)."""
+    return {c: rate for c in measure.SIZES["full"]["concurrencies"]
+            if (rate := _median(prior, library, flavor, "process", "jobs_per_s", concurrency=c))}
 
 
 def _apis(adapter: str) -> int:
@@ -72,7 +78,8 @@ def row_seconds(name: str, flavor: str, producer: bool, sizes: dict[str, Any], *
             drain = min(timeout, max(drain, sizes["process_floor"] / rate))
         one = 2 * CHILD_S + WORKER_S + drain * (1 + FILL_SHARE) + 0.3
         total += reps * one
-        total += (CHILD_S + WORKER_S + sizes["probe_s"]) if i == 0 else RESIZED * one
+        if not rate:  # no earlier rate: a probe (first concurrency) or a likely resize
+            total += (CHILD_S + WORKER_S + sizes["probe_s"]) if i == 0 else RESIZED * one
     p50 = (_median(prior, name, flavor, "latency", "p50_ms") or LATENCY_S * 1e3) / 1e3
     sampled = min(sizes["latency_s"], (sizes["latency"] + measure.LATENCY_WARMUP) * p50)
     total += reps * (CHILD_S + WORKER_S + max(sampled, 15 * p50))
@@ -101,7 +108,7 @@ def run_seconds(libraries: list[str], servers: list[str], *, quick: bool, reps: 
     """The whole peer run: installs checked, then per server its speed rows and crash table."""
     size = "quick" if quick else "full"
     sizes, crash_sizes = measure.SIZES[size], crash.SIZES[size]
-    prior = _prior() if prior is None else prior
+    prior = newest_peers() if prior is None else prior
     total = CHILD_S * len(libraries)  # each library's "info" call
     for server in servers:
         total += 2 * SERVER_S

@@ -9,8 +9,9 @@ is as long as a slow one's (a 400-job backlog drains in 20 ms at 20k jobs/s: noi
   library has none.
 - ``process``: a backlog enqueued before the worker starts, sized so that the drain lasts at
   least ``process_s`` seconds at the library's rate (``sized_jobs``, between ``process_floor``
-  and ``process_cap`` jobs). The rate comes from the previous concurrency of the same row or,
-  for the first, from a probe (a small backlog drained for at most ``probe_s``; discarded). A
+  and ``process_cap`` jobs). The rate guess comes from the newest result file holding the same
+  row and concurrency, else from the row's previous concurrency, else from a probe (a small
+  backlog drained for at most ``probe_s``; discarded); it only sizes the backlog. A
   drain shorter than ``min_drain_s`` is discarded and rerun once, resized. The rate is
   taken from the handlers' own start times (first to last), so worker start-up is not timed.
   Every completion is counted by job id: lost or duplicated jobs give no rate, only the counts.
@@ -94,6 +95,7 @@ class Row:
         self.repetitions, self.timeout, self.stats = repetitions, timeout, stats
         self.last_cost: dict[str, float] = {}  # per-job costs of the last drain
         self.rate_hint: float | None = None  # jobs/s of the row's previous process case
+        self.known: dict[int, float] = {}  # jobs/s by concurrency from a previous run (sizing only)
 
     def _reps(self, one: Callable[[], float]) -> list[float]:
         values = []
@@ -169,11 +171,13 @@ class Row:
     def process(self, concurrency: int, sizes: dict[str, Any]) -> dict[str, Any]:
         """Drain a time-sized backlog at ``concurrency``; jobs/s from handler start times."""
         target, floor, cap = sizes["process_s"], sizes["process_floor"], sizes["process_cap"]
-        probed = self.rate_hint is None
-        guess = self.rate_hint or self.probe(concurrency, sizes["probe_jobs"], sizes["probe_s"])
+        source = ("previous run" if concurrency in self.known
+                  else "previous concurrency" if self.rate_hint else "probe")
+        guess = (self.known.get(concurrency) or self.rate_hint
+                 or self.probe(concurrency, sizes["probe_jobs"], sizes["probe_s"]))
         n = sized_jobs(guess, target, floor, cap)
         values: list[float] = []
-        sizing: dict[str, Any] = {"probed": probed, "guess_jobs_per_s": round(guess, 1),
+        sizing: dict[str, Any] = {"guess_from": source, "guess_jobs_per_s": round(guess, 1),
                                   "jobs": [], "drain_s": [], "discarded_drain_s": []}
         counts: dict[str, int] = {}
         spent: list[dict[str, float]] = []

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import environment
-from bench.peers import LIBRARIES, Library, costs, crash, measure
+from bench.peers import LIBRARIES, Library, costs, crash, estimate, measure
 from bench.peers.drive import Child, ChildFailed
 from bench.peers.venvs import InstallError, python_for
 from bench.plan import Options
@@ -36,6 +36,7 @@ class PeerRun:
         self.rows: list[dict[str, Any]] = []
         self.crash: list[dict[str, Any]] = []
         self.servers: list[dict[str, Any]] = []
+        self.prior = estimate.newest_peers()  # earlier rates size the backlogs (never the figures)
 
     # ------------------------------------------------------------------ top level
     def run(self, started: float) -> int:
@@ -121,6 +122,7 @@ class PeerRun:
             row = measure.Row(child, self._flusher(srv), self._used_memory(srv),
                               repetitions=self.opts.repetitions, timeout=self.timeout,
                               stats=costs.server_stats(srv.client))
+            row.known = estimate.known_rates(self.prior, lib.name, flavor)
             # A library's rows differ only in worker settings: enqueue and memory run once.
             producer = position == 0
             self._row(row, self._adder(server, lib.name, flavor), api, sizes, producer)

@@ -18,7 +18,7 @@ from bench.peers.costs import server_stats
 from bench.peers.crash import SIZES as CRASH
 from bench.peers.crash import _wait_all
 from bench.peers.drive import Child, Hung
-from bench.peers.estimate import run_seconds
+from bench.peers.estimate import known_rates, run_seconds
 from bench.peers.measure import SIZES, CountMismatch, Row, count, run_guarded
 from bench.peers.proxy import CuttableProxy
 from bench.peers.venvs import InstallError, first_error, python_for
@@ -99,11 +99,11 @@ SMALL = {**SIZES["quick"], "process_s": 0.2, "min_drain_s": 0.05, "probe_jobs": 
 def test_conveyor_row_end_to_end(redis_url: str) -> None:
     row = _row(redis_url)
     out = row.process(4, SMALL)
-    assert out["jobs_per_s"]["median"] > 0 and out["_sizing"]["probed"]
+    assert out["jobs_per_s"]["median"] > 0 and out["_sizing"]["guess_from"] == "probe"
     assert out["_counts"]["completed"] == out["_sizing"]["jobs"][0]
     # What a job cost: the server ran commands for it, the worker spent CPU on it.
     assert out["per_job_commands"]["median"] > 0 and out["per_job_client_cpu_us"]["median"] > 0
-    assert not row.process(8, SMALL)["_sizing"]["probed"]  # sized from c=4's rate
+    assert row.process(8, SMALL)["_sizing"]["guess_from"] == "previous concurrency"
     bulk = row.enqueue(0.2, "bulk")
     assert bulk["jobs_per_s"]["median"] > 0 and bulk["_sizing"]["jobs"][0] % 50 == 0
     assert bulk["per_job_reads"]["median"] < 1  # 50 jobs per round trip
@@ -196,3 +196,15 @@ def test_every_adapter_sends_the_same_payload_to_the_same_handler(name: str) -> 
     assert "_base.payload(" in source
     assert "_base.sync_handler(" in source or "_base.async_handler(" in source
     assert "time.time()" not in source and "os.write" not in source  # no private completion log
+
+
+def test_a_previous_runs_rate_sizes_the_backlog_without_a_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    row = Row(None, lambda: None, lambda: 0, repetitions=1, timeout=60)  # type: ignore[arg-type]
+    row.known = known_rates({"rows": [{"library": "huey", "flavor": "default", "scenario": "process",
+                                       "params": {"concurrency": 32},
+                                       "metrics": {"jobs_per_s": {"median": 1000.0}}}]},
+                            "huey", "default")
+    monkeypatch.setattr(row, "probe", lambda *_: pytest.fail("probed although a rate was known"))
+    monkeypatch.setattr(row, "_one_drain", lambda n, c: (1000.0, n / 1000, {"completed": n}))
+    out = row.process(32, SIZES["full"])
+    assert out["_sizing"]["guess_from"] == "previous run" and out["_sizing"]["jobs"] == [2201]
