@@ -426,8 +426,8 @@ class QueueCore:
         k = self.keys
         return Call(
             Scripts.CANCEL.value,
-            (k.waiting, k.delayed, k.jobs),
-            (job_id,),
+            (k.waiting, k.delayed, k.jobs, *self._result_keys()),
+            (job_id, self._result_ttl_ms()),
             lambda r: int(r[0]) in (1, 2),  # 2: active, its worker is asked to stop it
         )
 

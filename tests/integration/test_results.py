@@ -14,7 +14,14 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     wait_until,
 )
-from conveyor import ConveyorError, JobFailedError, PayloadTooLargeError, Queue, QueueSettings
+from conveyor import (
+    ConveyorError,
+    JobCancelledError,
+    JobFailedError,
+    PayloadTooLargeError,
+    Queue,
+    QueueSettings,
+)
 
 
 def _result(api, job, timeout=10.0):
@@ -95,6 +102,21 @@ async def test_failure_reraises_with_error_and_attempts(api):
     assert (caught.value.error, caught.value.attempts, caught.value.state) == (
         "ValueError: bad input", 1, "failed")
     assert "bad input" in str(caught.value)
+
+
+async def test_cancelling_a_waiting_job_ends_its_waiters(api):
+    """A job cancelled before it ran is deleted; with results on, its waiters learn at once
+    (a cancelled record and an event) instead of waiting until their timeout."""
+    q = api.queue(store_results=True)
+    job = await q.enqueue("t", None)
+    waiter = asyncio.ensure_future(_result(api, job, 30))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    assert await q.cancel(job.id)
+    with pytest.raises(JobCancelledError, match="cancelled before it ran") as caught:
+        await asyncio.wait_for(waiter, 10)
+    assert caught.value.state == "cancelled"
+    with pytest.raises(JobCancelledError):
+        await q.result(job.id, 0)  # and later callers too, for result_ttl
 
 
 async def test_lease_expiry_failure_reaches_waiters(api):

@@ -1,6 +1,7 @@
 -- cancel: remove a waiting or delayed job, or ask the worker holding an active job to stop it.
--- KEYS: 1 waiting, 2 delayed, 3 jobs
--- ARGV: 1 id
+-- KEYS: 1 waiting, 2 delayed, 3 jobs, 4 events, 5 results, 6 result_index
+-- ARGV: 1 id, 2 result ttl ms (0: results off; on: a job removed here gets a cancelled result
+--       record and is announced, so its result waiters end instead of waiting for nothing)
 -- Returns: {status (1 cancelled: removed, 2 cancel requested: the job is active; its worker learns
 --          at its next heartbeat, stops the handler and settles the job as cancelled, or recovery
 --          does should the worker be gone; 0 not cancellable: finished, -2 no such job), state}
@@ -8,7 +9,7 @@
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
-local f = redis.call('HMGET', key, 's', 'p', 'g')
+local f = redis.call('HMGET', key, 's', 'p', 'g', 'a')
 local state = f[1]
 if not state then return {-2, ''} end
 if state == 'w' then
@@ -33,4 +34,9 @@ else
   return {0, state}
 end
 redis.call('DEL', key)
+use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
+if RESULTS.ttl > 0 then
+  store_result(id, 'C', f[4] or '', 'cancelled before it ran', now_ms())
+  announce({id, 'C'})
+end
 return {1, state}
