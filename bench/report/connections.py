@@ -66,8 +66,7 @@ def connections_roles(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     levels = rows.concurrency.nunique()
     scope = (f"Measured at worker concurrency {rows.concurrency.iloc[0]} only: whether a role "
              "grows with concurrency is not measured in this run. " if levels == 1 else "")
-    return (f"{server_label(ds, run, rows.iloc[0].server)}. *other*: unnamed connections (the "
-            f"queue's command pool). {scope}\n\n{md_table(table)}")
+    return f"{server_label(ds, run, rows.iloc[0].server)}. {scope}\n\n{md_table(table)}"
 
 
 def _worker_roles(found: list[dict[str, float | str]]) -> list[dict[str, float | str]]:
@@ -110,10 +109,7 @@ def sizing_formula(ds: Dataset, prefix: str = "") -> str:
                 if found else no_data("per-role connection counts") + "\n") + queues_formula(ds)
     return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "
             "per_worker_process\n            + producer_processes x pool_size\nmaxclients >= "
-            f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\n{defaults}"
-            " During a rolling deploy old and new "
-            "processes overlap: count both. Check the server's limit with "
-            "`CONFIG GET maxclients`.\n")
+            f"connections x {1 + HEADROOM:g} + {RESERVED}\n```\n\n{defaults}\n")
 
 
 def pool_advice(rows: pd.DataFrame) -> str:
@@ -141,9 +137,8 @@ def pool_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     table = wide(ds, rows, ["concurrency", "pool_size"], ["jobs_per_s"])
     fig = plot(rows, "pool_size", "concurrency", lambda k: f"{k} callers", lines=True,
                title="Producer jobs/s by pool size", x_title="pool_size", y_title="jobs/s")
-    return (f"{server_label(ds, run, rows.iloc[0].server)}: asyncio callers enqueue one job per "
-            "call through one `AsyncQueue`; the pool bounds the calls in flight.\n\n"
-            f"{md_table(table.rename(columns={'concurrency': 'callers'}))}\n\n"
+    table = md_table(table.rename(columns={"concurrency": "callers"}))
+    return (f"{server_label(ds, run, rows.iloc[0].server)}.\n\n{table}\n\n"
             f"{chart(fig, 'pool-size')}\n\n{pool_advice(rows)}\n\n"
             f"{defaults_note(ds, run, {'queue.pool_size': SETTINGS.pool_size})}")
 
@@ -162,10 +157,7 @@ def exhaustion_section(ds: Dataset, prefix: str = "") -> str:
                 "the first error was:\n\n"
                 + wrapped(f"{extra.get('exception_type')}: {extra.get('exception_message')}")
                 + f"\n{source(ds, run, prefix)}\n\n")
-    return (text + "When every connection of the pool stays busy for `pool_timeout` seconds, the "
-            "call raises `conveyor.PoolExhaustedError` (a `ConnectionFailedError`). Raise "
-            "`pool_size` or `pool_timeout`, or lower the number of concurrent callers; past the "
-            "server's `maxclients`, new connections get `ERR max number of clients reached`.\n")
+    return text
 
 
 def _input(name: str, label: str, value: object, note: str = "") -> str:

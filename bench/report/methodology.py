@@ -38,9 +38,7 @@ def runs_section(ds: Dataset, prefix: str = "") -> str:
         "commit": f"`{r.commit[:7]}`" + (" dirty" if r.dirty else ""),
         "servers": len([e for e in r.doc["servers"] if e["measured"]]),
         "used for": role(ds, r.run_id)} for r in ds.runs.iloc[::-1].itertuples()])
-    return (md_table(table) + "\n\nPages show the newest full run that measured the most "
-            "servers; older runs of the same method on the same machine stay in `results/` so "
-            "that a verdict is stated only when every such run agrees.\n")
+    return md_table(table) + "\n"
 
 
 def environment(run: pd.Series) -> str:

@@ -18,7 +18,7 @@ from bench.report.common import (
 from bench.report.compare import BASELINE, select, versus
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import admonition, fmt, md_table, no_data, params_text, span, times
+from bench.report.text import fmt, md_table, no_data, params_text, span, times
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 CPU_METRIC = "client_cpu_us_per_job"
@@ -131,14 +131,9 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
                           "jobs/s one client core could sustain": fmt(1e6 / row["median"])})
         runs.append(run)
     if not table:
-        return admonition("info", "Not measured yet", "No result file under `results/` records the client "
-                          f"CPU per job (`{CPU_METRIC}`, of `enqueue-single`, `enqueue-bulk` and `process`) "
-                          "yet: the committed runs predate it. The next run of `nox -s bench` records it; "
-                          "then rebuild the site.")
+        return no_data(f"the client CPU per job (`{CPU_METRIC}`)")
     sources = "\n\n".join(source(ds, r, prefix) for r in dict.fromkeys(runs))
-    return ("Process CPU time (user + system, every thread) from the start to the end of the timed part, "
-            "over the jobs done in it; RESP3, hiredis, default configuration.\n\n"
-            f"{md_table(pd.DataFrame(table))}\n\n{sources}\n")
+    return f"{md_table(pd.DataFrame(table))}\n\n{sources}\n"
 
 
 def features_section(ds: Dataset, prefix: str = "") -> str:
@@ -157,10 +152,8 @@ def features_section(ds: Dataset, prefix: str = "") -> str:
         "jobs/s, features on": [stat_cell(r) for _, r in found.iterrows()],
         "ratio": [f"{times(r.ratio)} ({'within noise' if r.noise else span(r.lo, r.hi) + ' whiskers'})"
                   for r in found.itertuples()]})
-    return (f"{server_label(ds, str(run), str(server))}, RESP3, hiredis, same run, same concurrency; jobs "
-            "alternate between priority levels 0 and 5, all carry one limit key whose limit is never "
-            f"reached, and a `before` and an `after` hook wrap each task call.\n\n{md_table(table)}\n\n"
-            f"{source(ds, str(run), prefix)}\n")
+    return (f"{server_label(ds, str(run), str(server))}, RESP3, hiredis, same run, same concurrency.\n\n"
+            f"{md_table(table)}\n\n{source(ds, str(run), prefix)}\n")
 
 
 SECTIONS = {"reference_section": reference_section, "enqueue_section": enqueue_section,

@@ -44,37 +44,18 @@ class Option(NamedTuple):
         return f"{self.python} · {self.loop} · {DRIVERS[self.driver]}"
 
     @property
-    def tag(self) -> str:
-        return f"{self.python}|{self.loop}|{self.driver}"
-
-    @property
     def label(self) -> str:
         return f"CPython {self.short}"
-
-    @property
-    def command(self) -> str:
-        return f"nox -s bench_python-{self.python} -- {BENCH}{self.args}"
 
 
 BASELINE = Option("3.11")
 OPTIONS = (BASELINE, Option("3.12"), Option("3.13"), Option("3.11", "uvloop", args=" --loop uvloop"),
            Option("3.11", driver="redis-py-pure", args=" --driver redis-py-pure"),
            Option("3.11", driver="glide", args=" --driver glide"))
-# Each driver's maturity, Cluster, Sentinel and TLS through Conveyor, and its packages.
-TRADE_OFFS = {
-    "redis-py": ("the reference Python client (Redis Inc.), pure Python; Conveyor's default",
-                 "yes", "yes", "yes", ("redis", "hiredis")),
-    "redis-py-pure": ("redis-py without its optional C parser (hiredis): nothing to compile",
-                      "yes", "yes", "yes", ("redis",)),
-    "glide": ("Valkey project client, Rust core behind a Python binding (2.x); one multiplexed "
-              "connection per client, no pool", "not yet in Conveyor", "no", "yes",
-              ("valkey-glide", "valkey-glide-sync")),
-}
-RUNTIMES = {"CPython 3.11 / 3.12 / 3.13": "all supported and tested in CI (oldest and newest); newer "
-            "releases carry interpreter speed-ups and newer bug fixes",
-            "uvloop": "asyncio only, Linux and macOS (no Windows); one more compiled dependency; the "
-            "`conveyor` CLI runs the standard loop, an `AsyncWorker` started with "
-            "`uvloop.run(worker.run())` runs on uvloop"}
+# Each driver's Cluster, Sentinel and TLS through Conveyor, and its packages (their notes: runtimes.md).
+TRADE_OFFS = {"redis-py": ("yes", "yes", "yes", ("redis", "hiredis")),
+              "redis-py-pure": ("yes", "yes", "yes", ("redis",)),
+              "glide": ("not yet in Conveyor", "no", "yes", ("valkey-glide", "valkey-glide-sync"))}
 
 
 def tagged(ds: Dataset) -> pd.DataFrame:
@@ -86,8 +67,8 @@ def tagged(ds: Dataset) -> pd.DataFrame:
     params = [json.loads(c) for c in rows.case]
     runs = ds.runs.loc[rows.run_id]
     return rows.assign(
-        option=["|".join((".".join(d["environment"]["python"].split(".")[:2]), p.get("loop", "asyncio"),
-                          p.get("driver") or ("redis-py-pure" if x == "python" else "redis-py")))
+        option=[Option(".".join(d["environment"]["python"].split(".")[:2]), p.get("loop", "asyncio"),
+                       p.get("driver") or ("redis-py-pure" if x == "python" else "redis-py")).short
                 for d, p, x in zip(runs.doc, params, rows.parser, strict=True)],
         key=[json.dumps({k: v for k, v in p.items() if k not in ("loop", "driver")}, sort_keys=True)
              for p in params],
@@ -97,10 +78,10 @@ def tagged(ds: Dataset) -> pd.DataFrame:
 def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
     """Per option: its server, the geometric-mean ratio per scenario (above 1: better), noise, runs."""
     rows = tagged(ds)
-    base = rows[rows.option == BASELINE.tag]
+    base = rows[rows.option == BASELINE.short]
     out: dict[Option, dict[str, Any]] = {}
     for option in OPTIONS:
-        pairs = versus(rows[rows.option == option.tag], base, ["server", "scenario", "key", "machine"])
+        pairs = versus(rows[rows.option == option.short], base, ["server", "scenario", "key", "machine"])
         if pairs.empty:  # prefer the same run, else the newest baseline run on the machine
             continue
         pairs = pairs.assign(same=pairs.run_id == pairs.run_id_base).sort_values(["same", "created_base"])
@@ -180,23 +161,20 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:
-    """Maturity, topologies through Conveyor and install size (recorded by a bench run) of each driver."""
+    """Topologies through Conveyor and install size (recorded by a bench run) of each driver."""
     sizes: dict[str, int] = {}
     for doc in ds.runs.doc:
         sizes.update(doc["method"].get("client_install_bytes") or {})
-    table = pd.DataFrame([{"driver": d, "Cluster": c, "Sentinel": s, "TLS": t, "install size":
-                           f"{sum(sizes[p] for p in pk) / 1e6:.1f} MB" if set(pk) <= set(sizes)
-                           else "not measured yet"} for d, (_, c, s, t, pk) in TRADE_OFFS.items()])
-    notes = "\n".join(f"- **{d}** ({', '.join(v[4])}): {v[0]}." for d, v in TRADE_OFFS.items())
-    runtimes = pd.DataFrame({"option": list(RUNTIMES), "trade-off": list(RUNTIMES.values())})
-    return (f"{md_table(table)}\n\nInstall size: the installed files of the packages, as recorded by a "
-            f"bench run that had them installed (`method.client_install_bytes`).\n\n{notes}\n\n"
-            f"{md_table(runtimes)}\n")
+    return md_table(pd.DataFrame([{"driver": d, "Cluster": c, "Sentinel": s, "TLS": t, "install size":
+                                   f"{sum(sizes[p] for p in pk) / 1e6:.1f} MB" if set(pk) <= set(sizes)
+                                   else "not measured yet"}
+                                  for d, (c, s, t, pk) in TRADE_OFFS.items()])) + "\n"
 
 
 def runtimes_commands(ds: Dataset, prefix: str = "") -> str:
     """The commands that produce this page's data."""
-    lines = "\n".join(f"# {n}. {o.label}\n{cell(o.command)}" for n, o in enumerate(OPTIONS, 1))
+    lines = "\n".join(f"# {n}. {o.label}\n{cell(f'nox -s bench_python-{o.python} -- {BENCH}{o.args}')}"
+                      for n, o in enumerate(OPTIONS, 1))
     return f"```sh\n{lines}\n```\n"
 
 

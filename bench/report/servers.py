@@ -123,11 +123,7 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
     columns = server_columns(ds, run)
     if not columns:
         return servers_table(ds, run) + "\n\n" + source(ds, run, prefix)
-    return (f"{servers_table(ds, run)}\n\nRatio to {REFERENCE_SERVER} in the same run, median (whiskers: "
-            "worst to best pairing of repetitions); above 1 is better. Baseline configuration, RESP3, "
-            "hiredis. "
-            "*noise*: the repetitions' ranges overlap or the difference is under 10%.\n\n"
-            f"{ratio_table(columns, [p[0] for p in POINTS])}\n\n"
+    return (f"{servers_table(ds, run)}\n\n{ratio_table(columns, [p[0] for p in POINTS])}\n\n"
             f"{chart(ratio_bars(columns, 'Against ' + REFERENCE_SERVER, REFERENCE_SERVER), 'servers')}\n\n"
             f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 

@@ -98,8 +98,7 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
             "whiskers (worst to best pairing of repetitions). *Across runs*: the same comparison in each "
             f"full run of this method on this machine ({len(runs)}).\n\n{md_table(table)}\n\n"
             f"{chart(fig, 'persistence')}\n\n"
-            f"{advice} If the queue must survive a crash, enable AOF (`appendonly yes`) with `appendfsync "
-            f"everysec`; `always` calls fsync on every write.\n\n{source(ds, run, prefix)}\n")
+            f"{advice}\n\n{source(ds, run, prefix)}\n")
 
 
 @scenario_section("maintenance", config="default")

@@ -84,14 +84,10 @@ def latency_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     fig = plot(points, "percentile", "load", str, title="Enqueue-to-handler latency by load",
                x_title="percentile", y_title="ms", log_y=True, category_x=True)
     few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
-    note = (f"\n\nWith fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next to it: read "
+    note = (f"With fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next to it: read "
             "it as the maximum." if few else "")
-    return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {rows.iloc[0].concurrency}, "
-            "no-op handlers unless said otherwise. *Unloaded*: one job in flight at a time; *N% of "
-            "capacity*: open loop at that fraction of the capacity (the worker's drain rate where the file "
-            f"says so). {busy_text(rows)}Open-loop jobs are timed from their intended send time, so a "
-            f"producer falling behind is charged to latency. Samples are per repetition.{note}\n\n"
-            f"{md_table(table)}\n\n{rate_table}{chart(fig, 'latency')}")
+    return (f"{server_label(ds, run, rows.iloc[0].server)}, worker concurrency {rows.iloc[0].concurrency}. "
+            f"{(busy_text(rows) + note).strip()}\n\n{md_table(table)}\n\n{rate_table}{chart(fig, 'latency')}")
 
 
 SECTIONS = {"lifecycle_section": lifecycle_section, "latency_section": latency_section}
