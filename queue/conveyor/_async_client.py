@@ -15,6 +15,7 @@ from redis.backoff import NoBackoff
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import AsyncEnqueueBatcher
 from ._connection import check_policy
+from ._direct import AsyncDirectScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
@@ -57,6 +58,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self, name: str, client: aredis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
+        self._direct = AsyncDirectScripts.of(client)  # None: every call goes through client.evalsha
         self._results = AsyncResults(self)
         self._batcher = AsyncEnqueueBatcher(self.core, self._run)
 
@@ -74,6 +76,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def _send(self, call: Call[Any]) -> Any:
         keys = call.keys
         if not self._durable(call):
+            if self._direct is not None:
+                return await self._direct.evalsha(call.script.sha, keys, call.args)
             return await self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         return (await self._send_grouped([call], durable=True))[0]
 

@@ -14,6 +14,7 @@ from redis.retry import Retry
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import EnqueueBatcher
 from ._connection import check_policy
+from ._direct import DirectScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
@@ -56,6 +57,7 @@ class Queue(QueueBase[redis.Redis]):
         self, name: str, client: redis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
+        self._direct = DirectScripts.of(client)  # None: every call goes through client.evalsha
         self._results = SyncResults(self)
         self._batcher = EnqueueBatcher(self.core, self._run)
 
@@ -73,6 +75,8 @@ class Queue(QueueBase[redis.Redis]):
     def _send(self, call: Call[Any]) -> Any:
         keys = call.keys
         if not self._durable(call):
+            if self._direct is not None:
+                return self._direct.evalsha(call.script.sha, keys, call.args)
             return self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         return self._send_grouped([call], durable=True)[0]
 

@@ -1,0 +1,90 @@
+"""Script calls straight on a pooled redis-py connection: the enqueue hot path.
+
+redis-py's ``execute_command`` wraps every command in layers a Conveyor script call does not use:
+a retry wrapper (Conveyor turns client retries off), per-command timing for redis-py's own
+observability metrics, option handling, and a packer that checks every argument again in Python.
+For a client whose behaviour is known (a plain ``redis.Redis`` or ``redis.asyncio.Redis`` on a
+``ConnectionPool`` or ``BlockingConnectionPool``, not a single-connection client, UTF-8, hiredis
+installed), a script call takes a connection from the pool, writes the command packed by hiredis,
+reads the reply and gives the connection back: the same bytes on the wire, the same replies and
+exceptions (NOSCRIPT included), and the connection disconnects itself on any error or
+cancellation between the write and the read, as under ``execute_command``. That took about a
+third of the client's instructions off a lone enqueue (callgrind). Every other client (Cluster,
+Sentinel, valkey-glide, a subclass) keeps ``client.evalsha``. redis-py's own command metrics
+(its OpenTelemetry support) do not see these calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+
+from ._packing import pack_command
+
+# get_connection() without a command name: redis-py >= 5.3 (5.2 requires one).
+_MODERN = tuple(int(part) for part in redis.__version__.split(".")[:2]) >= (5, 3)
+
+
+def _packed(sha: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[bytes]:
+    return (pack_command(("EVALSHA", sha, len(keys), *keys, *args)),)
+
+
+class _Direct:
+    """What both twins share: which clients qualify, and their pool."""
+
+    __slots__ = ("_pool",)
+    _KIND: type = redis.Redis
+    _POOLS: tuple[type, ...] = (redis.ConnectionPool, redis.BlockingConnectionPool)
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    @classmethod
+    def of(cls, client: Any) -> Any:
+        """A direct path on ``client``'s pool, or None when script calls must use ``client.evalsha``."""
+        kind: Any = cls._KIND
+        if pack_command is None or not _MODERN or type(client) is not kind:
+            return None
+        pool = client.connection_pool
+        if type(pool) not in cls._POOLS or getattr(client, "connection", None) is not None:
+            return None  # another pool type, or a single-connection client (its own lock)
+        options = pool.connection_kwargs
+        encoding = (options.get("encoding", "utf-8"), options.get("encoding_errors", "strict"))
+        if encoding != ("utf-8", "strict"):
+            return None  # hiredis packs str as strict UTF-8 only
+        return cls(pool)
+
+
+class DirectScripts(_Direct):
+    """EVALSHA on a connection of a plain sync client's pool (see the module docstring)."""
+
+    __slots__ = ()
+
+    def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        packed, pool = _packed(sha, keys, args), self._pool
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command(packed)
+            return conn.read_response()
+        finally:
+            pool.release(conn)
+
+
+class AsyncDirectScripts(_Direct):
+    """EVALSHA on a connection of a plain asyncio client's pool (see the module docstring)."""
+
+    __slots__ = ()
+    _KIND = aredis.Redis
+    _POOLS = (aredis.ConnectionPool, aredis.BlockingConnectionPool)
+
+    async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        packed, pool = _packed(sha, keys, args), self._pool
+        conn = await pool.get_connection()
+        try:
+            await conn.send_packed_command(packed)
+            return await conn.read_response()
+        finally:
+            await pool.release(conn)

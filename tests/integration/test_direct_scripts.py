@@ -1,0 +1,93 @@
+"""Script calls straight on a pooled connection (conveyor/_direct.py) on real servers: used for
+plain redis-py clients only, with the replies and errors execute_command would give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aredis
+from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
+    api_fixture,
+    counts,
+)
+from conveyor import AsyncQueue, Queue
+
+
+def forbid_execute_command(client: Any) -> None:
+    def refuse(*args: Any, **options: Any) -> Any:
+        raise AssertionError(f"execute_command{args[:1]} on the script path")
+
+    client.execute_command = refuse
+
+
+async def test_a_plain_client_runs_scripts_without_execute_command(api):
+    if api.driver != "redis-py":
+        pytest.skip("redis-py clients only")
+    q = api.queue()
+    await q.enqueue("t", 0)  # the startup checks and each script's first load use execute_command
+    await q.claim(1)
+    forbid_execute_command(q.inner.client)
+    jobs = [await q.enqueue("t", {"n": i}) for i in range(3)]
+    claimed = await q.claim(3)
+    assert [job.payload for job in claimed] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert [job.id for job in claimed] == [job.id for job in jobs]
+
+
+async def test_a_server_error_on_the_direct_path_raises_and_leaves_the_pool_usable(api):
+    if api.driver != "redis-py":
+        pytest.skip("redis-py clients only")
+    q = api.queue(pool_size=1)
+    await q.enqueue("t", 0)
+    waiting = q.inner.core.keys.waiting
+    api.admin.delete(waiting)
+    api.admin.set(waiting, "not a list")
+    with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):  # as through evalsha
+        await q.enqueue("t", 1)
+    api.admin.delete(waiting)
+    job = await q.enqueue("t", 2)  # the one pooled connection still works, nothing left unread
+    assert job.created and await q.counts() == counts(waiting=1)
+
+
+class Subclassed(redis.Redis):
+    pass
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        Subclassed.from_url,
+        lambda url: redis.Redis.from_url(url, single_connection_client=True),
+        lambda url: redis.Redis.from_url(url, encoding="latin-1"),
+    ],
+    ids=["subclass", "single-connection", "latin-1"],
+)
+def test_other_sync_clients_keep_evalsha(server, make):
+    client = make(server.url)
+    q = Queue("direct-other", client)
+    assert q._direct is None
+    job = q.enqueue("t", {"a": 1})
+    assert q.get_job(job.id).payload == {"a": 1}
+    q.close()
+
+
+def test_a_decoding_client_reads_the_same_jobs(server):
+    q = Queue("direct-decoded", redis.Redis.from_url(server.url, decode_responses=True))
+    assert q._direct is not None
+    first = q.enqueue("t", {"a": 1})
+    again = q.enqueue("t", {"a": 2}, job_id="given")
+    same = q.enqueue("t", {"a": 3}, job_id="given")
+    assert (first.state, again.created, same.created, same.payload) == ("waiting", True, False, {"a": 2})
+    q.close()
+
+
+async def test_an_asyncio_plain_client_uses_the_direct_path(server):
+    client = aredis.Redis.from_url(server.url)
+    q = AsyncQueue("direct-async", client)
+    assert q._direct is not None
+    await q.enqueue("t", 0)
+    forbid_execute_command(client)
+    job = await q.enqueue("t", {"a": 1})
+    assert job.created and job.payload == {"a": 1}
+    await client.aclose()
