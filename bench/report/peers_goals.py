@@ -65,7 +65,9 @@ def _why(goal: tuple[Any, ...], ref: dict[str, Any], peer: dict[str, Any], cores
                 f"{cores}-core machine. Conveyor spends {fmt(cpu['ref'])} µs per job "
                 f"({fmt(ref['metrics']['per_job_client_cpu_us']['median'])} in the worker process, "
                 f"{fmt(ref['metrics']['per_job_server_cpu_us']['median'])} in the server), which "
-                f"bounds it near {fmt(cores * 1e6 / cpu['ref'])} jobs/s; {peer['library']} spends "
+                f"bounds it near {fmt(cores * 1e6 / cpu['ref'])} jobs/s; it measured "
+                f"{fmt(_figure(ref, metric))}, {_figure(ref, metric) * cpu['ref'] / (cores * 1e4):.0f}% "
+                f"of that bound. {peer['library']} spends "
                 f"{fmt(cpu['peer'])} µs. The worker's share includes the handler's log write, the "
                 "same for every library.")
     return (f"Per job, {peer['library']} makes {fmt(peer['metrics']['per_job_reads']['median'])} round "
