@@ -22,6 +22,7 @@ from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, no_data, pct, wrapped
 
 ROLES = ("pump", "waiter", "maint", "other")
+WORKER_ROLES = ROLES[:3]  # *other* is the command pools: what the process enqueues, not its worker
 HEADROOM = 0.25  # spare share on top of the computed total for maxclients
 RESERVED = 10  # connections kept for admin tools and monitoring
 SETTINGS = QueueSettings()
@@ -33,10 +34,11 @@ def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
     return found if found is not None and not found[1].empty else None
 
 
-def fits(rows: pd.DataFrame, by: str = "concurrency") -> list[dict[str, float | str]]:
+def fits(rows: pd.DataFrame, by: str = "concurrency", roles: tuple[str, ...] = ROLES
+         ) -> list[dict[str, float | str]]:
     """Each role's connections per worker process as ``base + per_<by> x <by>``."""
     out: list[dict[str, float | str]] = []
-    for role in ROLES:
+    for role in roles:
         part = rows[rows.metric == f"connections_{role}"]
         if part.empty:
             continue
@@ -57,35 +59,29 @@ def formula(found: list[dict[str, float | str]], by: str = "concurrency") -> str
     return " + ".join(term(f) for f in found)
 
 
+def role_table(ds: Dataset, rows: pd.DataFrame, by: str) -> str:
+    """Connections by role (a column each) and ``by``, measured with CLIENT LIST."""
+    names = [f"connections_{r}" for r in (*ROLES, "total")]
+    table = wide(ds, rows, [by], [n for n in names if n in set(rows.metric)])
+    return md_table(table.rename(columns=lambda c: c.replace("connections ", "")))
+
+
 @scenario_section("connections", kind="roles", config="default")
 def connections_roles(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
-    """Connections per worker process by role, measured with CLIENT LIST."""
-    names = [f"connections_{r}" for r in (*ROLES, "total")]
-    table = wide(ds, rows, ["concurrency"], [n for n in names if n in set(rows.metric)])
-    table.columns = [c.replace("connections ", "") for c in table.columns]
-    levels = rows.concurrency.nunique()
-    scope = (f"Measured at worker concurrency {rows.concurrency.iloc[0]} only: whether a role "
-             "grows with concurrency is not measured in this run. " if levels == 1 else "")
-    return f"{server_label(ds, run, rows.iloc[0].server)}. {scope}\n\n{md_table(table)}"
-
-
-def _worker_roles(found: list[dict[str, float | str]]) -> list[dict[str, float | str]]:
-    """The fitted roles without *other* (command pools: what the process enqueues, not its worker)."""
-    return [f for f in found if f["role"] != "other"]
+    """Connections per worker process by role and worker concurrency."""
+    scope = (f"Measured at worker concurrency {rows.concurrency.iloc[0]} only: whether a role grows "
+             "with concurrency is not measured in this run. " if rows.concurrency.nunique() == 1 else "")
+    return f"{server_label(ds, run, rows.iloc[0].server)}. {scope}\n\n{role_table(ds, rows, 'concurrency')}"
 
 
 @scenario_section("connections", "a worker process over several queues (`connections` scenario)",
                   kind="queues", config="default")
 def connections_queues(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Connections of one worker process (``conveyor worker -q``) by role and queues served."""
-    names = [f"connections_{r}" for r in (*ROLES, "total")]
-    table = wide(ds, rows, ["queues"], [n for n in names if n in set(rows.metric)])
-    table.columns = [c.replace("connections ", "") for c in table.columns]
-    measured = formula(_worker_roles(fits(rows, "queues")), "queues")
+    measured = formula(fits(rows, "queues", WORKER_ROLES), "queues")
     return (f"{server_label(ds, run, rows.iloc[0].server)}, one worker process with "
-            f"concurrency {rows.concurrency.iloc[0]} per queue. *other*: unnamed connections (the "
-            f"queues' command pools, used to enqueue). Worker connections: **{measured}**.\n\n"
-            f"{md_table(table)}")
+            f"concurrency {rows.concurrency.iloc[0]} per queue. Worker connections: **{measured}**.\n\n"
+            f"{role_table(ds, rows, 'queues')}")
 
 
 def queues_formula(ds: Dataset, prefix: str = "") -> str:
@@ -94,7 +90,7 @@ def queues_formula(ds: Dataset, prefix: str = "") -> str:
     if served is None:
         return no_data("connection counts over several queues") + "\n"
     return (f"Serving several queues (`conveyor worker -q a,b,c`), measured per worker process: "
-            f"**{formula(_worker_roles(fits(served[1], 'queues')), 'queues')}** connections, plus the "
+            f"**{formula(fits(served[1], 'queues', WORKER_ROLES), 'queues')}** connections, plus the "
             "command pools of the queues it enqueues to (*other*).\n"
             f"{source(ds, served[0], prefix)}\n\n")
 
@@ -175,7 +171,7 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
     per_conn = select(memory[1], metric="bytes_per_connection") if memory else pd.DataFrame()
     served = _rows(ds, "queues")
     # each queue past the first adds its measured worker roles (pump, maint; the waiter is shared)
-    queue_roles = _worker_roles(fits(served[1], "queues")) if served and roles else []
+    queue_roles = fits(served[1], "queues", WORKER_ROLES) if served and roles else []
     spec = {"roles": roles, "queue_roles": queue_roles, "headroom": HEADROOM, "reserved": RESERVED}
     inputs = [
         _input("workers", "Worker processes", 1),

@@ -25,14 +25,10 @@ SERVER = "valkey-9.1"
 class Headline(NamedTuple):
     """One tracked figure: a scenario's metric on cases matching ``where`` (None: parameter absent)."""
 
-    key: str
+    scenario: str
     title: str
     metric: str
     where: dict[str, Any]
-
-    @property
-    def scenario(self) -> str:
-        return self.key
 
 
 HEADLINES = (
@@ -128,7 +124,7 @@ def headline_section(ds: Dataset, h: Headline) -> str:
     frame = points(ds, h)
     if frame.empty:
         return f"### {h.title}\n\n" + no_data(f"`{h.scenario}` {h.metric} on {SERVER}")
-    return "\n\n".join([f"### {h.title}", chart(history_figure(h, frame), f"history-{h.key}"),
+    return "\n\n".join([f"### {h.title}", chart(history_figure(h, frame), f"history-{h.scenario}"),
                         "Run-to-run noise beside within-run noise:", spread_table(frame),
                         admonition("note", "Every run", runs_table(h, frame), "???").rstrip("\n")])
 

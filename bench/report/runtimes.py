@@ -92,7 +92,7 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
         per = pairs.assign(log=np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))).groupby("scenario")
         if not pairs.empty:
             out[option] = {"server": server, "ratios": np.exp(per.log.mean()).to_dict(),
-                           "noise": per.noise.all().to_dict(), "same_run": bool(pairs.same.all())}
+                           "noise": per.noise.all().to_dict()}
     return out
 
 
@@ -114,13 +114,8 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
         o.short: [times(r) + (" (noise)" if found[o]["noise"][s] or abs(r - 1) <= THRESHOLD else "")
                   if (r := found[o]["ratios"].get(s)) is not None else "—" for s in SCENARIOS]
         for o in measured}})
-    note = (f"Each cell: the option's speed relative to the baseline on the same server, the geometric "
-            f"mean over the scenario's cases (above 1: faster; for `latency` the p99 ratio is inverted, so "
-            f"above 1 means lower latency). Marked noise: within ±{THRESHOLD:.0%}, or with the repetitions' "
-            "ranges overlapping (one repetition has no range). Each option differs from the baseline in one "
-            "dimension only.")
     shown = md_table(table) if measured else "*No option besides the baseline is measured yet.*"
-    return f"{md_table(pd.DataFrame(status))}\n\n{note}\n\n{shown}\n"
+    return f"{md_table(pd.DataFrame(status))}\n\n{shown}\n"
 
 
 def runtimes_chart(ds: Dataset, prefix: str = "") -> str:

@@ -12,7 +12,7 @@ from docs_synthetic import make_run
 from bench.report import SECTIONS, load
 from bench.report.history import HEADLINES, history_figure, points
 
-PROCESS = next(h for h in HEADLINES if h.key == "process")
+PROCESS = next(h for h in HEADLINES if h.scenario == "process")
 
 
 def run(run_id: str, created: str, commit: str, *, machine: str = "synthetic", scale: float = 1.0,
