@@ -1,16 +1,9 @@
-"""The report layer: benchmark result files -> Markdown, tables and charts for the docs site.
+"""The report layer: result files -> Markdown, tables and charts for the docs site.
 
 Pure data code on pandas and plotly, no mkdocs: ``docs/macros.py`` registers every entry of
-:data:`SECTIONS` as a macro. Modules:
-
-- :mod:`.load`: result files -> tidy frames (``Dataset``), duplicate-run and method checks;
-- :mod:`.compare`: selection, like-for-like ratios with whiskers, noise;
-- :mod:`.text`: numbers, units, Markdown tables, source lines;
-- :mod:`.figures`: plotly figures as data-only ``<div>`` (drawn by docs/assets/charts.js);
-- one module per page (``home``, ``performance``, ...), each exporting ``SECTIONS``.
-
-To add a page: write ``bench/report/<page>.py`` with functions ``(ds, prefix) -> str`` and a
-``SECTIONS`` dict, and list the module in ``PAGES`` below.
+:data:`SECTIONS` as a macro. Shared modules: ``load`` (tidy frames), ``compare`` (like-for-like
+ratios, noise), ``text`` (numbers, Markdown), ``figures`` (plotly), ``common``; then one module per
+page, each with functions ``(ds, prefix) -> str`` in a ``SECTIONS`` dict and listed in ``PAGES``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from bench.report.load import Dataset
-from bench.report.text import pct
+from bench.report.text import pct, span, times
 
 THRESHOLD = 0.10
 BASELINE = {"config": "default", "protocol": 3, "parser": "hiredis"}
@@ -67,6 +67,12 @@ def change(found: Any, noise: str = "within the noise") -> str:
     if found["noise"]:
         return noise
     return f"{'costs' if found['ratio'] < 1 else 'gains'} {pct(abs(1 - found['ratio']))}"
+
+
+def ratio_text(found: Any, noise: bool = True) -> str:
+    """``1.21x (1.15 to 1.30)`` (an en dash): the ratio and its whiskers, ``, noise`` when it is."""
+    tail = ", noise" if noise and found["noise"] else ""
+    return f"{times(found['ratio'])} ({span(found['lo'], found['hi'])}){tail}"
 
 
 def same_method_runs(ds: Dataset, run_id: str) -> list[str]:

@@ -50,10 +50,6 @@ class Dataset:
         """True when no result file exists yet."""
         return self.runs.empty
 
-    def run(self, run_id: str) -> pd.Series:
-        """The ``runs`` row of ``run_id``."""
-        return self.runs.loc[run_id]
-
     def latest(self, scenario: str) -> str | None:
         """Newest run id holding ``scenario``."""
         holding = self.summary.run_id[self.summary.scenario == scenario]

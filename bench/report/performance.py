@@ -15,10 +15,10 @@ from bench.report.common import (
     variant,
     wide,
 )
-from bench.report.compare import BASELINE, select, versus
+from bench.report.compare import BASELINE, ratio_text, select, versus
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, params_text, span, times
+from bench.report.text import fmt, md_table, no_data, params_text, times
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 CPU_METRIC = "client_cpu_us_per_job"
@@ -150,8 +150,7 @@ def features_section(ds: Dataset, prefix: str = "") -> str:
         "jobs/s, none used": [stat_cell(r.rename(lambda k: k.removesuffix("_base"))) for _, r in
                               found.filter(regex="_base$").iterrows()],
         "jobs/s, features on": [stat_cell(r) for _, r in found.iterrows()],
-        "ratio": [f"{times(r.ratio)} ({'within noise' if r.noise else span(r.lo, r.hi) + ' whiskers'})"
-                  for r in found.itertuples()]})
+        "ratio (whiskers)": [ratio_text(r) for _, r in found.iterrows()]})
     return (f"{server_label(ds, str(run), str(server))}, RESP3, hiredis, same run, same concurrency.\n\n"
             f"{md_table(table)}\n\n{source(ds, str(run), prefix)}\n")
 

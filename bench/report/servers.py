@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 
 from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
-from bench.report.compare import prefer, same_method_runs, select, versus
+from bench.report.compare import prefer, ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, ratio_bars
 from bench.report.load import Dataset, same_method
-from bench.report.text import MISSING, md_table, no_data, params_text, span, times
+from bench.report.text import MISSING, md_table, no_data, params_text
 
 # (label, scenario, metric, higher is better, preferred params): stated, like-for-like points.
 POINTS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
@@ -45,8 +45,7 @@ def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> 
 def cell(found: pd.DataFrame, point: str) -> str:
     """``1.21x (1.15 to 1.30)`` or ``0.98x (0.90 to 1.05), noise`` (written with an en dash)."""
     row = found[found.point == point]
-    return MISSING if row.empty else (f"{times(row.ratio.iloc[0])} ({span(row.lo.iloc[0], row.hi.iloc[0])})"
-                                      + (", noise" if row.noise.iloc[0] else ""))
+    return MISSING if row.empty else ratio_text(row.iloc[0])
 
 
 def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:

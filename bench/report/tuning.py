@@ -19,7 +19,7 @@ from bench.report.common import (
     stat_cell,
     wide,
 )
-from bench.report.compare import change, same_method_runs, select, versus
+from bench.report.compare import change, ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, metric_lines, plot, ratio_bars
 from bench.report.load import Dataset
 from bench.report.text import MISSING, fmt, md_table, no_data, pct, span, times
@@ -83,7 +83,7 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
         spread = (f"{span(others.ratio.min(), others.ratio.max(), times)} over {len(others)} runs"
                   if len(others) > 1 else "one run")
         rows.append({"scenario": scenario, "mode": mode,
-                     "vs off": f"{times(row.ratio)} ({span(row.lo, row.hi)})",
+                     "vs off": ratio_text(row, noise=False),
                      "this run": change(row, "noise"),
                      "across runs": ("same verdict, " if agree else "**differs**, ") + spread})
     table = pd.DataFrame(rows)
