@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from ._errors import PayloadTooLargeError, SerializationError
@@ -24,12 +25,24 @@ class JSONSerializer:
     """Compact UTF-8 JSON; rejects NaN and Infinity, which are not JSON."""
 
     def __init__(self) -> None:
-        # One encoder reused: json.dumps with options builds a new encoder on every call.
-        self._encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        self._encode = encoder.encode
+        # JSONEncoder.encode builds a C encoder (and a dict of the containers being encoded) on
+        # every call: about half the cost of encoding a small payload. This one is built once,
+        # without that dict (it would be shared by threads, and an error leaves it dirty), so a
+        # circular payload exhausts the recursion limit instead: reported as json's ValueError.
+        self._c_encode = c_make_encoder and c_make_encoder(
+            None, encoder.default, encode_basestring, None, ":", ",", False, False, False
+        )
         self._decode = json.JSONDecoder().decode
 
     def dumps(self, payload: Any) -> bytes:
-        return self._encode(payload).encode()
+        if self._c_encode is None:  # an interpreter without json's C accelerator
+            return self._encode(payload).encode()
+        try:
+            return "".join(self._c_encode(payload, 0)).encode()
+        except RecursionError:
+            raise ValueError("Circular reference detected (or nesting past the recursion limit)") from None
 
     def loads(self, data: bytes) -> Any:
         # Stored payloads are always UTF-8: skip json.loads' encoding detection.

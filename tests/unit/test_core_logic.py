@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 
@@ -333,3 +334,25 @@ def test_an_enqueue_that_created_every_job_is_read_from_one_string_reply(reply):
     assert first.created and second.created
     assert (second.id, second.state, second.max_attempts, second.priority) == ("my-id", "delayed", 7, 3)
     assert (second.time_limit, second.enqueued_at) == (2, 1_700_000_000.123)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [None, True, 0, -7, 2.5, 1e300, "", "é✓\n\"\\", [1, [2, {"a": None}]], {"k": {"z": [1.5, "x"]}, "b": False}],
+)
+def test_the_reused_json_encoder_writes_what_json_dumps_writes(payload):
+    """JSONSerializer builds its C encoder once (JSONEncoder.encode builds one per call)."""
+    assert JSON.dumps(payload) == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    assert JSON.dumps(payload) == JSON.dumps(payload)  # nothing left over from the call before
+
+
+def test_the_reused_json_encoder_refuses_what_json_refuses():
+    circular: list = []
+    circular.append(circular)
+    with pytest.raises(SerializationError, match="Circular reference"):
+        encode_payload(JSON, "t", circular, 10_000)
+    for bad, message in ((float("nan"), "Out of range float"), ({"a": {1, 2}}, "not JSON serializable")):
+        with pytest.raises(SerializationError, match=message):
+            encode_payload(JSON, "t", bad, 10_000)
+    shared = {"a": [1, 2]}  # encoded again after the errors: no stale state
+    assert encode_payload(JSON, "t", [shared, shared], 10_000) == b'[{"a":[1,2]},{"a":[1,2]}]'
