@@ -338,7 +338,8 @@ def test_an_enqueue_that_created_every_job_is_read_from_one_string_reply(reply):
 
 @pytest.mark.parametrize(
     "payload",
-    [None, True, 0, -7, 2.5, 1e300, "", "é✓\n\"\\", [1, [2, {"a": None}]], {"k": {"z": [1.5, "x"]}, "b": False}],
+    [None, True, 0, -7, 2.5, 1e300, "", "é✓\n\"\\", [1, [2, {"a": None}]],
+     {"k": {"z": [1.5, "x"]}, "b": False}],
 )
 def test_the_reused_json_encoder_writes_what_json_dumps_writes(payload):
     """JSONSerializer builds its C encoder once (JSONEncoder.encode builds one per call)."""
