@@ -98,10 +98,11 @@ def enqueue(peer: Any, ids: Iterable[str], api: str, batch: int = BATCH, *, warm
     return _senqueue(peer, ids, api, batch, warm=warm, min_seconds=min_seconds)
 
 
-def fill(peer: Any, ids: list[str]) -> None:
-    """Untimed backlog: bulk when the library has it, else its fastest single API."""
+def fill(peer: Any, ids: list[str], batch: int = 500) -> None:
+    """Untimed backlog: bulk (calls of ``batch``) when the library has it, else its fastest
+    single API."""
     if peer.bulk:
-        enqueue(peer, ids, "bulk", 500, warm=False)
+        enqueue(peer, ids, "bulk", batch, warm=False)
     else:
         enqueue(peer, ids, "sync" if peer.sync_enqueue else "async", warm=False)
 
@@ -179,7 +180,7 @@ def main(spec_path: str, out_path: str) -> None:
                                      min_seconds=seconds)
         out = {"jobs": jobs, "elapsed": elapsed, "cpu_s": cpu}
     elif mode == "fill":
-        fill(peer, spec["ids"])
+        fill(peer, spec["ids"], spec.get("batch", 500))
     elif mode == "latency":
         out = {"sent": latency(peer, spec["ids"], spec["log"], spec["wait_s"],
                                budget_s=spec.get("budget_s"), least=spec.get("least", 0))}

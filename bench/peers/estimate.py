@@ -70,7 +70,7 @@ def row_seconds(name: str, flavor: str, producer: bool, sizes: dict[str, Any], *
     total = 0.0
     if producer:
         total += reps * _apis(lib.adapter) * (CHILD_S + sizes["enqueue_s"])
-        total += reps * (3 * CHILD_S + sum(sizes["memory"]) / FILL_RATE)
+        total += reps * ((1 + len(sizes["memory"])) * CHILD_S + sizes["memory"][-1] / FILL_RATE)
     for i, c in enumerate(sizes["concurrencies"]):
         rate = _median(prior, name, flavor, "process", "jobs_per_s", concurrency=c)
         drain = sizes["process_s"] * 1.1

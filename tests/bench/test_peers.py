@@ -208,3 +208,21 @@ def test_a_previous_runs_rate_sizes_the_backlog_without_a_probe(monkeypatch: pyt
     monkeypatch.setattr(row, "_one_drain", lambda n, c: (1000.0, n / 1000, {"completed": n}))
     out = row.process(32, SIZES["full"])
     assert out["_sizing"]["guess_from"] == "previous run" and out["_sizing"]["jobs"] == [2201]
+
+
+def test_memory_per_waiting_job_is_repeatable(redis_url: str) -> None:
+    # Filling in calls of 500 and flushing between points made Conveyor's slope on Redis 8.2
+    # swing from 108 to 324 B/job between repetitions (query buffers, a moving baseline).
+    lib = LIBRARIES["conveyor"]
+    child = Child(lib, sys.executable, redis_url, lib.flavors["Worker"])
+
+    def used() -> int:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            return int(client.info("memory")["used_memory"])
+        finally:
+            client.close()
+
+    row = Row(child, lambda: _flush(redis_url), used, repetitions=2, timeout=60)
+    values = row.memory([1000, 2000, 3000])["bytes_per_job"]["values"]
+    assert min(values) > 50 and max(values) < 1.3 * min(values), values
