@@ -12,9 +12,9 @@ import html
 import pandas as pd
 
 from bench.report.common import stat_cell
-from bench.report.compare import ratio, select
+from bench.report.compare import change, ratio, ratio_text, select
 from bench.report.load import Dataset
-from bench.report.text import MISSING, fmt, md_table, no_data, pct, source_line, span, times
+from bench.report.text import MISSING, fmt, md_table, no_data, source_line
 
 ONE_CALLER = {"jobs/s": "jobs_per_s", "p50 ms": "p50_ms", "p99 ms": "p99_ms"}
 
@@ -78,12 +78,9 @@ def tls_table(ds: Dataset, prefix: str) -> str:
         if plain.empty or tls.empty:
             continue
         r = ratio(tls.iloc[0], plain.iloc[0])
-        verdict = ("one repetition: no spread to judge the difference by"
-                   if min(tls.iloc[0]["n"], plain.iloc[0]["n"]) < 2 else
-                   "the difference is within the noise" if r["noise"] else
-                   f"TLS costs {pct(1 - float(r['ratio']))} of the throughput")
-        lines.append(f"- {server}: TLS / plain throughput {times(float(r['ratio']))} "
-                     f"(repetitions span {span(float(r['lo']), float(r['hi']))}): {verdict}")
+        single = min(tls.iloc[0]["n"], plain.iloc[0]["n"]) < 2
+        verdict = "one repetition: no spread to judge by" if single else f"TLS {change(r, 'is noise')}"
+        lines.append(f"- {server}: TLS / plain throughput {ratio_text(r, noise=False)}: {verdict}")
     return table(ds, prefix, "tls", "tls", ONE_CALLER) + ("\n\n" + "\n".join(lines) if lines else "")
 
 

@@ -14,10 +14,11 @@ from typing import Any, NamedTuple
 import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from bench.report.common import stat_cell
 from bench.report.compare import BASELINE, DEFAULT_CONFIGS, select
 from bench.report.figures import chart, figure, mad_bars
 from bench.report.load import Dataset
-from bench.report.text import admonition, fmt, fmt_stat, md_table, metric_label, no_data, params_text, unit_of
+from bench.report.text import admonition, fmt, md_table, metric_label, no_data, params_text, unit_of
 
 SERVER = "valkey-9.1"
 
@@ -115,7 +116,7 @@ def runs_table(h: Headline, frame: pd.DataFrame) -> str:
     return md_table(pd.DataFrame({
         "version": frame.version, "commit": "`" + frame.commit + "`", "run": frame.run_id,
         "machine and method": frame.group,
-        f"{label} median ± MAD": [fmt_stat(r["median"], r["mad"], int(r["n"])) for _, r in frame.iterrows()],
+        f"{label} median ± MAD": [stat_cell(r) for _, r in frame.iterrows()],
         "repetitions": [fmt(float(n), 0) for n in frame.n]}))
 
 
