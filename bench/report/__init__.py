@@ -14,7 +14,7 @@ from importlib import import_module
 from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
-PAGES = ("common", "home", "performance", "workload", "takeaways", "servers", "tuning",
+PAGES = ("common", "home", "performance", "workload", "servers", "tuning",
          "connections", "methodology", "history", "ha", "peers", "peers_goals", "production", "runtimes")
 
 

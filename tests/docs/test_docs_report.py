@@ -285,7 +285,7 @@ def test_source_line_names_commit_and_quick_runs(tmp_path: Path) -> None:
 
 def test_every_section_renders_from_a_complete_file(tmp_path: Path) -> None:
     ds = dataset(tmp_path, copy.deepcopy(make_run()))
-    pages = ("home", "performance", "workload", "takeaways", "servers", "tuning", "connections",
+    pages = ("home", "performance", "workload", "servers", "tuning", "connections",
              "methodology")  # the pages of other scenarios (history, ha, ...) test themselves
     for page in pages:
         for name, section in import_module(f"bench.report.{page}").SECTIONS.items():
