@@ -99,11 +99,11 @@ def defaults_note(ds: Dataset, run: str | None, keys: dict[str, object]) -> str:
     return "The library's defaults: " + ", ".join(parts) + "."
 
 
-def stat_cell(row: pd.Series | None) -> str:
-    """``median ± MAD`` of a summary row."""
+def stat_cell(row: pd.Series | None, suffix: str = "") -> str:
+    """``median ± MAD`` of a summary row (``suffix="_base"``: of the base a :func:`versus` row joined)."""
     if row is None:
         return fmt_stat(None)
-    return fmt_stat(row["median"], row["mad"], int(row["n"]))
+    return fmt_stat(row[f"median{suffix}"], row[f"mad{suffix}"], int(row[f"n{suffix}"]))
 
 
 def source(ds: Dataset, run_id: str, prefix: str) -> str:

@@ -147,8 +147,7 @@ def features_section(ds: Dataset, prefix: str = "") -> str:
         return no_data("the `process` case with priorities, a limit key and hooks on")
     table = pd.DataFrame({
         "features on": found.features.astype(str), "concurrency": found.concurrency.astype(str),
-        "jobs/s, none used": [stat_cell(r.rename(lambda k: k.removesuffix("_base"))) for _, r in
-                              found.filter(regex="_base$").iterrows()],
+        "jobs/s, none used": [stat_cell(r, "_base") for _, r in found.iterrows()],
         "jobs/s, features on": [stat_cell(r) for _, r in found.iterrows()],
         "ratio (whiskers)": [ratio_text(r) for _, r in found.iterrows()]})
     return (f"{server_label(ds, str(run), str(server))}, RESP3, hiredis, same run, same concurrency.\n\n"
