@@ -94,10 +94,8 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     fig = ratio_bars({mode: part.assign(point=part.scenario)
                       for mode, part in found.groupby("mode", sort=False)}, "Throughput with AOF",
                      "persistence off")
-    return (f"{server_label(ds, run, primary_server(ds, run, 'process') or '')}; ratio of medians with "
-            "whiskers (worst to best pairing of repetitions). *Across runs*: the same comparison in each "
-            f"full run of this method on this machine ({len(runs)}).\n\n{md_table(table)}\n\n"
-            f"{chart(fig, 'persistence')}\n\n"
+    return (f"{server_label(ds, run, primary_server(ds, run, 'process') or '')}; {len(runs)} comparable "
+            f"run{'s' * (len(runs) != 1)}.\n\n{md_table(table)}\n\n{chart(fig, 'persistence')}\n\n"
             f"{advice}\n\n{source(ds, run, prefix)}\n")
 
 
@@ -116,9 +114,7 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
                           lambda name: f"maint-{name}", lambda _, unit: unit, x="batch", series="backlog",
                           x_title="maintenance_batch", name=lambda k: f"backlog {k:,}")
     default = defaults_note(ds, run, {"queue.maintenance_batch": QueueSettings().maintenance_batch})
-    return (f"{server_label(ds, run, server)}. {default} *PING*: another client's round trip during the "
-            f"sweeps; with under 100 samples its p99 is the slowest one.\n\n{md_table(table)}\n\n"
-            + "\n\n".join(charts))
+    return f"{server_label(ds, run, server)}. {default}\n\n{md_table(table)}\n\n" + "\n\n".join(charts)
 
 
 def io_threads_note(ds: Dataset, prefix: str = "") -> str:
