@@ -35,7 +35,8 @@ def acl_setup(ds: Dataset, prefix: str) -> str:
 
 def newest(ds: Dataset, scenario: str, **where: object) -> tuple[str | None, pd.DataFrame]:
     """(run, summary rows) of the newest run holding ``scenario``."""
-    run = ds.latest(scenario)
+    held = ds.runs.run_id[ds.runs.run_id.isin(ds.summary.run_id[ds.summary.scenario == scenario])]
+    run = str(held.iloc[-1]) if len(held) else None  # runs are sorted by time
     return run, select(ds.summary, run_id=run, scenario=scenario, **where)
 
 

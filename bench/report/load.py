@@ -50,12 +50,6 @@ class Dataset:
         """True when no result file exists yet."""
         return self.runs.empty
 
-    def latest(self, scenario: str) -> str | None:
-        """Newest run id holding ``scenario``."""
-        holding = self.summary.run_id[self.summary.scenario == scenario]
-        found = self.runs.run_id[self.runs.run_id.isin(holding)]
-        return str(found.iloc[-1]) if len(found) else None
-
 
 def result_paths(root: Path) -> list[Path]:
     """Result JSON files below ``root`` (sorted), skipping ``schema/`` and ``quick/``."""
