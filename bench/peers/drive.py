@@ -148,7 +148,8 @@ def count_lines(path: Path) -> int:
         return 0
 
 
-def wait_for(path: Path, n: int, timeout: float, worker: Worker | None = None) -> bool:
+def wait_for(path: Path, n: int, timeout: float, worker: Worker | None = None,
+             poll: float = 0.05) -> bool:
     """Wait until ``path`` holds ``n`` completions; False on timeout or a dead worker."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -156,5 +157,5 @@ def wait_for(path: Path, n: int, timeout: float, worker: Worker | None = None) -
             return True
         if worker is not None and not worker.alive():
             return False
-        time.sleep(0.05)
+        time.sleep(poll)
     return count_lines(path) >= n

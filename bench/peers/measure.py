@@ -39,7 +39,7 @@ from bench.stats import latency_summary, slope, summarize
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"enqueue_s": 1.0, "process_s": 2.0, "min_drain_s": 1.5, "probe_jobs": 200,
              "probe_s": 1.0, "process_floor": 20, "process_cap": 60_000, "latency": 300,
-             "latency_s": 4.0, "memory": [1000, 2000, 3000], "concurrencies": [1, 32, 100]},
+             "latency_s": 4.0, "memory": [2000, 4000, 6000], "concurrencies": [1, 32, 100]},
     "quick": {"enqueue_s": 0.2, "process_s": 0.3, "min_drain_s": 0.2, "probe_jobs": 100,
               "probe_s": 1.0, "process_floor": 20, "process_cap": 2000, "latency": 40,
               "latency_s": 2.0, "memory": [200, 600, 1000], "concurrencies": [1, 32, 100]},
@@ -133,7 +133,9 @@ class Row:
         worker = self.child.start_worker(concurrency, log)
         self.last_cost = {}
         try:
-            first = self._snapshot(worker.proc.pid, log) if wait_for(log, 1, limit, worker) else None
+            # Polled closely: the costs window opens at the first completion.
+            started = wait_for(log, 1, limit, worker, poll=0.002)
+            first = self._snapshot(worker.proc.pid, log) if started else None
             finished = wait_for(log, n, limit, worker)
             if finished and first is not None:
                 last = self._snapshot(worker.proc.pid, log)
