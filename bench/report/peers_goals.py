@@ -11,7 +11,7 @@ import pandas as pd
 
 from bench.report.load import Dataset
 from bench.report.peers import REF
-from bench.report.text import fmt, md_table, no_data, source_line, times
+from bench.report.text import MISSING, fmt, md_table, no_data, source_line, times
 
 # goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
 GOALS: list[tuple[str, str, dict[str, Any], str, bool, float]] = [
@@ -93,7 +93,9 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
             others = [r for lib in dict.fromkeys(r["library"] for r in peers["rows"]) if lib != REF
                       if (r := best_row(peers, server, lib, goal))]
             if ref is None or not others:
-                table.append({"goal": goal[0], "verdict": "not measured"})
+                why = "Conveyor not measured" if ref is None else "no peer measured (or none has the API)"
+                table.append({"goal": f"{goal[0]}: {times(goal[5])}", "Conveyor": MISSING,
+                              "best peer": MISSING, "ratio": MISSING, "verdict": why})
                 continue
             metric, higher, need = goal[3], goal[4], goal[5]
             peer = (max if higher else min)(others, key=lambda r: _figure(r, metric))

@@ -63,3 +63,11 @@ def test_goals_say_which_are_not_met_and_why_from_per_job_costs(tmp_path: Path) 
     assert f"bounds it near {cores * 1e6 / 50:,.0f} jobs/s" in goals  # 30 + 20 µs per job
     assert f"it measured 16,000, {16_000 * 50 / (cores * 1e4):.0f}% of that bound" in goals
     assert "server reads (round trips)" in goals
+
+
+def test_a_goal_no_peer_can_be_compared_on_says_so(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    doc["peers"]["rows"] = [r for r in doc["peers"]["rows"]
+                            if not (r["library"] != "conveyor" and r["scenario"] == "enqueue-bulk")]
+    goals = render(dataset(tmp_path, doc), "peers_goals")
+    assert "no peer measured (or none has the API)" in goals and "nan" not in goals
