@@ -106,6 +106,12 @@ def stat_cell(row: pd.Series | None, suffix: str = "") -> str:
     return fmt_stat(row[f"median{suffix}"], row[f"mad{suffix}"], int(row[f"n{suffix}"]))
 
 
+def extras(ds: Dataset, rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """The ``extra`` record (harness details) of each summary row's case."""
+    extra = ds.cases.set_index(["run_id", "server", "config", "case"]).extra
+    return [extra.get(key, {}) for key in zip(rows.run_id, rows.server, rows.config, rows.case, strict=True)]
+
+
 def source(ds: Dataset, run_id: str, prefix: str) -> str:
     """The source line of a run, with its quick-run warning."""
     return source_line(ds.runs.loc[run_id], prefix)

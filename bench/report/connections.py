@@ -15,7 +15,7 @@ import pandas as pd
 from conveyor import QueueSettings
 from conveyor._dispatch import WorkerOptions
 
-from bench.report.common import defaults_note, run_rows, scenario_section, server_label, source, wide
+from bench.report.common import defaults_note, extras, run_rows, scenario_section, server_label, source, wide
 from bench.report.compare import THRESHOLD, select
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
@@ -145,8 +145,7 @@ def exhaustion_section(ds: Dataset, prefix: str = "") -> str:
     text = ""
     if found is not None:
         run, rows = found
-        key = (run, rows.iloc[0].server, "default", rows.iloc[0].case)
-        extra = ds.cases.set_index(["run_id", "server", "config", "case"]).extra.get(key, {})
+        extra = extras(ds, rows.iloc[:1])[0]
         text = (f"Measured with a pool of {rows.iloc[0].pool_size}, {rows.iloc[0].concurrency} "
                 f"callers and `pool_timeout={rows.iloc[0].pool_timeout:g}` s: "
                 f"{fmt(rows[rows.metric == 'failed_calls']['median'].iloc[0], 0)} calls failed; "

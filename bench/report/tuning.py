@@ -11,6 +11,7 @@ from conveyor import QueueSettings
 
 from bench.report.common import (
     defaults_note,
+    extras,
     primary_run,
     primary_server,
     scenario_section,
@@ -104,8 +105,7 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Batch size against promotion rate, sweep time and other clients' PING p99."""
     server = rows.iloc[0].server
     shown = [m for m in ("items_per_s", "sweep_p99_ms", "probe_p99_ms") if m in set(rows.metric)]
-    extra = ds.cases.set_index(["run_id", "server", "config", "case"]).extra
-    probes = [extra.get((run, server, "default", c), {}).get("probe_samples") for c in rows.case]
+    probes = [e.get("probe_samples") for e in extras(ds, rows)]
     rows = rows.assign(probes=[MISSING if p is None else p for p in probes])
     table = wide(ds, rows, ["backlog", "batch", "probes"], shown).rename(
         columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
