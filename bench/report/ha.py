@@ -80,7 +80,8 @@ def tls_table(ds: Dataset, prefix: str) -> str:
             continue
         r = ratio(tls.iloc[0], plain.iloc[0])
         single = min(tls.iloc[0]["n"], plain.iloc[0]["n"]) < 2
-        verdict = "one repetition: no spread to judge by" if single else f"TLS {change(r, 'is noise')}"
+        noise = "costs nothing beyond the noise"
+        verdict = "one repetition: no spread to judge by" if single else f"TLS {change(r, noise)}"
         lines.append(f"- {server}: TLS / plain throughput {ratio_text(r, noise=False)}: {verdict}")
     return table(ds, prefix, "tls", "tls", ONE_CALLER) + ("\n\n" + "\n".join(lines) if lines else "")
 
