@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,9 @@ class Child:
         self.lib, self.python, self.url = lib, python, url
         self.settings, self.payload_bytes = settings, payload_bytes
         self.tmp = Path(tempfile.mkdtemp(prefix=f"peer-{lib.name}-"))
+        # Specs, outputs and completion logs are read while the child object lives; without this
+        # a full peer run left about a thousand directories in /tmp.
+        weakref.finalize(self, shutil.rmtree, self.tmp, ignore_errors=True)
         self._n = 0
 
     def _spec(self, mode: str, **extra: Any) -> tuple[list[str], Path]:

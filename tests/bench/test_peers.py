@@ -3,6 +3,7 @@ Conveyor row driven end to end through the child process, and the Peers page sec
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -228,3 +229,13 @@ def test_memory_per_waiting_job_is_repeatable(redis_url: str) -> None:
     # CI run; not diagnosed: a likely cause is the keyspace table growing at 1024 and 2048 keys and
     # rehashing incrementally between readings); the 3x swing fixed above stays caught.
     assert min(values) > 50 and max(values) < 1.6 * min(values), values
+
+
+def test_a_child_removes_its_temporary_directory(redis_url: str) -> None:
+    # A full peer run left about a thousand peer-* directories in /tmp.
+    child = Child(LIBRARIES["conveyor"], sys.executable, redis_url, {})
+    tmp = child.tmp
+    (tmp / "spec-1.json").write_text("{}")
+    del child
+    gc.collect()
+    assert not tmp.exists()
