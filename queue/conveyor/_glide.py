@@ -37,7 +37,7 @@ from ._scripts import Scripts
 SEAM = (
     *("evalsha", "script_load", "pipeline", "execute_command"),  # scripts, batches
     *("bzpopmin", "zadd"),  # the blocking wait on the marker
-    *("hgetall", "hmget", "mget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),
+    *("hgetall", "hmget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),
     "xread",  # the result reader's blocking read (on a connection of its own)
     *("close", "aclose", "set_retry"),
 )
@@ -282,9 +282,6 @@ class GlideSync(GlideDriver):
     def execute_command(self, *args: Any) -> Any:
         return reshape(str(args[0]), self._call("custom_command", _args(args)))
 
-    def mget(self, keys: Sequence[str]) -> Any:
-        return self._call("mget", list(keys))
-
     def xread(self, streams: dict[str, str], count: int | None = None, block: int | None = None) -> Any:
         """XREAD on a connection of its own: a block on this multiplexed one would stall every call."""
         reader = self.__dict__.get("_reader")
@@ -432,9 +429,6 @@ class GlideAsync(GlideDriver):
 
     async def execute_command(self, *args: Any) -> Any:
         return reshape(str(args[0]), await self._call("custom_command", _args(args)))
-
-    async def mget(self, keys: Sequence[str]) -> Any:
-        return await self._call("mget", list(keys))
 
     async def xread(self, streams: dict[str, str], count: int | None = None, block: int | None = None) -> Any:
         """XREAD on a connection of its own: a block on this multiplexed one would stall every call."""
