@@ -2,8 +2,9 @@
 
 Runs inside the library's own virtual environment, so it imports only the standard library
 and the adapter. Modes: ``info`` (versions), ``enqueue`` (timed: sync, asyncio or bulk),
-``fill`` (untimed backlog), ``worker`` (runs until killed), ``latency`` (one job in flight at a
-time, waiting for each completion in the worker's log).
+``fill`` (untimed backlog), ``worker`` (runs until killed; a row's ``processes`` setting
+splits its concurrency over that many forked worker processes), ``latency`` (one job in flight
+at a time, waiting for each completion in the worker's log).
 """
 
 from __future__ import annotations
@@ -188,7 +189,11 @@ def main(spec_path: str, out_path: str) -> None:
         _base.open_log(spec["log"], spec.get("sleep", 0.0))
         with open(out_path, "w") as fh:  # tells the parent the worker is up
             fh.write("{}")
-        peer.work(spec["concurrency"])
+        slots = _base.shares(spec["concurrency"], spec.get("settings", {}).get("processes", 1))
+        if len(slots) == 1:
+            peer.work(slots[0])
+        else:  # each process builds its own client after the fork
+            _base.fork_each(slots, lambda share: _peer(spec).work(share))
         return
     else:
         raise SystemExit(f"unknown mode {mode!r}")

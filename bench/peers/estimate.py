@@ -49,8 +49,16 @@ def _median(prior: dict[str, Any], library: str, flavor: str, scenario: str, met
     return statistics.median(got) if got else None
 
 
+def sized_by(prior: dict[str, Any], library: str, flavor: str) -> str:
+    """The row whose earlier figures size ``flavor``'s cases: itself once ``prior`` holds it,
+    else the library's first (default) row, nearer than a probe for a newly added tuned row."""
+    seen = any((r["library"], r["flavor"]) == (library, flavor) for r in prior.get("rows", []))
+    return flavor if seen else next(iter(LIBRARIES[library].flavors), flavor)
+
+
 def known_rates(prior: dict[str, Any], library: str, flavor: str) -> dict[int, float]:
     """jobs/s by concurrency of one library row in ``prior`` (to size backlogs by)."""
+    flavor = sized_by(prior, library, flavor)
     return {c: rate for c in measure.SIZES["full"]["concurrencies"]
             if (rate := _median(prior, library, flavor, "process", "jobs_per_s", concurrency=c))}
 
@@ -67,11 +75,13 @@ def row_seconds(name: str, flavor: str, producer: bool, sizes: dict[str, Any], *
                 reps: int, timeout: float, prior: dict[str, Any]) -> float:
     """One library row on one server: enqueue, memory, process cases, latency."""
     lib = LIBRARIES[name]
+    concurrencies, latency = lib.cases(flavor, sizes["concurrencies"])
+    flavor = sized_by(prior, name, flavor)
     total = 0.0
     if producer:
         total += reps * _apis(lib.adapter) * (CHILD_S + sizes["enqueue_s"])
         total += reps * ((1 + len(sizes["memory"])) * CHILD_S + sizes["memory"][-1] / FILL_RATE)
-    for i, c in enumerate(sizes["concurrencies"]):
+    for i, c in enumerate(concurrencies):
         rate = _median(prior, name, flavor, "process", "jobs_per_s", concurrency=c)
         drain = sizes["process_s"] * 1.1
         if rate:
@@ -80,9 +90,10 @@ def row_seconds(name: str, flavor: str, producer: bool, sizes: dict[str, Any], *
         total += reps * one
         if not rate:  # no earlier rate: a probe (first concurrency) or a likely resize
             total += (CHILD_S + WORKER_S + sizes["probe_s"]) if i == 0 else RESIZED * one
-    p50 = (_median(prior, name, flavor, "latency", "p50_ms") or LATENCY_S * 1e3) / 1e3
-    sampled = min(sizes["latency_s"], (sizes["latency"] + measure.LATENCY_WARMUP) * p50)
-    total += reps * (CHILD_S + WORKER_S + max(sampled, 15 * p50))
+    if latency:
+        p50 = (_median(prior, name, flavor, "latency", "p50_ms") or LATENCY_S * 1e3) / 1e3
+        sampled = min(sizes["latency_s"], (sizes["latency"] + measure.LATENCY_WARMUP) * p50)
+        total += reps * (CHILD_S + WORKER_S + max(sampled, 15 * p50))
     return total
 
 

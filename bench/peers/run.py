@@ -57,7 +57,10 @@ class PeerRun:
         """The library's interpreter, or None (recorded as not measured) when pip fails."""
         entry: dict[str, Any] = {
             "requirements": list(lib.requirements), "retention": lib.retention,
-            "flavors": {f: {"settings": s, "note": lib.notes.get(f, "")}
+            "flavors": {f: {"settings": s, "note": lib.notes.get(f, ""),
+                            **({"source": lib.sources[f]} if f in lib.sources else {}),
+                            **({"only": f"process at concurrency {', '.join(map(str, lib.only[f]))}"
+                                        " (no latency case)"} if f in lib.only else {})}
                         for f, s in lib.flavors.items()},
             "recovery_settings": lib.recovery, "concurrency_note": lib.concurrency_note,
             "caveats": lib.caveats, "measured": False, "reason": None, "versions": {},
@@ -125,11 +128,13 @@ class PeerRun:
             row.known = estimate.known_rates(self.prior, lib.name, flavor)
             # A library's rows differ only in worker settings: enqueue and memory run once.
             producer = position == 0
-            self._row(row, self._adder(server, lib.name, flavor), api, sizes, producer)
+            concurrencies, latency = lib.cases(flavor, sizes["concurrencies"])
+            self._row(row, self._adder(server, lib.name, flavor), api,
+                      {**sizes, "concurrencies": concurrencies}, producer, latency=latency)
 
     @staticmethod
     def _row(row: measure.Row, add: Any, api: dict[str, Any], sizes: dict[str, Any],
-             producer: bool) -> None:
+             producer: bool, *, latency: bool = True) -> None:
         """Every scenario of one library row."""
         if producer:
             timed = {"min_seconds": sizes["enqueue_s"]}
@@ -146,8 +151,9 @@ class PeerRun:
         for c in sizes["concurrencies"]:
             add("process", {"concurrency": c, "min_seconds": sizes["process_s"]},
                 lambda c=c: row.process(c, sizes))
-        add("latency", {"jobs": sizes["latency"], "max_seconds": sizes["latency_s"]},
-            lambda: row.latency(sizes["latency"], sizes["latency_s"]))
+        if latency:
+            add("latency", {"jobs": sizes["latency"], "max_seconds": sizes["latency_s"]},
+                lambda: row.latency(sizes["latency"], sizes["latency_s"]))
 
     def _adder(self, server: str, library: str, flavor: str) -> Any:
         def add(scenario: str, params: dict[str, Any], fn: Any, status: str = "ok") -> None:

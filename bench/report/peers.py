@@ -100,7 +100,7 @@ def peers_home(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     for label, column in HOME.items():
         peer = found[(found.column == column) & found.value.notna()].sort_values("ratio").head(1)
         shown = f"**{times(peer.ratio.iloc[0])}**" if peer.ratio.notna().any() else "not measured"
-        name = peer.library.iloc[0] if len(peer) else "no peer measured"
+        name = peer["library (row)"].iloc[0] if len(peer) else "no peer measured"
         lines.append(f"- {label}: {shown} (best peer: {name})")
     return "\n".join(lines)
 
@@ -113,6 +113,7 @@ def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> 
         "client": ", ".join(f"{k} {v}" for k, v in lib.get("versions", {}).items()
                             if k != "library") or MISSING,
         "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}"
+                                   + (f" ([docs]({v['source']}))" if v.get("source") else "")
                                    for f, v in lib["flavors"].items()),
         "stored per finished job": lib["retention"],
         "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}

@@ -41,7 +41,17 @@ def _figure(row: dict[str, Any], metric: str) -> float:
 
 def _label(row: dict[str, Any]) -> str:
     api = row["params"].get("api")
-    return f"{row['library']} ({row['flavor']}{', ' + api if api and api != 'bulk' else ''})"
+    note = row.get("_note")  # a tuned row names its settings: the figure is that tuning's
+    return (f"{row['library']} ({row['flavor']}{', ' + api if api and api != 'bulk' else ''}"
+            f"{': ' + note if note else ''})")
+
+
+def _noted(peers: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its flavour's note when it is not the library's first (default) row."""
+    flavors = peers.get("libraries", {}).get(row["library"], {}).get("flavors", {})
+    first = next(iter(flavors), row["flavor"])
+    note = flavors.get(row["flavor"], {}).get("note") if row["flavor"] != first else None
+    return {**row, "_note": note} if note else row
 
 
 def _costs(rows: list[dict[str, Any]]) -> str:
@@ -90,8 +100,8 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
         table, notes = [], []
         for goal in GOALS:
             ref = best_row(peers, server, REF, goal)
-            others = [r for lib in dict.fromkeys(r["library"] for r in peers["rows"]) if lib != REF
-                      if (r := best_row(peers, server, lib, goal))]
+            others = [_noted(peers, r) for lib in dict.fromkeys(r["library"] for r in peers["rows"])
+                      if lib != REF if (r := best_row(peers, server, lib, goal))]
             if ref is None or not others:
                 why = "Conveyor not measured" if ref is None else "no peer measured (or none has the API)"
                 table.append({"goal": f"{goal[0]}: {times(goal[5])}", "Conveyor": MISSING,

@@ -9,20 +9,26 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
+from rich.console import Console
 
+import bench.peers.run as peer_run
 import bench.peers.venvs as venvs
 from bench.cli import main
-from bench.peers import LIBRARIES, Library, resolve
+from bench.peers import LIBRARIES, PEERS, Library, resolve
+from bench.peers.adapters._base import shares
 from bench.peers.costs import server_stats
 from bench.peers.crash import SIZES as CRASH
 from bench.peers.crash import _wait_all
-from bench.peers.drive import Child, Hung
+from bench.peers.drive import Child, Hung, read_log, wait_for
 from bench.peers.estimate import known_rates, run_seconds
 from bench.peers.measure import SIZES, CountMismatch, Row, count, run_guarded
 from bench.peers.proxy import CuttableProxy
+from bench.peers.run import PeerRun
 from bench.peers.venvs import InstallError, first_error, python_for
+from bench.plan import Options
 
 
 def test_unknown_library_lists_the_known_ones() -> None:
@@ -239,3 +245,83 @@ def test_a_child_removes_its_temporary_directory(redis_url: str) -> None:
     del child
     gc.collect()
     assert not tmp.exists()
+
+
+def test_every_peer_has_a_tuned_row_with_its_documented_source() -> None:
+    # Fairness (issue 9): each peer at its defaults and at its best documented tuning, both shown,
+    # the tuning cited; a peer without one would say "no documented tuning" instead.
+    for name in PEERS:
+        lib = LIBRARIES[name]
+        assert "default" in lib.flavors, name
+        if "tuned" not in lib.flavors:
+            assert "no documented tuning" in lib.notes["default"], name
+            continue
+        assert lib.notes["tuned"] and lib.notes["tuned"] != lib.notes["default"], name
+        if name not in ("arq", "rq", "celery"):  # tuned before sources were recorded
+            assert lib.sources["tuned"].startswith("https://"), name
+
+
+def test_the_result_file_records_each_rows_settings_note_and_source(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Info:
+        def __init__(self, *_: object) -> None: ...
+
+        def call(self, *_: object) -> dict[str, object]:
+            return {"versions": {"library": "1"}, "sync_enqueue": True, "async_enqueue": False,
+                    "bulk": None}
+
+    monkeypatch.setattr(peer_run, "python_for", lambda lib: sys.executable)
+    monkeypatch.setattr(peer_run, "Child", Info)
+    opts = Options([], [], [], [], [], quick=True, repetitions=1, warmup=0)
+    run = PeerRun(opts, ["dramatiq", "huey"], Console(quiet=True), [])
+    for name in ("dramatiq", "huey"):
+        run._install(LIBRARIES[name])
+    libraries = run._document()["peers"]["libraries"]
+    flavors = libraries["dramatiq"]["flavors"]
+    assert flavors["tuned"]["settings"]["processes"] >= 1
+    assert flavors["tuned"]["source"] == "https://dramatiq.io/guide.html"
+    assert "processes" in flavors["tuned"]["note"] and "source" not in flavors["default"]
+    assert flavors["tuned"]["only"] == "process at concurrency 32 (no latency case)"
+    huey = libraries["huey"]["flavors"]["tuned"]
+    assert huey["settings"]["consumer"] == {"worker_type": "greenlet"}
+    assert huey["source"].startswith("https://huey.readthedocs.io/")
+
+
+def test_a_row_split_over_processes_keeps_its_concurrency_and_counts_every_job(
+        redis_url: str) -> None:
+    # Tuned rows run the scenario's concurrency over several worker processes (one per core):
+    # the total stays the scenario's, and no job is lost or run twice across the processes.
+    assert shares(32, 2) == [16, 16] and shares(5, 2) == [3, 2] and shares(1, 4) == [1]
+    assert sum(shares(100, 3)) == 100
+    child = Child(LIBRARIES["conveyor"], sys.executable, redis_url,
+                  {"worker": "sync", "processes": 2})
+    _flush(redis_url)
+    job_ids = [f"split-{i}" for i in range(300)]
+    child.call("fill", 60, ids=job_ids)
+    log = child.tmp / "split.log"
+    worker = child.start_worker(4, log)
+    try:
+        assert wait_for(log, len(job_ids), 60, worker)
+        assert len(psutil.Process(worker.proc.pid).children()) == 2
+    finally:
+        worker.kill()
+    assert count(job_ids, read_log(log)) == {"enqueued": 300, "completed": 300, "lost": 0,
+                                             "duplicated": 0, "unknown": 0}
+
+
+def test_a_row_limited_to_the_compared_case_runs_only_it() -> None:
+    # The tuned rows added for every peer run process at concurrency 32 only (what the goal
+    # compares), so the full peer run stays near 30 min.
+    added: list[tuple[str, object]] = []
+
+    def add(scenario: str, params: dict[str, object], fn: object, status: str = "ok") -> None:
+        added.append((scenario, params.get("concurrency")))
+
+    api = {"sync": True, "async": False, "bulk": None}
+    for flavor, wanted in (("default", [("process", 1), ("process", 32), ("process", 100),
+                                        ("latency", None)]), ("tuned", [("process", 32)])):
+        added.clear()
+        concurrencies, latency = LIBRARIES["dramatiq"].cases(flavor, [1, 32, 100])
+        PeerRun._row(None, add, api, {**SIZES["full"], "concurrencies": concurrencies},  # type: ignore[arg-type]
+                     False, latency=latency)
+        assert added == wanted, flavor

@@ -28,7 +28,7 @@ def render(ds: Dataset, name: str) -> str:
 def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:
     ds = dataset(tmp_path, copy.deepcopy(make_run()))
     home = render(ds, "peers_home")
-    assert "process at concurrency 32: **10.00x** (best peer: bullmq)" in home
+    assert "process at concurrency 32: **10.00x** (best peer: bullmq (default))" in home
     assert "memory per waiting job" in home
     speed = render(ds, "peers_speed")
     assert "10.00x" in speed and "data-cv-chart=" in speed and "(log axis)" in speed
@@ -71,3 +71,25 @@ def test_a_goal_no_peer_can_be_compared_on_says_so(tmp_path: Path) -> None:
                             if not (r["library"] != "conveyor" and r["scenario"] == "enqueue-bulk")]
     goals = render(dataset(tmp_path, doc), "peers_goals")
     assert "no peer measured (or none has the API)" in goals and "nan" not in goals
+
+
+def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_settings(
+        tmp_path: Path) -> None:
+    # Fairness: each peer's best row (default or tuned) is what Conveyor is compared with, and
+    # the page says which tuning gave that figure and where its docs name it.
+    doc = copy.deepcopy(make_run())
+    peers = doc["peers"]
+    tuned = [{**copy.deepcopy(r), "flavor": "tuned"} for r in peers["rows"]
+             if r["library"] == "bullmq" and r["scenario"] == "process"]
+    for row in tuned:
+        row["metrics"]["jobs_per_s"]["median"] *= 2
+    peers["rows"] += tuned
+    peers["libraries"]["bullmq"]["flavors"]["tuned"] = {
+        "settings": {"processes": 2}, "note": "2 worker processes",
+        "source": "https://docs.example/concurrency"}
+    ds = dataset(tmp_path, doc)
+    goals = render(ds, "peers_goals")
+    assert "(bullmq (tuned: 2 worker processes))" in goals and "not met** (5.00x of 15.00x)" in goals
+    assert "process at concurrency 32: **5.00x** (best peer: bullmq (tuned))" in render(ds, "peers_home")
+    assert "**tuned**: 2 worker processes ([docs](https://docs.example/concurrency))" in render(
+        ds, "peers_libraries")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -110,4 +111,28 @@ def dist_versions(*names: str) -> dict[str, str]:
     return out
 
 
-Runner = Callable[[], None]
+def shares(concurrency: int, processes: int) -> list[int]:
+    """Slots per worker process: ``concurrency`` spread as evenly as it goes over at most
+    ``processes`` processes (never an empty one), so a tuned row keeps the scenario's total."""
+    n = max(1, min(processes, concurrency))
+    return [concurrency // n + (i < concurrency % n) for i in range(n)]
+
+
+def fork_each(slots: list[int], run: Callable[[int], None]) -> None:
+    """Run ``run(share)`` in one forked child per entry of ``slots`` and wait for them all.
+    The children stay in the worker's process group, which the harness kills as a whole."""
+    children = []
+    for share in slots:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                run(share)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)

@@ -1,7 +1,9 @@
 """huey: ``RedisHuey`` (one list, BRPOP, no acknowledgement), sync task calls, a consumer
 with thread workers. No bulk enqueue API.
 
-Settings: ``huey`` (RedisHuey options: results, blocking), ``consumer`` (Consumer options).
+Settings: ``huey`` (RedisHuey options: results, blocking), ``consumer`` (Consumer options:
+worker_type "thread" by default; "greenlet" monkey-patches the process with gevent first, as
+huey's own consumer script does).
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ class Peer(_base.PeerBase):
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:
         super().__init__(url, settings)
+        if settings.get("consumer", {}).get("worker_type") == "greenlet":
+            from gevent import monkey  # noqa: PLC0415 (before huey opens a socket)
+
+            monkey.patch_all()
         from huey import RedisHuey  # noqa: PLC0415
 
         self.huey = RedisHuey(self.queue, url=url, **settings.get("huey", {}))
@@ -31,8 +37,8 @@ class Peer(_base.PeerBase):
         self.task(_base.payload(job_id))
 
     def work(self, concurrency: int) -> None:
-        consumer = self.huey.create_consumer(workers=concurrency, worker_type="thread",
-                                             periodic=False, **self.settings.get("consumer", {}))
+        options = {"worker_type": "thread", "periodic": False, **self.settings.get("consumer", {})}
+        consumer = self.huey.create_consumer(workers=concurrency, **options)
         consumer.run()
 
     @staticmethod

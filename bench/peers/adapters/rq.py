@@ -7,7 +7,6 @@ Settings: ``job`` (enqueue options: result_ttl, job_timeout, retry_max), ``worke
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from bench.peers.adapters import _base
@@ -55,21 +54,16 @@ class Peer(_base.PeerBase):
         import rq.worker  # noqa: PLC0415
 
         cls = getattr(rq.worker, self.settings.get("worker_class", "Worker"))
-        processes = min(concurrency, self.settings.get("max_processes", 16))
-        children = []
-        for _ in range(processes):
-            pid = os.fork()
-            if pid == 0:
-                from redis import Redis  # noqa: PLC0415
-                from rq import Queue  # noqa: PLC0415
 
-                conn = Redis.from_url(self.url)
-                cls([Queue(self.queue, connection=conn)], connection=conn).work(
-                    logging_level="WARNING", with_scheduler=False)
-                os._exit(0)
-            children.append(pid)
-        for pid in children:
-            os.waitpid(pid, 0)
+        def one(_: int) -> None:
+            from redis import Redis  # noqa: PLC0415
+            from rq import Queue  # noqa: PLC0415
+
+            conn = Redis.from_url(self.url)
+            cls([Queue(self.queue, connection=conn)], connection=conn).work(
+                logging_level="WARNING", with_scheduler=False)
+
+        _base.fork_each([1] * min(concurrency, self.settings.get("max_processes", 16)), one)
 
     @staticmethod
     def versions() -> dict[str, str]:
