@@ -4,14 +4,16 @@ Each library is installed from a pinned requirement in its own virtual environme
 redis-py pins conflict; see :mod:`bench.peers.venvs`) and driven as a subprocess through one
 adapter interface (:mod:`bench.peers.adapters`). This module holds only the registry: pins,
 settings at defaults and at the best documented tuning, and the recovery settings used by the
-crash table. It imports nothing beyond the standard library (the child processes import it).
+crash table. It imports nothing beyond the standard library and ``bench.environment`` (the child
+processes import it).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.environment import cores
 
 # Cheapest result retention, applied to every flavour of a library (fairness rule).
 _BULLMQ_JOB = {"removeOnComplete": True}
@@ -20,8 +22,8 @@ _RQ_JOB = {"result_ttl": 0}
 _CELERY = {"task_ignore_result": True}
 # Worker processes for the rows tuned by running several (each library's docs or CLI default
 # to one per core or recommend it): the scenario's concurrency is split over them, so the
-# total stays the scenario's.
-CPUS = os.cpu_count() or 1
+# total stays the scenario's. The cores this process may use (as the result file records them).
+CPUS = cores()
 
 
 @dataclass(frozen=True)

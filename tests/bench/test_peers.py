@@ -325,3 +325,14 @@ def test_a_row_limited_to_the_compared_case_runs_only_it() -> None:
         PeerRun._row(None, add, api, {**SIZES["full"], "concurrencies": concurrencies},  # type: ignore[arg-type]
                      False, latency=latency)
         assert added == wanted, flavor
+
+
+def test_a_new_tuned_row_is_sized_from_its_default_rows_earlier_rate() -> None:
+    # A tuned row added since the last full run has no rate of its own yet: its backlog is sized
+    # from the default row's rate (no probe), and the --list estimate assumes the same.
+    prior = {"rows": [{"library": "huey", "flavor": "default", "scenario": "process",
+                       "params": {"concurrency": 32}, "metrics": {"jobs_per_s": {"median": 900.0}}}]}
+    assert known_rates(prior, "huey", "tuned") == {32: 900.0}
+    prior["rows"].append({**prior["rows"][0], "flavor": "tuned",
+                          "metrics": {"jobs_per_s": {"median": 1800.0}}})
+    assert known_rates(prior, "huey", "tuned") == {32: 1800.0}
