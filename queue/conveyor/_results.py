@@ -147,10 +147,17 @@ def finished_ids(reply: Any) -> tuple[list[str], str | None]:
     for _stream, entries in _streams(reply):
         for entry_id, fields in entries:
             last = _text(entry_id)
-            # Fields are job ids (unique within an entry; redis-py may decode them into a dict).
-            names = fields.keys() if isinstance(fields, dict) else fields[0::2]
-            ids += [_text(name) for name in names]
+            # redis-py may decode an entry's fields into a dict (field names are unique in one).
+            flat = fields if isinstance(fields, list | tuple) else [x for kv in fields.items() for x in kv]
+            for name, value in zip(flat[0::2], flat[1::2], strict=True):
+                ids += _announced(_text(name), value)
     return ids, last
+
+
+def _announced(name: str, value: Any) -> list[str]:
+    """The job ids one event field names: field '{' + state letter, value the ids joined by '{'
+    (see _lua/_lib.lua); or, as written before, the field is a job id (no id holds a '{')."""
+    return _text(value).split("{") if name.startswith("{") else [name]
 
 
 def _streams(reply: Any) -> list[Any]:

@@ -37,6 +37,8 @@ class JSONSerializer:
         self._decode = json.JSONDecoder().decode
 
     def dumps(self, payload: Any) -> bytes:
+        if type(payload) is str:  # a plain string (the commonest result): no encoder, list or join
+            return encode_basestring(payload).encode()
         if self._c_encode is None:  # an interpreter without json's C accelerator
             return self._encode(payload).encode()
         try:

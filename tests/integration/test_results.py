@@ -223,6 +223,9 @@ def test_one_batched_ack_stores_every_result(server, queue_name):
         assert statuses == [1] * 5
         assert q.client.hlen(q.core.keys.results) == 5
         assert q.client.llen(q.core.keys.result_index) == 1
+        # one event entry for the call, with one field naming every id (not a field per job)
+        [(_, fields)] = q.client.xrange(q.core.keys.events)
+        assert fields == {b"{c": "{".join(j.id for j in jobs).encode()}
         assert [q.result(j.id, 0) for j in jobs] == [f"v{j.payload}" for j in jobs]
     finally:
         q.close()

@@ -338,7 +338,7 @@ def test_an_enqueue_that_created_every_job_is_read_from_one_string_reply(reply):
 
 @pytest.mark.parametrize(
     "payload",
-    [None, True, 0, -7, 2.5, 1e300, "", "é✓\n\"\\", [1, [2, {"a": None}]],
+    [None, True, 0, -7, 2.5, 1e300, "", "é✓\n\"\\", "\x00\x1f\u2028/", [1, [2, {"a": None}]],
      {"k": {"z": [1.5, "x"]}, "b": False}],
 )
 def test_the_reused_json_encoder_writes_what_json_dumps_writes(payload):
@@ -352,7 +352,11 @@ def test_the_reused_json_encoder_refuses_what_json_refuses():
     circular.append(circular)
     with pytest.raises(SerializationError, match="Circular reference"):
         encode_payload(JSON, "t", circular, 10_000)
-    for bad, message in ((float("nan"), "Out of range float"), ({"a": {1, 2}}, "not JSON serializable")):
+    for bad, message in (
+        (float("nan"), "Out of range float"),
+        ({"a": {1, 2}}, "not JSON serializable"),
+        ("\ud800", "surrogates not allowed"),  # a lone surrogate is not UTF-8 (plain strings too)
+    ):
         with pytest.raises(SerializationError, match=message):
             encode_payload(JSON, "t", bad, 10_000)
     shared = {"a": [1, 2]}  # encoded again after the errors: no stale state

@@ -133,8 +133,10 @@ end
 -- its expiry is in the future (read_results.lua checks at read time); trim.lua walks the index
 -- from its head, deleting expired records in bounded batches (sweep_results); retention
 -- deletes a record with its job. Each call that finishes jobs adds one entry to the events
--- stream (fields: id, state letter; an id is never twice in one call), capped at about
--- EVENTS_MAXLEN entries: clients block on it instead of polling.
+-- stream, capped at about EVENTS_MAXLEN entries: clients block on it instead of polling. Its one
+-- field is '{' .. state letter, its value the ids joined by '{' (no job id holds a '{', so the
+-- field cannot be an id: readers also accept entries whose fields are ids, as written before),
+-- so an ack batch costs XADD a fixed number of arguments, not two per job.
 local RESULTS = {ttl = 0}
 local EVENTS_MAXLEN = 1000
 
@@ -142,32 +144,24 @@ local function use_results(ttl, events, records, index)
   if ttl > 0 then RESULTS = {ttl = ttl, events = events, records = records, index = index} end
 end
 
--- Store records: `records` holds id, record pairs (records already start with `expires`), `ids`
--- their ids (<= 1000 jobs: one ack batch). The index entry goes first: a failure in between
--- leaves an entry naming missing records (swept as usual), never a record that no entry names
--- (never swept).
-local function keep_results(expires, ids, records)
-  if #ids > 0 then
-    redis.call('RPUSH', RESULTS.index, expires .. '{' .. table.concat(ids, '{'))
-    redis.call('HSET', RESULTS.records, unpack(records))
-  end
+-- Store records and announce them: `records` holds id, record pairs (records already start with
+-- `expires`, state `state`), `joined` their ids joined by '{' (<= 1000 jobs: one ack batch). The
+-- index entry goes first: a failure in between leaves an entry naming missing records (swept as
+-- usual), never a record that no entry names (never swept).
+local function keep_results(expires, state, joined, records)
+  redis.call('RPUSH', RESULTS.index, expires .. '{' .. joined)
+  redis.call('HSET', RESULTS.records, unpack(records))
+  redis.call('XADD', RESULTS.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', '{' .. state, joined)
 end
 
 local function store_result(id, state, attempts, body, now)
   local expires = tostring(now + RESULTS.ttl)
-  keep_results(expires, {id}, {id, expires .. state .. attempts .. ':' .. body})
+  keep_results(expires, state, id, {id, expires .. state .. attempts .. ':' .. body})
 end
 
 -- The expiry (ms) a record starts with (0 if none: such a record counts as expired).
 local function expiry_of(record)
   return tonumber(string.match(record, '^%d+') or '0')
-end
-
--- fields: id, state letter pairs (<= 2000 values: one ack batch).
-local function announce(fields)
-  if #fields > 0 then
-    redis.call('XADD', RESULTS.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
-  end
 end
 
 -- Delete the records of `ids` (their index entries stay until swept: deleting a missing field is
@@ -239,7 +233,6 @@ local function finish_failed(failed, meta, key, id, err, now)
   redis.call('HINCRBY', meta, 'failed', 1)
   if RESULTS.ttl > 0 then
     store_result(id, 'f', redis.call('HGET', key, 'a') or '', err, now)
-    announce({id, 'f'})
   end
 end
 
@@ -361,7 +354,6 @@ local function finish_cancelled(cancelled, key, id, now)
   redis.call('ZADD', cancelled, now, id)
   if RESULTS.ttl > 0 then
     store_result(id, 'C', redis.call('HGET', key, 'a') or '', 'cancelled while running', now)
-    announce({id, 'C'})
   end
 end
 

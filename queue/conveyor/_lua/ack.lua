@@ -60,7 +60,7 @@ if string.sub(request, 1, 1) == '+' then
   end
 end
 
-local out, done, finished, events, freed = {}, {}, {}, {}, {}
+local out, done, finished, freed = {}, {}, {}, {}
 local records, expires = {}, nil
 if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
 for i = 1, n do
@@ -77,7 +77,6 @@ for i = 1, n do
       -- the client sends the success record but its expiry ('c:' .. value)
       local r = #records
       records[r + 1], records[r + 2] = id, expires .. ARGV[at + 2]
-      events[r + 1], events[r + 2] = id, 'c'
     end
     if keep == 0 then
       redis.call('DEL', key)
@@ -96,9 +95,8 @@ if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
 end
-if expires then
-  keep_results(expires, done, records)  -- one HSET and one RPUSH for the whole batch
-  announce(events)
+if expires and #done > 0 then
+  keep_results(expires, 'c', table.concat(done, '{'), records)  -- one RPUSH, HSET, XADD per batch
 end
 if #finished > 0 then
   redis.call('ZADD', completed, unpack(finished))

@@ -37,6 +37,5 @@ redis.call('DEL', key)
 use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
 if RESULTS.ttl > 0 then
   store_result(id, 'C', f[4] or '', 'cancelled before it ran', now_ms())
-  announce({id, 'C'})
 end
 return {1, state}
