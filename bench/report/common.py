@@ -63,14 +63,15 @@ def primary_server(ds: Dataset, run_id: str, scenario: str) -> str | None:
 
 
 def run_rows(ds: Dataset, scenario: str, need: str = "", **where: Any) -> tuple[str, pd.DataFrame] | None:
-    """(run, summary rows of ``scenario`` on that run's first server) or None; with ``need``, among
-    the runs and servers that measured that metric."""
+    """(run, summary rows of ``scenario`` on that run's first server), None when there are none; with
+    ``need``, among the runs and servers that measured that metric."""
     pick = replace(ds, summary=ds.summary[ds.summary.metric == need]) if need else ds
     run = primary_run(pick, scenario)
     if run is None:
         return None
     server = primary_server(pick, run, scenario)
-    return run, select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
+    rows = select(ds.summary, run_id=run, scenario=scenario, server=server, **where)
+    return None if rows.empty else (run, rows)
 
 
 def scenario_section(scenario: str, what: str = "", need: str = "", **where: Any
@@ -81,7 +82,7 @@ def scenario_section(scenario: str, what: str = "", need: str = "", **where: Any
         @wraps(body)
         def section(ds: Dataset, prefix: str = "") -> str:
             found = run_rows(ds, scenario, need, **where)
-            if found is None or found[1].empty:
+            if found is None:
                 return no_data(what or f"the `{scenario}` scenario")
             return f"{body(ds, *found)}\n\n{source(ds, found[0], prefix)}\n"
         return section

@@ -30,8 +30,7 @@ WORKER_CONCURRENCY = next(f.default for f in fields(WorkerOptions) if f.name == 
 
 
 def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
-    found = run_rows(ds, "connections", kind=kind, config="default")
-    return found if found is not None and not found[1].empty else None
+    return run_rows(ds, "connections", kind=kind, config="default")
 
 
 def fits(rows: pd.DataFrame, by: str = "concurrency", roles: tuple[str, ...] = ROLES

@@ -7,14 +7,12 @@ newest result file holding each scenario.
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 
-from bench.report.common import stat_cell
+from bench.report.common import stat_cell, wide
 from bench.report.compare import change, ratio, ratio_text, select
 from bench.report.load import Dataset
-from bench.report.text import MISSING, fmt, md_table, no_data, source_line
+from bench.report.text import MISSING, fmt, md_table, no_data, source_line, wrapped
 
 ONE_CALLER = {"jobs/s": "jobs_per_s", "p50 ms": "p50_ms", "p99 ms": "p99_ms"}
 
@@ -24,12 +22,8 @@ def acl_setup(ds: Dataset, prefix: str) -> str:
     one line to copy, wrapped on screen instead of scrolling."""
     from conveyor import acl_rules  # noqa: PLC0415 (the docs environment installs the library)
 
-    def wrapped(command: str) -> str:
-        style = "white-space: pre-wrap; overflow-wrap: anywhere"
-        return f'<div class="highlight"><pre><code style="{style}">{html.escape(command)}</code></pre></div>'
-
     return (wrapped(f"ACL SETUSER conveyor on >CHANGE-ME {acl_rules()}")
-            + "\n\nLimited to one queue (here `emails`, default prefix `cv`):\n\n"
+            + "\nLimited to one queue (here `emails`, default prefix `cv`):\n\n"
             + wrapped(f"ACL SETUSER conveyor-emails on >CHANGE-ME {acl_rules(queue='emails')}"))
 
 
@@ -42,9 +36,7 @@ def newest(ds: Dataset, scenario: str, **where: object) -> tuple[str | None, pd.
 
 def stat(rows: pd.DataFrame, metric: str) -> str:
     row = rows[rows.metric == metric]
-    if row.empty:
-        return MISSING
-    return fmt(float(row.iloc[0]["median"]), 0) if metric == "shards_used" else stat_cell(row.iloc[0])
+    return MISSING if row.empty else stat_cell(row.iloc[0])
 
 
 def table(ds: Dataset, prefix: str, scenario: str, by: str, columns: dict[str, str],
@@ -54,9 +46,10 @@ def table(ds: Dataset, prefix: str, scenario: str, by: str, columns: dict[str, s
     if run is None or rows.empty:
         topology = f"'s {where['topology']} cases" if where else ""
         return no_data(f"the `{scenario}` scenario{topology}")
-    out = [{"server": server, by: int(key), **{label: stat(group, m) for label, m in columns.items()}}
-           for (server, key), group in rows.groupby(["server", by], sort=True)]
-    return md_table(pd.DataFrame(out)) + "\n\n" + source_line(ds.runs.loc[run], prefix)
+    labels = {m: label for label, m in columns.items()}
+    shown = wide(ds, rows.assign(metric=rows.metric.map(labels), unit=""), ["server", by], list(columns))
+    return md_table(shown.rename(columns={by.replace("_", " "): by}).fillna(MISSING)) + "\n\n" + source_line(
+        ds.runs.loc[run], prefix)
 
 
 def scale_out_table(ds: Dataset, prefix: str) -> str:

@@ -44,7 +44,7 @@ def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, st
     headline (with its conditions in words) comes before the preferred parameters."""
     label, scenario, name, wanted, words, link = spec
     found = run_rows(ds, scenario, **BASELINE)
-    if found is None or found[1].empty:
+    if found is None:
         return None
     run, rows = found
     marked = select(ds.cases, run_id=run, scenario=scenario, server=rows.server.iloc[0], **BASELINE).dropna(

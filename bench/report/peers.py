@@ -33,6 +33,7 @@ HOME = {"process at concurrency 32": "process c=32", "bulk enqueue (batch 50)": 
         "memory per waiting job": "memory (B/job)"}
 FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
           "connection-cut": "connections cut"}
+NO_PEERS = "a peer comparison (`nox -s bench -- --libraries all`)"
 FIELDS = ["server", "library", "library (row)", "column", "table", "higher", "value", "status"]
 
 
@@ -75,16 +76,21 @@ def table(frame: pd.DataFrame, index: str, values: str, columns: pd.Series) -> s
                                 if values == "cell" else c).reset_index())
 
 
+def peers_run(ds: Dataset) -> pd.Series | None:
+    """The newest run with a ``peers`` section."""
+    found = ds.runs[[bool(doc.get("peers")) for doc in ds.runs.doc]]
+    return found.iloc[-1] if len(found) else None
+
+
 def peers_section(body: Callable[[dict[str, Any], pd.DataFrame, str], str], source: bool = True
                   ) -> Callable[[Dataset, str], str]:
     """A section over the ``peers`` part of the newest file holding one (and its tidy frame), with
     the file's source line."""
     @wraps(body)
     def section(ds: Dataset, prefix: str = "") -> str:
-        found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
-        if not found:
-            return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
-        run = ds.runs.loc[found[-1]]
+        run = peers_run(ds)
+        if run is None:
+            return no_data(NO_PEERS)
         text = body(run.doc["peers"], tidy(run.doc["peers"]), prefix)
         return f"{text}\n\n{source_line(run, prefix)}" if source else text
     return section

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from bench.report.load import Dataset
-from bench.report.peers import REF
+from bench.report.peers import NO_PEERS, REF, peers_run
 from bench.report.text import MISSING, fmt, md_table, no_data, source_line, times
 
 # goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
@@ -90,10 +90,9 @@ def _why(goal: tuple[Any, ...], ref: dict[str, Any], peer: dict[str, Any], cores
 
 def peers_goals(ds: Dataset, prefix: str = "") -> str:
     """Per server, each goal: Conveyor, the best peer, the ratio, met or not, and why not."""
-    found = [r for r, doc in zip(ds.runs.run_id, ds.runs.doc, strict=True) if doc.get("peers")]
-    if not found:
-        return no_data("a peer comparison (`nox -s bench -- --libraries all`)")
-    run = ds.runs.loc[found[-1]]
+    run = peers_run(ds)
+    if run is None:
+        return no_data(NO_PEERS)
     peers, cores = run.doc["peers"], int(run.doc["environment"].get("cores") or 1)
     parts = []
     for server in dict.fromkeys(r["server"] for r in peers["rows"]):

@@ -17,7 +17,7 @@ from bench.report.common import (
     source,
     wide,
 )
-from bench.report.compare import BASELINE, STATS, ratio, select, versus
+from bench.report.compare import BASELINE, STATS, prefer, select, versus
 from bench.report.figures import chart, metric_lines, plot
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, metric_label, no_data, pct
@@ -135,17 +135,11 @@ def bulk(ds: Dataset, run: str) -> list[str]:
                   metric="jobs_per_s", **BASELINE)
     if "producers" in many:
         many = many[many.producers.fillna(1) == 1]
-    out = []
-    for _, one in single.iterrows():
-        match = many[many.payload_bytes == one.payload_bytes]
-        if len(match) != 1:
-            continue
-        found = ratio(match.iloc[0], one)
-        if not found["noise"]:
-            out.append(f"With one producer and {one.payload_bytes} B payloads, enqueueing in "
-                       f"batches of {match.iloc[0].batch} gives {found['ratio']:.1f}x the jobs/s "
-                       "of one enqueue call per job.")
-    return out
+    single = prefer(single, {"callers": 1, "batching": False})  # one call at a time, like for like
+    found = versus(many[~many.payload_bytes.duplicated(keep=False)], single, "payload_bytes")
+    return [f"With one producer and {r.payload_bytes} B payloads, enqueueing in batches of {r.batch} gives "
+            f"{r.ratio:.1f}x the jobs/s of one enqueue call at a time."
+            for r in found[~found.noise].itertuples()]
 
 
 def performance_takeaways(ds: Dataset, prefix: str = "") -> str:

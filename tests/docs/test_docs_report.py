@@ -200,6 +200,18 @@ def test_bulk_takeaway_compares_one_producer_with_one_producer(tmp_path: Path) -
     assert "gives 10.0x the jobs/s" in out and "14.0x" not in out
 
 
+def test_bulk_takeaway_is_against_one_caller_without_batching_only(tmp_path: Path) -> None:
+    doc = make_run()
+    single = next(r for r in doc["results"] if r["scenario"] == "enqueue-single")
+    single["params"].update(callers=1, batching=False)
+    for callers, batching, k in ((1, True, 1.5), (8, False, 2.0), (8, True, 5.0)):  # not like for like
+        params = {**single["params"], "callers": callers, "batching": batching}
+        rates = {"jobs_per_s": metric(3000 * k, "1/s")}
+        doc["results"].append({**single, "params": params, "metrics": rates})
+    out = render(dataset(tmp_path, doc), "performance_takeaways")
+    assert out.count("enqueueing in batches") == 1 and "gives 10.0x the jobs/s" in out
+
+
 def test_concurrency_takeaway_reads_as_a_sentence(tmp_path: Path) -> None:
     out = render(dataset(tmp_path, make_run()), "performance_takeaways")
     assert "With 64 B payloads, 8 concurrent tasks complete" in out
