@@ -60,8 +60,7 @@ def formula(found: list[dict[str, float | str]], by: str = "concurrency") -> str
 
 def role_table(ds: Dataset, rows: pd.DataFrame, by: str) -> str:
     """Connections by role (a column each) and ``by``, measured with CLIENT LIST."""
-    names = [f"connections_{r}" for r in (*ROLES, "total")]
-    table = wide(ds, rows, [by], [n for n in names if n in set(rows.metric)])
+    table = wide(ds, rows, [by], [f"connections_{r}" for r in (*ROLES, "total")])
     return md_table(table.rename(columns=lambda c: c.replace("connections ", "")))
 
 

@@ -82,8 +82,7 @@ def process_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """A burst worker draining a pre-filled queue: by concurrency, then by variant."""
     base = select(rows, **BASELINE)
     first = base.iloc[0]
-    table = wide(ds, base, ["concurrency"], [m for m in ("jobs_per_s", "elapsed_s") if m in set(base.metric)],
-                 once=True)
+    table = wide(ds, base, ["concurrency"], ["jobs_per_s", "elapsed_s"], once=True)
     fig = plot(base[base.metric == "jobs_per_s"], "concurrency", None,
                lambda _: f"baseline, payload {first.payload_bytes} B", lines=True,
                title="Draining a backlog: jobs/s by worker concurrency",

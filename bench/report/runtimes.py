@@ -14,11 +14,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import server_rank
 from bench.report.compare import THRESHOLD, versus
-from bench.report.figures import chart, figure
+from bench.report.figures import chart, plot
 from bench.report.load import Dataset
 from bench.report.text import cell, md_table, times
 
@@ -123,10 +122,11 @@ def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
     found = {o: v["ratios"] for o, v in ratios(ds).items() if o != BASELINE}
     if not found:
         return "*No chart yet: no option other than the baseline is measured.*\n"
-    fig = figure("Speed relative to redis-py on CPython 3.11 (asyncio loop)", "scenario",
-                 "ratio to baseline (above 1: faster)", category_x=True)
-    fig.add_traces([go.Bar(x=[s for s in SCENARIOS if s in r], y=[r[s] for s in SCENARIOS if s in r],
-                           name=o.label) for o, r in found.items()])
+    bars = pd.DataFrame([{"option": o.label, "scenario": s, "median": r[s]}
+                         for o, r in found.items() for s in SCENARIOS if s in r])
+    fig = plot(bars, "scenario", "option", str, x_title="scenario", sort=False, category_x=True,
+               title="Speed relative to redis-py on CPython 3.11 (asyncio loop)",
+               y_title="ratio to baseline (above 1: faster)")
     fig.add_hline(y=1.0, line_dash="dot")
     return chart(fig, "runtimes-ratios") + "\n"
 

@@ -104,11 +104,10 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
 def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Batch size against promotion rate, sweep time and other clients' PING p99."""
     server = rows.iloc[0].server
-    shown = [m for m in ("items_per_s", "sweep_p99_ms", "probe_p99_ms") if m in set(rows.metric)]
     probes = [e.get("probe_samples") for e in extras(ds, rows)]
     rows = rows.assign(probes=[MISSING if p is None else p for p in probes])
-    table = wide(ds, rows, ["backlog", "batch", "probes"], shown).rename(
-        columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
+    table = wide(ds, rows, ["backlog", "batch", "probes"], ["items_per_s", "sweep_p99_ms", "probe_p99_ms"])
+    table = table.rename(columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
     charts = metric_lines(rows, (("items_per_s", "Jobs promoted per second by batch"),
                                  ("probe_p99_ms", "Another client's PING p99 during sweeps")),
                           lambda name: f"maint-{name}", lambda _, unit: unit, x="batch", series="backlog",
