@@ -21,12 +21,14 @@ STATS = ["median", "min", "max", "n"]
 
 
 def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
-    """Rows of ``frame`` whose columns equal the given values (lists: any of them)."""
+    """Rows of ``frame`` whose columns equal the given values (lists: any of them; a None among them
+    also matches where the parameter is absent)."""
     mask = pd.Series(True, index=frame.index)
     for key, value in where.items():
-        if key not in frame.columns:
-            return frame.iloc[0:0]
-        mask &= frame[key].isin(value) if isinstance(value, list | tuple) else frame[key] == value
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        column = frame.get(key, pd.Series(pd.NA, index=frame.index, dtype=object))
+        mask &= (column.isin([v for v in values if v is not None]) | (column.isna() & (None in values))
+                 ).fillna(False).astype(bool)
     return frame[mask]
 
 

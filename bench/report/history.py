@@ -59,12 +59,7 @@ def method_names(ds: Dataset) -> dict[str, str]:
 def points(ds: Dataset, h: Headline) -> pd.DataFrame:
     """One row per full run holding the headline: median, MAD, version, commit and group."""
     rows = select(ds.summary, scenario=h.scenario, metric=h.metric, server=SERVER,
-                  **{**BASELINE, "config": list(DEFAULT_CONFIGS)})
-    for key, wanted in h.where.items():  # a None among the wanted values: the parameter may be absent
-        options = wanted if isinstance(wanted, list) else [wanted]
-        column = rows.get(key, pd.Series(pd.NA, index=rows.index, dtype=object))
-        rows = rows[(column.isin([o for o in options if o is not None]) | (column.isna() & (None in options)))
-                    .fillna(False).astype(bool)]
+                  **{**BASELINE, "config": list(DEFAULT_CONFIGS), **h.where})
     rows = rows[rows.run_id.isin(ds.runs.index[~ds.runs.quick])]
     if rows.empty:
         return rows
