@@ -77,7 +77,7 @@ async def test_a_lost_reply_fails_the_calls_behind_it_and_nothing_reads_a_stale_
     assert isinstance(second, redis.ConnectionError) and "reply lost" in str(second), second
     await asyncio.to_thread(stall.join, 10)
     assert await scripts.evalsha(sha, [], ["c"]) == b"c"  # a fresh connection, not a's late reply
-    with pytest.raises(redis.ResponseError, match="(?i)no matching script|NOSCRIPT"):
+    with pytest.raises(redis.ResponseError, match=r"(?i)no matching script|NOSCRIPT"):
         await scripts.evalsha("0" * 40, [], [])
     assert await scripts.evalsha(sha, [], ["d"]) == b"d"  # an error reply keeps the connection
     await client.aclose()
