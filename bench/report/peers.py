@@ -120,6 +120,7 @@ def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> 
                             if k != "library") or MISSING,
         "rows measured": "; ".join(f"**{f}**: {v['note'] or v['settings']}"
                                    + (f" ([docs]({v['source']}))" if v.get("source") else "")
+                                   + (f"; measured: {v['only']}" if v.get("only") else "")
                                    for f, v in lib["flavors"].items()),
         "stored per finished job": lib["retention"],
         "status": "measured" if lib["measured"] else f"not measured: {lib['reason']}"}

@@ -86,10 +86,10 @@ def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_setti
     peers["rows"] += tuned
     peers["libraries"]["bullmq"]["flavors"]["tuned"] = {
         "settings": {"processes": 2}, "note": "2 worker processes",
-        "source": "https://docs.example/concurrency"}
+        "source": "https://docs.example/concurrency", "only": "process at concurrency 32"}
     ds = dataset(tmp_path, doc)
     goals = render(ds, "peers_goals")
     assert "(bullmq (tuned: 2 worker processes))" in goals and "not met** (5.00x of 15.00x)" in goals
     assert "process at concurrency 32: **5.00x** (best peer: bullmq (tuned))" in render(ds, "peers_home")
-    assert "**tuned**: 2 worker processes ([docs](https://docs.example/concurrency))" in render(
-        ds, "peers_libraries")
+    assert ("**tuned**: 2 worker processes ([docs](https://docs.example/concurrency)); measured: "
+            "process at concurrency 32") in render(ds, "peers_libraries")
