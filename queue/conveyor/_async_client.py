@@ -13,7 +13,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
-from ._batching import AsyncEnqueueBatcher
+from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy
 from ._direct import AsyncDirectScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
@@ -60,7 +60,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         super().__init__(name, client, settings=settings, **overrides)
         self._direct = AsyncDirectScripts.of(client)  # None: every call goes through client.evalsha
         self._results = AsyncResults(self)
-        self._batcher = AsyncEnqueueBatcher(self.core, self._run)
+        self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
 
     # -- execution --------------------------------------------------------------------------------
     async def _evalsha(self, call: Call[Any]) -> Any:

@@ -12,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
-from ._batching import EnqueueBatcher
+from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy
 from ._direct import DirectScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
@@ -59,7 +59,7 @@ class Queue(QueueBase[redis.Redis]):
         super().__init__(name, client, settings=settings, **overrides)
         self._direct = DirectScripts.of(client)  # None: every call goes through client.evalsha
         self._results = SyncResults(self)
-        self._batcher = EnqueueBatcher(self.core, self._run)
+        self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
 
     # -- execution --------------------------------------------------------------------------------
     def _evalsha(self, call: Call[Any]) -> Any:

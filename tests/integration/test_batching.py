@@ -8,9 +8,11 @@ a worker thread of the loop's executor). Script calls are counted by wrapping th
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
+import redis
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
@@ -32,6 +34,56 @@ def count_calls(q: Any) -> list[int]:
 
     inner._evalsha = counted
     return sizes
+
+
+def hold_first_fail_second(q: Any) -> tuple[list[int], threading.Event]:
+    """From now on the queue's first enqueue script call waits for the returned event (then is
+    sent), and its second fails with a connection error without being sent; the list records
+    every call's job count."""
+    inner, sizes, release = q.inner, [], threading.Event()
+    send = inner._evalsha
+
+    def before(call: Any) -> int:
+        sizes.append((len(call.args) - 1) // 5)
+        if len(sizes) == 2:
+            raise redis.ConnectionError("injected: the connection was lost")
+        return len(sizes)
+
+    async def held_async(call: Any) -> Any:
+        if before(call) == 1:
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+        return await send(call)
+
+    def held_sync(call: Any) -> Any:
+        if before(call) == 1:
+            release.wait(30)
+        return send(call)
+
+    inner._evalsha = held_async if q.surface == "async" else held_sync
+    return sizes, release
+
+
+async def test_a_second_call_goes_out_while_one_is_in_flight_and_its_error_stays_in_it(api):
+    """Callers arriving while a call is in flight go out as a second call (not after the first
+    returns); a connection error on it reaches its callers only, the others' jobs are stored."""
+    q = api.queue(batch_enqueue=True)
+    sizes, release = hold_first_fail_second(q)
+    first = asyncio.create_task(q.enqueue("t", {"n": 0}))
+    while not sizes:
+        await asyncio.sleep(0.005)
+    burst = [asyncio.create_task(q.enqueue("t", {"n": n})) for n in range(1, 4)]
+    outcomes = await asyncio.wait_for(asyncio.gather(*burst, return_exceptions=True), 20)
+    assert not first.done()  # the burst did not wait for the call in flight
+    release.set()
+    assert (await first).payload == {"n": 0}
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(failed) == sizes[1] >= 1
+    assert all("injected" in str(exc) for exc in failed)
+    stored = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert sorted(job.payload["n"] for job in stored) == sorted(
+        {1, 2, 3} - {n for n in range(1, 4) if isinstance(outcomes[n - 1], BaseException)})
+    assert await q.counts() == counts(waiting=4 - sizes[1])
 
 
 async def test_concurrent_callers_share_script_calls_and_each_gets_its_own_job(api):

@@ -34,6 +34,44 @@ def fake_reply(args: list[Any]) -> list[Any]:
     return reply + existing
 
 
+class HeldCalls:
+    """A fake ``run`` (sync and async) whose calls each return when released, in any order;
+    a call given an error raises it instead."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.release: list[threading.Event] = [threading.Event() for _ in range(8)]
+        self.errors: dict[int, BaseException] = {}
+
+    def _reply(self, n: int, call: Any) -> Any:
+        if n in self.errors:
+            raise self.errors[n]
+        return call.parse(fake_reply(list(call.args)))
+
+    def sync(self, call: Any) -> Any:
+        n = len(self.sizes)
+        self.sizes.append(jobs_in(list(call.args)))
+        assert self.release[n].wait(10)
+        return self._reply(n, call)
+
+    async def run(self, call: Any) -> Any:
+        n = len(self.sizes)
+        self.sizes.append(jobs_in(list(call.args)))
+        while not self.release[n].is_set():
+            await asyncio.sleep(0.001)
+        return self._reply(n, call)
+
+
+async def until(condition: Any) -> None:
+    """Let the loop run until ``condition()`` holds (the test fails after 5 s)."""
+
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), 5)
+
+
 def group(core: QueueCore, n: int, job_id: str | None = None) -> tuple[Any, ...]:
     return core.pack("t", {"n": n}, job_id, 0.0, None, priority=0)
 
@@ -57,7 +95,7 @@ async def test_each_caller_gets_its_own_job_from_a_shared_call() -> None:
     batcher = AsyncEnqueueBatcher(core, held_first_call(sizes, release))
     given = [None, "old-1", None, "old-2", None]
     tasks = [asyncio.create_task(batcher.enqueue(group(core, n, job_id))) for n, job_id in enumerate(given)]
-    while len(batcher._pending) < 4:
+    while len(sizes) < 2:
         await asyncio.sleep(0)
     release.set()
     jobs = await asyncio.gather(*tasks)
@@ -89,7 +127,7 @@ async def test_callers_that_enqueue_again_join_the_next_call() -> None:
 
     await asyncio.gather(*(caller(n) for n in range(8)))
     assert sizes == [1, 8, 8, 8, 8, 7]
-    assert not batcher._busy
+    assert not batcher._slots.flying and not batcher._scheduled
 
 
 async def test_a_lone_caller_never_waits_for_a_loop_turn() -> None:
@@ -103,49 +141,19 @@ async def test_a_lone_caller_never_waits_for_a_loop_turn() -> None:
     batcher = AsyncEnqueueBatcher(core, run)
     for n in range(3):
         await batcher.enqueue(group(core, n))
-        assert not batcher._busy  # idle again at once: the next call goes out alone, directly
+        assert not (batcher._slots.flying or batcher._scheduled)  # idle again: the next goes alone
     assert sizes == [1, 1, 1] and not batcher._tasks
-
-
-def test_threads_arriving_during_a_call_share_the_next_one() -> None:
-    core = QueueCore("q", QueueSettings())
-    sizes: list[int] = []
-    release = threading.Event()
-
-    def run(call: Any) -> Any:
-        sizes.append(jobs_in(list(call.args)))
-        if len(sizes) == 1:
-            release.wait(10)
-        return call.parse(fake_reply(list(call.args)))
-
-    batcher = EnqueueBatcher(core, run)
-    results: dict[int, Any] = {}
-
-    def caller(n: int) -> None:
-        results[n] = batcher.enqueue(group(core, n))
-
-    threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
-    threads[0].start()
-    while not sizes:
-        time.sleep(0.001)
-    for t in threads[1:]:
-        t.start()
-    while len(batcher._pending) < 3:
-        time.sleep(0.001)
-    release.set()
-    for t in threads:
-        t.join(10)
-    assert sizes == [1, 3]
-    assert len({job.id for job in results.values()}) == 4
-    assert all(results[n].payload == {"n": n} for n in range(4))
 
 
 async def test_a_caller_cancelled_while_waiting_is_not_sent() -> None:
     core, sizes, release = QueueCore("q", QueueSettings()), [], asyncio.Event()
     batcher = AsyncEnqueueBatcher(core, held_first_call(sizes, release))
-    tasks = [asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(4)]
-    while len(batcher._pending) < 3:
+    first = asyncio.create_task(batcher.enqueue(group(core, 0)))
+    while not sizes:
         await asyncio.sleep(0)
+    tasks = [first, *(asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(1, 4))]
+    await asyncio.sleep(0)  # they wait (sent one loop iteration later)
+    assert len(batcher._pending) == 3
     tasks[2].cancel()
     release.set()
     done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -166,8 +174,110 @@ def test_a_batcher_left_busy_by_an_ended_loop_serves_the_next_loop() -> None:
 
     async def stranded() -> None:
         await batcher.enqueue(group(core, 0))
-        batcher._busy = True  # as if a call were still in flight when the loop ended
+        batcher._slots.flying = 2  # as if calls were still in flight when the loop ended
 
     asyncio.run(stranded())
     job = asyncio.run(asyncio.wait_for(batcher.enqueue(group(core, 1)), 5))
     assert job.payload == {"n": 1}
+
+
+async def test_a_burst_during_a_call_goes_out_as_a_second_call_in_flight() -> None:
+    """Callers arriving while a lone call is in flight do not wait for it: they go out together
+    as a second call, which may return first (each caller still gets its own job)."""
+    core, held = QueueCore("q", QueueSettings()), HeldCalls()
+    batcher = AsyncEnqueueBatcher(core, held.run)
+    first = asyncio.create_task(batcher.enqueue(group(core, 0)))
+    await until(lambda: held.sizes == [1])
+    burst = [asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(1, 5)]
+    await until(lambda: held.sizes == [1, 4])  # two calls in flight
+    held.release[1].set()
+    jobs = await asyncio.wait_for(asyncio.gather(*burst), 5)
+    assert [job.payload for job in jobs] == [{"n": n} for n in range(1, 5)] and not first.done()
+    held.release[0].set()
+    assert (await first).payload == {"n": 0}
+    assert held.sizes == [1, 4] and not batcher._slots.flying
+
+
+async def test_fewer_callers_than_the_call_in_flight_wait_for_it() -> None:
+    """A second call goes out only with at least as many jobs as the one in flight: fewer wait,
+    so the calls stay large (and no third call is sent while two are in flight)."""
+    core, held = QueueCore("q", QueueSettings()), HeldCalls()
+    batcher = AsyncEnqueueBatcher(core, held.run)
+    tasks = [asyncio.create_task(batcher.enqueue(group(core, 0)))]
+    await until(lambda: held.sizes == [1])
+    tasks += [asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(1, 5)]
+    await until(lambda: held.sizes == [1, 4])
+    tasks += [asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(5, 8)]
+    await until(lambda: len(batcher._pending) == 3)  # two in flight: they wait
+    held.release[0].set()
+    await until(tasks[0].done)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert held.sizes == [1, 4]  # 3 waiting, 4 in flight: they wait for it
+    held.release[1].set()
+    await until(lambda: held.sizes == [1, 4, 3])
+    held.release[2].set()
+    jobs = await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    assert [job.payload for job in jobs] == [{"n": n} for n in range(8)]
+
+
+async def test_an_error_on_one_call_reaches_only_its_callers() -> None:
+    core, held = QueueCore("q", QueueSettings()), HeldCalls()
+    held.errors[1] = ConnectionError("lost")
+    batcher = AsyncEnqueueBatcher(core, held.run)
+    first = asyncio.create_task(batcher.enqueue(group(core, 0)))
+    await until(lambda: held.sizes == [1])
+    burst = [asyncio.create_task(batcher.enqueue(group(core, n))) for n in range(1, 4)]
+    await until(lambda: held.sizes == [1, 3])
+    held.release[1].set()
+    failed = await asyncio.wait_for(asyncio.gather(*burst, return_exceptions=True), 5)
+    assert all(isinstance(f, ConnectionError) for f in failed) and not first.done()
+    held.release[0].set()
+    assert (await first).payload == {"n": 0}
+    held.release[2].set()
+    later = await asyncio.wait_for(batcher.enqueue(group(core, 9)), 5)  # the batcher still works
+    assert later.payload == {"n": 9} and held.sizes == [1, 3, 1]
+
+
+def test_threads_share_calls_two_in_flight_completing_out_of_order() -> None:
+    """Threads: the second thread finds a call in flight and a slot free (as many waiting as in
+    flight) and sends at once; the next ones wait while two are in flight and go out together
+    when one returns, here the later one first; an error reaches only its call's threads."""
+    core, held = QueueCore("q", QueueSettings()), HeldCalls()
+    held.errors[0] = ConnectionError("lost")
+    batcher = EnqueueBatcher(core, held.sync)
+    results: dict[int, Any] = {}
+
+    def caller(n: int) -> None:
+        try:
+            results[n] = batcher.enqueue(group(core, n))
+        except ConnectionError as exc:
+            results[n] = exc
+
+    def start(n: int) -> threading.Thread:
+        thread = threading.Thread(target=caller, args=(n,))
+        thread.start()
+        return thread
+
+    def wait_for(condition: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+
+    threads = [start(0)]
+    wait_for(lambda: held.sizes == [1])
+    threads.append(start(1))
+    wait_for(lambda: held.sizes == [1, 1])  # sent at once: two calls in flight
+    threads += [start(2), start(3)]
+    wait_for(lambda: len(batcher._pending) == 2)
+    held.release[1].set()  # the second call returns first
+    wait_for(lambda: held.sizes == [1, 1, 2])
+    held.release[2].set()
+    wait_for(lambda: len(results) == 3)
+    held.release[0].set()
+    for thread in threads:
+        thread.join(10)
+    assert isinstance(results[0], ConnectionError)
+    assert [results[n].payload for n in (1, 2, 3)] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert not batcher._slots.flying
