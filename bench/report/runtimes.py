@@ -95,10 +95,6 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
     return out
 
 
-def geomean(values: Any) -> float:
-    return float(np.exp(np.log(list(values)).mean()))
-
-
 def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     """Which options are measured, then one row per scenario and one column per measured option."""
     found = ratios(ds)
@@ -139,7 +135,7 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
     """
     found = {o: (v["server"], {s: r for s, r in v["ratios"].items() if s != "reference"})
              for o, v in ratios(ds).items() if o != BASELINE}
-    overall = {o: geomean(r.values()) for o, (_, r) in found.items() if r}
+    overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, (_, r) in found.items() if r}
     if not overall:
         return ("**No recommendation yet:** no runtime, loop or driver other than the baseline has been "
                 "measured. Until then the default (redis-py with hiredis) is the one Conveyor is tested and "

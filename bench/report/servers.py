@@ -55,19 +55,19 @@ def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:
 
 
 def recommendation(columns: dict[str, pd.DataFrame]) -> str:
-    """Which server the data favours, naming the comparisons beyond noise."""
-    def beyond(better: bool) -> dict[str, list[str]]:
-        hits = {s: f[~f.noise.astype(bool) & ((f.ratio > 1) == better)].point.tolist()
-                for s, f in columns.items()}
-        return {s: p for s, p in hits.items() if p}
+    """Which server the data favours, naming the comparisons beyond noise (in italics: a point's
+    label holds commas)."""
+    def beyond(better: bool) -> dict[str, str]:
+        hits = {s: f[~f.noise.astype(bool) & ((f.ratio > 1) == better)].point for s, f in columns.items()}
+        return {s: " and ".join(f"*{p}*" for p in points) for s, points in hits.items() if len(points)}
 
     ahead, behind = beyond(True), beyond(False)
     if not ahead:
-        losses = "; ".join(f"{s} is behind in {', '.join(p)}" for s, p in behind.items())
+        losses = "; ".join(f"{s} is behind in {p}" for s, p in behind.items())
         return (f"**From this run:** {REFERENCE_SERVER}. No server is ahead of it beyond noise in any "
                 f"comparison{'; ' + losses if losses else ''}.")
-    wins = "; ".join(f"{s} is ahead in {', '.join(p)}" + (f" and behind in {', '.join(behind[s])}"
-                                                          if s in behind else "") for s, p in ahead.items())
+    wins = "; ".join(f"{s} is ahead in {p}" + (f", behind in {behind[s]}" if s in behind else "")
+                     for s, p in ahead.items())
     clean = [s for s in ahead if s not in behind]
     pick = f"{clean[0]}, never behind {REFERENCE_SERVER}" if clean else "no single server"
     return f"**From this run:** {pick}. Beyond noise: {wins}."

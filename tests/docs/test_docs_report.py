@@ -21,7 +21,7 @@ from conveyor import QueueSettings
 from docs_synthetic import make_dragonfly_run, make_run, metric
 
 from bench import report
-from bench.report import ReportError, common, compare, figures, text
+from bench.report import ReportError, common, compare, figures, servers, text
 from bench.report.load import Dataset, same_method
 from bench.results import ResultsError
 
@@ -387,3 +387,11 @@ def test_connections_over_several_queues_are_fitted_per_queue(tmp_path: Path) ->
     assert per_queue == {"pump": 1, "waiter": 0, "maint": 1} and 'name="queues"' in calc
     rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 3")]
     assert [cell.strip() for cell in rows[0]] == ["3", "3", "1", "3", "3", "10"]
+
+
+def test_a_verdict_names_each_comparison_point_apart() -> None:
+    # point labels hold commas: listed plainly, two points read as four
+    found = pd.DataFrame({"point": ["process, concurrency 32", "enqueue, one per call"], "ratio": [1.3, 1.2],
+                          "noise": [False, False]})
+    text = servers.recommendation({"valkey-8.1": found})
+    assert "ahead in *process, concurrency 32* and *enqueue, one per call*" in text
