@@ -126,9 +126,9 @@ def timed_worker(queue: Any, handlers: dict[str, Any], window: Window, **options
     from conveyor import AsyncWorker  # noqa: PLC0415 (deliberately lazy)
 
     class TimedWorker(AsyncWorker):
-        async def _exchange(self, pump: Any, *lane: Any) -> Any:
+        async def _exchange(self, pump: Any) -> Any:
             sent, cpu = time.perf_counter(), time.process_time()
-            claimed, until_due = await super()._exchange(pump, *lane)
+            claimed, until_due = await super()._exchange(pump)
             if claimed and window.first_claim is None:
                 window.first_claim, window.cpu_first_claim = sent, cpu
             if window.all_done is not None and sent >= window.all_done:

@@ -10,11 +10,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._async_client import AsyncQueue
-from ._direct import AsyncPipelinedScripts
 from ._dispatch import (
     RECOVERABLE,
     Dispatcher,
-    Lane,
     WorkerOptions,
     fail_call,
     failure_of,
@@ -71,7 +69,6 @@ class AsyncWorker:
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: asyncio.Queue[Job] = asyncio.Queue()
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        self._lane_wake = asyncio.Event()  # the second lane's own (each lane clears its event)
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
 
@@ -82,31 +79,12 @@ class AsyncWorker:
     def stop(self) -> None:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
         self._stop.set()
-        self._notify()
-
-    def _notify(self) -> None:
-        """Something changed (a handler finished, a wake-up arrived, a stop): both lanes look."""
         self._wake.set()
-        self._lane_wake.set()
 
     def _role(self, role: str) -> AsyncQueue:
         q = self.queue
         client = role_client(ASYNC, q.client, q.name, role, self.options.block_timeout)
-        queue = AsyncQueue(q.name, client, settings=q.settings)
-        if role == "pump" and queue._direct is not None:
-            queue._direct = AsyncPipelinedScripts(queue._direct._pool)
-        return queue
-
-    def _second_lane(self, pump: AsyncQueue) -> asyncio.Task[None] | None:
-        """Two ack+claim calls in flight on the pump's connection (pipelined), when its script
-        calls go straight to one connection (not Cluster, Sentinel, valkey-glide nor WAIT for
-        replicas) and there is more than one slot: the server settles and claims one half of the
-        slots' jobs while the other half runs here, instead of each side waiting for the other."""
-        if not isinstance(pump._direct, AsyncPipelinedScripts) or self.options.capacity < 2:
-            return None
-        if self.queue.settings.wait_replicas > 0:
-            return None
-        return asyncio.create_task(self._lane(pump, self._dispatch.add_lane()))
+        return AsyncQueue(q.name, client, settings=q.settings)
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
@@ -114,9 +92,8 @@ class AsyncWorker:
         waiter = self._waiter or self._own_waiter()
         self._slots = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
         maintenance = asyncio.create_task(self._maintain(maint))
-        lane = self._second_lane(pump)
         marker = self.queue.core.keys.marker
-        waiter.watch(marker, self._dispatch.wants_marker, self._notify)
+        waiter.watch(marker, self._dispatch.wants_marker, self._wake.set)
         self._signals(install=True)
         try:
             await self._pump(pump, waiter)
@@ -125,7 +102,7 @@ class AsyncWorker:
             self._stop.set()
             self._finished.set()
             waiter.unwatch(marker)
-            tasks: list[asyncio.Future[Any]] = [*self._slots, maintenance, *([lane] if lane else [])]
+            tasks: list[asyncio.Future[Any]] = [*self._slots, maintenance]
             for task in tasks:
                 if task is not maintenance:  # it ends on its own after its current call
                     task.cancel()
@@ -191,7 +168,7 @@ class AsyncWorker:
                 timer.cancel()
             del self._running[token]
             d.on_finished(job, failure, result)
-            self._notify()
+            self._wake.set()
 
     @staticmethod
     def _after_stop(me: asyncio.Task[Any], timer: asyncio.TimerHandle | None) -> None:
@@ -205,7 +182,7 @@ class AsyncWorker:
         """Cancel the handler of a job to stop; a job not started yet is settled by the pump."""
         if self._dispatch.stop(job, reason):
             self._running[held_token(job)].cancel()
-        self._notify()
+        self._wake.set()
 
     # -- pump -------------------------------------------------------------------------------------
     async def _pump(self, pump: AsyncQueue, waiter: AsyncMarkerWaiter) -> None:
@@ -235,60 +212,30 @@ class AsyncWorker:
                 return
             await self._wait(pump, waiter, until_due, deadline)
 
-    async def _exchange(self, pump: AsyncQueue, lane: Lane | None = None) -> tuple[bool, float]:
-        """Send failures (first lane only), then one call that acks finished jobs and claims the
-        free capacity (of this lane's share)."""
+    async def _exchange(self, pump: AsyncQueue) -> tuple[bool, float]:
+        """Send failures, then one call that acks finished jobs and claims the free capacity."""
         d = self._dispatch
-        lane = lane or d.lanes[0]
-        if lane is d.lanes[0]:
-            for failure in list(d.failures):
-                with contextlib.suppress(LeaseLostError):
-                    await pump._run(fail_call(pump.core, failure))
-                d.on_failed(failure)
-        acks = d.pending_acks(lane)
-        budget = d.claim_budget(len(acks), lane)
-        if not acks and not budget and lane.inflight is None:
+        for failure in list(d.failures):
+            with contextlib.suppress(LeaseLostError):
+                await pump._run(fail_call(pump.core, failure))
+            d.on_failed(failure)
+        acks = d.pending_acks()
+        budget = d.claim_budget(len(acks))
+        if not acks and not budget:
             return False, -1.0
-        request, resend = d.on_sending(acks, budget, lane)
+        request, resend = d.on_sending(acks)
         call = pump.core.ack(acks, budget, request=request, resend=resend, results=d.ack_results(acks))
         statuses, claimed, until_due = await pump._run(call)
-        d.on_acked(acks, statuses, lane)
+        d.on_acked(acks, statuses)
         d.on_claimed(claimed)
         for job in claimed:
             self._ready.put_nowait(job)
         return bool(claimed), until_due
 
-    async def _sleep(self, seconds: float, deadline: float, wake: asyncio.Event | None = None) -> None:
-        wake = wake or self._wake
+    async def _sleep(self, seconds: float, deadline: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
-        wake.clear()
-
-    async def _lane(self, pump: AsyncQueue, lane: Lane) -> None:
-        """The second lane's loop: ack what finished and claim its share while the first lane's
-        call is in flight. It claims nothing once stopping and ends when its last call is
-        answered; the first lane does the rest (failures, wake-ups, shutdown, the end of a burst),
-        and ``quiet()`` waits for this lane's calls."""
-        d, attempt, claimed = self._dispatch, 0, False
-        while not (d.stopping and lane.inflight is None):
-            if not claimed and lane.inflight is None and not d.done:
-                wake = self._lane_wake
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self.options.block_timeout)
-                woke = wake.is_set()
-                wake.clear()
-                if not d.done and not (woke and d.wants_marker()):
-                    continue  # (an idle queue is polled by the first lane alone)
-            try:
-                claimed, _ = await self._exchange(pump, lane)
-                attempt = 0
-            except Exception as exc:
-                attempt += 1
-                claimed = False
-                report_pump_error(exc)
-                await self._sleep(RECONNECT.delay(attempt), float("inf"), self._lane_wake)
-            finally:
-                self._wake.set()  # the first lane may be waiting for this call (shutdown, burst end)
+            await asyncio.wait_for(self._wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
+        self._wake.clear()
 
     async def _wait(
         self, pump: AsyncQueue, waiter: AsyncMarkerWaiter, until_due: float, deadline: float

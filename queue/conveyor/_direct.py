@@ -16,8 +16,6 @@ Sentinel, valkey-glide, a subclass) keeps ``client.evalsha``. redis-py's own com
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,75 +88,3 @@ class AsyncDirectScripts(_Direct):
             return await conn.read_response()
         finally:
             await pool.release(conn)
-
-
-class AsyncPipelinedScripts(AsyncDirectScripts):
-    """Script calls that may overlap on one pooled connection: a worker's pump keeps two ack+claim
-    calls in flight on its single connection (the server runs one while the worker runs the
-    other's jobs). The server answers in the order the calls were sent, so a call reads its reply
-    once every call sent before it has read its own. An error reply (NOSCRIPT) is one call's; any
-    other error (timeout, lost connection, cancelled read) also loses the replies still awaited on
-    that connection: the connection is dropped and those calls fail with ConnectionError (a
-    worker's ack+claim call is re-sent with its request id, see ack.lua). The connection goes back
-    to the pool whenever no reply is awaited, so other calls of the client can use it.
-    """
-
-    __slots__ = ("_conn", "_lock", "_turns")
-
-    def __init__(self, pool: Any) -> None:
-        super().__init__(pool)
-        self._conn: Any = None
-        self._turns: deque[asyncio.Future[None]] = deque()  # one per call awaiting its reply
-        self._lock = asyncio.Lock()  # sends (and connection checkout) in the order of the turns
-
-    async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        packed = _packed(sha, keys, args)
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        async with self._lock:
-            if self._conn is None:
-                self._conn = await self._pool.get_connection()
-            conn = self._conn
-            if not self._turns:
-                turn.set_result(None)
-            self._turns.append(turn)
-            try:
-                await conn.send_packed_command(packed)
-            except BaseException as exc:
-                await self._lose(conn, exc)
-                raise
-        try:
-            await turn
-            reply = await conn.read_response()
-        except redis.ResponseError:
-            await self._next(conn)
-            raise
-        except BaseException as exc:
-            await self._lose(conn, exc)
-            raise
-        await self._next(conn)
-        return reply
-
-    async def _next(self, conn: Any) -> None:
-        """This call has its reply: hand the turn on, or the connection back to the pool."""
-        if self._conn is not conn:
-            return
-        self._turns.popleft()
-        if self._turns:
-            self._turns[0].set_result(None)
-        else:
-            self._conn = None  # before the await: a call sent meanwhile checks the connection out anew
-            await self._pool.release(conn)
-
-    async def _lose(self, conn: Any, exc: BaseException) -> None:
-        """The connection is out of step: fail every call still awaiting a reply on it, drop it."""
-        if self._conn is not conn:
-            return
-        self._conn, turns = None, list(self._turns)
-        self._turns.clear()
-        for turn in turns:
-            if not turn.done():
-                turn.set_exception(redis.ConnectionError(f"reply lost with the connection ({exc!r})"))
-        try:
-            await conn.disconnect(nowait=True)
-        finally:
-            await self._pool.release(conn)

@@ -125,19 +125,6 @@ def stopped(job: Job, reason: str, still_running: bool) -> Failure:
     return Failure(job, text, not still_running)
 
 
-@dataclass(slots=True)
-class Lane:
-    """One stream of ack+claim calls: at most one call in flight, under its own request record on
-    the server (``request``: the worker id, plus the lane's number beyond the first), so a call
-    re-sent after a lost reply is answered from the record (see ack.lua) whatever the other lane
-    does meanwhile."""
-
-    request: str
-    sequence: int = 0
-    inflight: list[Job] | None = None  # acks of the call in flight, or of the one whose reply was lost
-    claiming: int = 0  # how many jobs that call may claim: reserved until its reply
-
-
 @dataclass
 class Dispatcher:
     """Book-keeping of leased jobs for one worker.
@@ -157,69 +144,38 @@ class Dispatcher:
     processed: int = 0
     failed: int = 0
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    sequence: int = 0
+    inflight: list[Job] | None = None
     results: dict[str, bytes] = field(default_factory=dict)  # token -> serialised return value
     deadlines: dict[str, float] = field(default_factory=dict)  # token -> time limit (monotonic)
     overrun: set[int] = field(default_factory=set)  # id() of settled jobs whose thread still runs
-    lanes: list[Lane] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.lanes.append(Lane(self.worker_id))
-
-    def add_lane(self) -> Lane:
-        """A second call stream (two ack+claim calls in flight): each call then claims at most half
-        the capacity, so one half of the jobs runs here while the other half is settled and
-        replaced on the server."""
-        lane = Lane(f"{self.worker_id}.{len(self.lanes)}")
-        self.lanes.append(lane)
-        return lane
 
     @property
     def held(self) -> int:
         """Slots in use: leased jobs, plus threads still running jobs settled without them."""
         return len(self.leases) + len(self.overrun)
 
-    @property
-    def reserved(self) -> int:
-        """Slots spoken for: held, plus the claims of calls in flight."""
-        return self.held + sum(lane.claiming for lane in self.lanes)
-
-    def claim_budget(self, acking: int, lane: Lane | None = None) -> int:
-        """How many jobs the next call of ``lane`` (the first by default) may claim."""
+    def claim_budget(self, acking: int) -> int:
         if self.stopping:
             return 0
-        lane = lane or self.lanes[0]
-        capacity = self.options.capacity
-        per_call = capacity if len(self.lanes) == 1 else -(-capacity // len(self.lanes))
-        free = capacity - self.reserved + lane.claiming + acking
-        return max(0, min(free, per_call))
+        return max(0, self.options.capacity - self.held + acking)
 
     def wants_marker(self) -> bool:
         """True when a wake-up on the marker is of use: this worker could claim more now."""
-        return not self.stopping and self.reserved < self.options.capacity
+        return not self.stopping and self.held < self.options.capacity
 
-    def pending_acks(self, lane: Lane | None = None) -> list[Job]:
-        """Jobs to ack in the next ack+claim call of ``lane``. After a failed call, the same jobs
-        again: a re-sent call must match the lost one (same request id, same acks) to be answered
-        from the server's record of it."""
-        lane = lane or self.lanes[0]
-        return self.done[:MAX_BATCH] if lane.inflight is None else lane.inflight
+    def pending_acks(self) -> list[Job]:
+        """Jobs to ack in the next ack+claim call. After a failed call, the same jobs again: a
+        re-sent call must match the lost one (same request id, same acks) to be answered from
+        the server's record of it."""
+        return self.done[:MAX_BATCH] if self.inflight is None else self.inflight
 
-    def on_sending(
-        self, acks: list[Job], claim: int = 0, lane: Lane | None = None
-    ) -> tuple[tuple[str, int], bool]:
-        """An ack+claim call is about to be sent: pin its acks (taken off ``done``) and reserve its
-        claim. Returns its request id, and whether it re-sends a call whose reply never came (its
-        acks are still pinned)."""
-        lane = lane or self.lanes[0]
-        resend = lane.inflight is not None
-        if not resend:
-            del self.done[: len(acks)]
-        lane.inflight, lane.claiming = acks, claim
-        return (lane.request, lane.sequence), resend
-
-    def busy(self) -> bool:
-        """A call is in flight, or its reply was lost and it is still to be re-sent."""
-        return any(lane.inflight is not None for lane in self.lanes)
+    def on_sending(self, acks: list[Job]) -> tuple[tuple[str, int], bool]:
+        """An ack+claim call is about to be sent: pin its acks. Returns its request id, and whether
+        it re-sends a call whose reply never came (its acks are still pinned)."""
+        resend = self.inflight is not None
+        self.inflight = acks
+        return (self.worker_id, self.sequence), resend
 
     def on_claimed(self, jobs: Sequence[Job]) -> None:
         now = time.monotonic()
@@ -228,10 +184,9 @@ class Dispatcher:
             if job.time_limit:
                 self.deadlines[held_token(job)] = now + job.time_limit
 
-    def on_acked(self, acked: Sequence[Job], statuses: Sequence[int], lane: Lane | None = None) -> None:
-        """The reply of ``lane``'s call came (``on_claimed`` records its claims next)."""
-        lane = lane or self.lanes[0]
-        lane.inflight, lane.claiming, lane.sequence = None, 0, lane.sequence + 1
+    def on_acked(self, acked: Sequence[Job], statuses: Sequence[int]) -> None:
+        del self.done[: len(acked)]
+        self.inflight, self.sequence = None, self.sequence + 1
         for job, status in zip(acked, statuses, strict=True):
             self._settle(job)
             if status == 1:
@@ -317,11 +272,7 @@ class Dispatcher:
     def _acking(self, job: Job) -> bool:
         """The job's ack is pending or in flight: its reply says whether the lease was lost (a
         refused heartbeat can also mean that an ack whose reply was cut off already settled it)."""
-        return any(j is job for j in self.done) or any(j is job for j in self._pinned())
-
-    def _pinned(self) -> list[Job]:
-        """Jobs whose ack is in flight (or to be re-sent)."""
-        return [job for lane in self.lanes for job in lane.inflight or ()]
+        return any(j is job for j in self.done) or any(j is job for j in self.inflight or ())
 
     def overdue(self) -> list[Job]:
         """Leased jobs past their time limit (by this worker's clock) not yet asked to stop."""
@@ -356,7 +307,7 @@ class Dispatcher:
         """Leased jobs to release at shutdown: (jobs, started flags). Jobs with something to report
         are left out, and so are jobs whose handler still runs (a thread cannot be stopped): their
         lease is left to expire, so no other worker runs them while this handler still does."""
-        keep = {j.token for j in (*self.done, *self._pinned())} | {f.job.token for f in self.failures}
+        keep = {j.token for j in self.done} | {f.job.token for f in self.failures}
         keep |= self.running
         jobs = [job for token, (job, _) in self.leases.items() if token not in keep][:MAX_BATCH]
         return jobs, [held_token(job) in self.started for job in jobs]
@@ -366,8 +317,8 @@ class Dispatcher:
             self._settle(job)
 
     def quiet(self) -> bool:
-        """Nothing leased, nothing to report and no call in flight."""
-        return not self.leases and not self.done and not self.failures and not self.busy()
+        """Nothing leased and nothing to report."""
+        return not self.leases and not self.done and not self.failures
 
     def stats(self) -> dict[str, int]:
         return {"processed": self.processed, "failed": self.failed, "held": self.held}

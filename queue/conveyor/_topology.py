@@ -199,9 +199,7 @@ def role_client(flavour: Flavour, client: Any, queue: str, role: str, block_time
 
     Cluster: a cluster client (it follows MOVED/ASK and refreshes its slot map after a failover);
     Sentinel: ``master_for`` the same service (it asks the Sentinels for the primary on reconnect);
-    one server: a one-connection pool with the command pool's options, blocking (a second user
-    of the connection, such as a wake-up request while the pump's calls are in flight, waits for
-    it instead of failing).
+    one server: a one-connection pool with the command pool's options.
     """
     if isinstance(client, GlideDriver):
         return client.role(queue, role, block_timeout)
@@ -217,7 +215,7 @@ def role_client(flavour: Flavour, client: Any, queue: str, role: str, block_time
     if is_sentinel(client):
         manager = pool.sentinel_manager
         return manager.master_for(pool.service_name, redis_class=flavour.redis, **options)
-    return flavour.redis.from_pool(flavour.blocking_pool(**options))
+    return flavour.redis.from_pool(flavour.pool(**options))
 
 
 def node_of(client: Any, key: str) -> dict[str, Any]:

@@ -213,10 +213,10 @@ class Worker:
         with self._lock:
             acks = d.pending_acks()
             results = d.ack_results(acks)
-            budget = d.claim_budget(len(acks))
-            if not acks and not budget and d.lanes[0].inflight is None:
-                return False, -1.0
-            request, resend = d.on_sending(acks, budget)
+        budget = d.claim_budget(len(acks))
+        if not acks and not budget:
+            return False, -1.0
+        request, resend = d.on_sending(acks)
         call = pump.core.ack(acks, budget, request=request, resend=resend, results=results)
         statuses, claimed, until_due = pump._run(call)
         with self._lock:

@@ -98,24 +98,3 @@ def test_a_refused_heartbeat_warns_only_for_a_job_with_no_ack_on_the_way(caplog)
     d.on_extended([running, finished, settled], [0, 0, 0])  # ...and the server had applied it
     assert "lease of job j-run lost" in caplog.text
     assert "j-fin" not in caplog.text and "j-set" not in caplog.text
-
-
-def test_two_lanes_split_the_capacity_and_reserve_what_is_in_flight():
-    d = Dispatcher(WorkerOptions(concurrency=4), lease=3.0)
-    second = d.add_lane()
-    first = d.lanes[0]
-    assert d.claim_budget(0, first) == 2  # half the capacity per call
-    d.on_sending([], 2, first)
-    assert d.claim_budget(0, second) == 2
-    d.on_sending([], 2, second)
-    assert d.claim_budget(0, first) == 2 and not d.wants_marker()  # a re-send keeps its own share
-    a, b = _job("a"), _job("b")
-    d.on_acked([], [], first)
-    d.on_claimed([a, b])
-    assert d.reserved == 4 and d.busy() and not d.quiet()
-    d.on_finished(a, None)
-    assert d.claim_budget(len([a]), first) == 1  # a's slot, freed by its ack
-    request, resend = d.on_sending([a], 1, first)
-    assert (request, resend, d.done) == ((d.worker_id, 1), False, [])  # pinned, off `done`
-    assert second.request == d.worker_id + ".1"  # its own record on the server
-    assert d.unsettled()[0] == [b]  # a's ack is in flight: not released
