@@ -62,7 +62,8 @@ class QueueSettings:
     kept for result_ttl seconds (checked when read; trim deletes expired ones), and goes earlier
     with its job when retention removes it.
     batch_enqueue: concurrent ``enqueue`` calls (tasks or threads) that arrive while one is in flight
-    go out together as one script call when it returns; a lone caller is sent at once, as without.
+    go out together as one script call when it returns (or at once, as a second call in flight, when
+    at least as many wait as it carries); a lone caller is sent at once, as without.
     On by default: a lone caller pays no round trip or timer for it (one flag check and a lock).
     time_limit: hard limit of one attempt, from its claim, for jobs enqueued through this queue
     without their own (None: no limit). See "Time limits" on the production page: an asyncio
