@@ -51,9 +51,15 @@ def _median(prior: dict[str, Any], library: str, flavor: str, scenario: str, met
 
 def sized_by(prior: dict[str, Any], library: str, flavor: str) -> str:
     """The row whose earlier figures size ``flavor``'s cases: itself once ``prior`` holds it,
-    else the library's first (default) row, nearer than a probe for a newly added tuned row."""
+    else the row it splits over processes (same settings but ``processes``), else the library's
+    first (default) row: nearer than a probe for a newly added tuned row."""
     seen = any((r["library"], r["flavor"]) == (library, flavor) for r in prior.get("rows", []))
-    return flavor if seen else next(iter(LIBRARIES[library].flavors), flavor)
+    flavors = LIBRARIES[library].flavors
+    if seen or flavor not in flavors:
+        return flavor
+    single = {k: v for k, v in flavors[flavor].items() if k != "processes"}
+    return next((f for f, s in flavors.items() if f != flavor and s == single),
+                next(iter(flavors)))
 
 
 def known_rates(prior: dict[str, Any], library: str, flavor: str) -> dict[int, float]:

@@ -2,7 +2,8 @@
 
 The section's rows become one tidy frame (a row per server, library row and column below), from which
 every table, ratio and chart is a pivot. Ratios compare figures of one run on one server; a library's
-figure is its better flavour (for Conveyor the better of ``Worker`` and ``AsyncWorker``).
+figure is its best row (for Conveyor the best of ``Worker``, ``AsyncWorker`` and the AsyncWorker split
+over one process per core), and the ratio tables name the row each ratio uses on both sides.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def best(frame: pd.DataFrame) -> pd.DataFrame:
     ratio = (conveyor / top.value).where(top.higher, top.value / conveyor)
     return top.assign(ratio=ratio, cell=[times(r) if r > 0 else s or MISSING for r, s in zip(
         ratio.fillna(0), top.status, strict=True)])
+
+
+def named_ratios(top: pd.DataFrame) -> pd.DataFrame:
+    """``best``'s cells with the row each ratio uses: the peer's in its cell, Conveyor's on a first
+    line of its own (its row may differ by column, e.g. a multi-process row at concurrency 32)."""
+    row = top["library (row)"].str.extract(r"\((.*)\)$", expand=False)
+    ref = top.library == REF
+    cell = [f"{c} ({f})" if r > 0 else c for c, f, r in zip(top.cell, row, top.ratio.fillna(0), strict=True)]
+    shown = pd.Series(cell, index=top.index).where(~ref, row.where(top.value.notna(), MISSING))
+    return top.assign(cell=shown, library=top.library.where(~ref, "Conveyor's row"))
 
 
 def table(frame: pd.DataFrame, index: str, values: str, columns: pd.Series) -> str:
@@ -138,9 +149,10 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
         parts.append(f"### {server}")
         tables = COLUMNS.groupby("table", sort=False).column
         parts += [f"{title}:\n\n{table(rows, 'library (row)', 'shown', c)}" for title, c in tables]
-        parts.append("How many times Conveyor's better worker beats each library's better row "
-                     "(throughput: Conveyor / peer; latency and memory: peer / Conveyor):")
-        ratios = best(rows)[lambda f: f.library != REF]
+        parts.append("How many times Conveyor's best row beats each library's best row "
+                     "(throughput: Conveyor / peer; latency and memory: peer / Conveyor); each cell "
+                     "names the peer's row, the first line Conveyor's:")
+        ratios = named_ratios(best(rows))
         parts += [table(ratios, "library", "cell", columns) for _, columns in tables]
         process = rows[rows.table == "Process (jobs/s)"]
         log = process.value.max() / process.value.min() >= 10

@@ -47,10 +47,14 @@ def _label(row: dict[str, Any]) -> str:
 
 
 def _noted(peers: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` with its flavour's note when it is not the library's first (default) row."""
+    """``row`` with its flavour's note when it is a tuned row: a peer's row other than its first
+    (default), or a row split over several worker processes (Conveyor's two workers are defaults)."""
     flavors = peers.get("libraries", {}).get(row["library"], {}).get("flavors", {})
     first = next(iter(flavors), row["flavor"])
-    note = flavors.get(row["flavor"], {}).get("note") if row["flavor"] != first else None
+    flavor = flavors.get(row["flavor"], {})
+    tuned = (row["library"] != REF and row["flavor"] != first
+             or (flavor.get("settings") or {}).get("processes", 1) > 1)
+    note = flavor.get("note") if tuned else None
     return {**row, "_note": note} if note else row
 
 
@@ -99,6 +103,7 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
         table, notes = [], []
         for goal in GOALS:
             ref = best_row(peers, server, REF, goal)
+            ref = ref and _noted(peers, ref)
             others = [_noted(peers, r) for lib in dict.fromkeys(r["library"] for r in peers["rows"])
                       if lib != REF if (r := best_row(peers, server, lib, goal))]
             if ref is None or not others:

@@ -17,6 +17,7 @@ from rich.console import Console
 import bench.peers.run as peer_run
 import bench.peers.venvs as venvs
 from bench.cli import main
+from bench.environment import cores
 from bench.peers import LIBRARIES, PEERS, Library, resolve
 from bench.peers.adapters._base import shares
 from bench.peers.costs import server_stats
@@ -293,8 +294,9 @@ def test_a_row_split_over_processes_keeps_its_concurrency_and_counts_every_job(
     # the total stays the scenario's, and no job is lost or run twice across the processes.
     assert shares(32, 2) == [16, 16] and shares(5, 2) == [3, 2] and shares(1, 4) == [1]
     assert sum(shares(100, 3)) == 100
-    child = Child(LIBRARIES["conveyor"], sys.executable, redis_url,
-                  {"worker": "sync", "processes": 2})
+    # Conveyor's own tuned row (AsyncWorker), with two processes whatever this machine's cores
+    settings = {**LIBRARIES["conveyor"].flavors["AsyncWorker tuned"], "processes": 2}
+    child = Child(LIBRARIES["conveyor"], sys.executable, redis_url, settings)
     _flush(redis_url)
     job_ids = [f"split-{i}" for i in range(300)]
     child.call("fill", 60, ids=job_ids)
@@ -336,3 +338,36 @@ def test_a_new_tuned_row_is_sized_from_its_default_rows_earlier_rate() -> None:
     prior["rows"].append({**prior["rows"][0], "flavor": "tuned",
                           "metrics": {"jobs_per_s": {"median": 1800.0}}})
     assert known_rates(prior, "huey", "tuned") == {32: 1800.0}
+
+
+def test_conveyors_tuned_row_splits_its_asyncworker_over_one_process_per_core(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Like for like with the peers' tuned rows: the same total concurrency over one worker
+    # process per core, at concurrency 32 only, its settings and note in the result file.
+    lib = LIBRARIES["conveyor"]
+    assert lib.flavors["AsyncWorker tuned"] == {"worker": "async", "processes": cores()}
+    assert lib.cases("AsyncWorker tuned", [1, 32, 100]) == ([32], False)
+    assert lib.cases("AsyncWorker", [1, 32, 100]) == ([1, 32, 100], True)
+    monkeypatch.setattr(peer_run, "python_for", lambda lib: sys.executable)
+    monkeypatch.setattr(peer_run, "Child", _Info)
+    run = PeerRun(Options([], [], [], [], [], quick=True, repetitions=1, warmup=0), ["conveyor"],
+                  Console(quiet=True), [])
+    run._install(lib)
+    tuned = run._document()["peers"]["libraries"]["conveyor"]["flavors"]["AsyncWorker tuned"]
+    assert tuned["settings"] == {"worker": "async", "processes": cores()}
+    assert f"{cores()} AsyncWorker processes" in tuned["note"]
+    assert tuned["source"] == "tuning.md#worker-processes"
+    assert tuned["only"] == "process at concurrency 32 (no latency case)"
+    # sized from the AsyncWorker row it splits (not the first, sync Worker row) until it has a rate
+    prior = {"rows": [{"library": "conveyor", "flavor": f, "scenario": "process",
+                       "params": {"concurrency": 32}, "metrics": {"jobs_per_s": {"median": rate}}}
+                      for f, rate in (("Worker", 100.0), ("AsyncWorker", 200.0))]}
+    assert known_rates(prior, "conveyor", "AsyncWorker tuned") == {32: 200.0}
+
+
+class _Info:
+    def __init__(self, *_: object) -> None: ...
+
+    def call(self, *_: object) -> dict[str, object]:
+        return {"versions": {"library": "1"}, "sync_enqueue": True, "async_enqueue": True,
+                "bulk": "sync"}

@@ -93,3 +93,40 @@ def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_setti
     assert "process at concurrency 32: **5.00x** (best peer: bullmq (tuned))" in render(ds, "peers_home")
     assert ("**tuned**: 2 worker processes ([docs](https://docs.example/concurrency)); measured: "
             "process at concurrency 32") in render(ds, "peers_libraries")
+
+
+def _conveyor_tuned(doc: dict[str, Any], factor: float) -> None:
+    """Add Conveyor's multi-process row at concurrency 32, ``factor`` times its Worker row."""
+    peers = doc["peers"]
+    row = next(r for r in peers["rows"] if (r["library"], r["scenario"]) == ("conveyor", "process")
+               and r["params"]["concurrency"] == 32)
+    tuned = {**copy.deepcopy(row), "flavor": "AsyncWorker tuned"}
+    tuned["metrics"]["jobs_per_s"]["median"] *= factor
+    peers["rows"].append(tuned)
+    peers["libraries"]["conveyor"]["flavors"]["AsyncWorker tuned"] = {
+        "settings": {"worker": "async", "processes": 2}, "note": "2 AsyncWorker processes",
+        "source": "tuning.md#worker-processes", "only": "process at concurrency 32"}
+
+
+def test_conveyors_faster_multi_process_row_sets_its_ratios_and_is_named(tmp_path: Path) -> None:
+    # Like for like: the peers' tuned rows use every core, so Conveyor's may too; its best row
+    # is what every goal and ratio compares, and the page names the row on both sides.
+    doc = copy.deepcopy(make_run())  # synthetic: Conveyor (Worker) 10x the peer everywhere
+    _conveyor_tuned(doc, 2.0)
+    ds = dataset(tmp_path, doc)
+    goals = " ".join(render(ds, "peers_goals").split())
+    assert ("| process at concurrency 32: 15.00x | 32,000 (conveyor (AsyncWorker tuned: 2 AsyncWorker "
+            "processes)) | 1,600 (bullmq (default)) | 20.00x | met |") in goals
+    assert "9,000 (conveyor (Worker))" in goals  # the other goals keep the Worker row, without a note
+    speed = " ".join(render(ds, "peers_speed").split())
+    assert "| Conveyor's row | Worker | AsyncWorker tuned | Worker |" in speed
+    assert "| bullmq | 10.00x (default) | 20.00x (default) | 10.00x (default) |" in speed
+    assert "process at concurrency 32: **20.00x**" in render(ds, "peers_home")
+
+
+def test_conveyors_slower_multi_process_row_is_not_used(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    _conveyor_tuned(doc, 0.5)
+    ds = dataset(tmp_path, doc)
+    assert "AsyncWorker tuned" not in render(ds, "peers_goals")
+    assert "| Conveyor's row | Worker | Worker | Worker |" in " ".join(render(ds, "peers_speed").split())
