@@ -193,6 +193,8 @@ def main(spec_path: str, out_path: str) -> None:
         if len(slots) == 1:
             peer.work(slots[0])
         else:  # each process builds its own client after the fork
+            for name in peer.imports:  # imported once, before: no process is still importing
+                importlib.import_module(name)  # its library while the timed drain runs
             _base.fork_each(slots, lambda share: _peer(spec).work(share))
         return
     else:

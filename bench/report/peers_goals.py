@@ -52,7 +52,7 @@ def _noted(peers: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     flavors = peers.get("libraries", {}).get(row["library"], {}).get("flavors", {})
     first = next(iter(flavors), row["flavor"])
     flavor = flavors.get(row["flavor"], {})
-    tuned = (row["library"] != REF and row["flavor"] != first
+    tuned = ((row["library"] != REF and row["flavor"] != first)
              or (flavor.get("settings") or {}).get("processes", 1) > 1)
     note = flavor.get("note") if tuned else None
     return {**row, "_note": note} if note else row

@@ -4,6 +4,7 @@ Conveyor row driven end to end through the child process, and the Peers page sec
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import threading
 import time
@@ -371,3 +372,23 @@ class _Info:
     def call(self, *_: object) -> dict[str, object]:
         return {"versions": {"library": "1"}, "sync_enqueue": True, "async_enqueue": True,
                 "bulk": "sync"}
+
+
+def test_a_split_worker_imports_its_library_once_before_forking(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Importing Conveyor takes most of a second on a loaded machine: imported in each forked
+    # process, the second one was still importing while a short timed drain ran on the first.
+    import bench.peers._child as child_mod  # noqa: PLC0415
+
+    events: list[str] = []
+    real = child_mod.importlib.import_module
+    monkeypatch.setattr(child_mod.importlib, "import_module",
+                        lambda name: events.append(f"import {name}") or real(name))
+    monkeypatch.setattr(child_mod._base, "fork_each",
+                        lambda slots, run: events.append(f"fork {slots}"))
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"mode": "worker", "adapter": "conveyor", "url": "redis://127.0.0.1:1/0",
+                                "settings": {"worker": "async", "processes": 2}, "concurrency": 32,
+                                "log": str(tmp_path / "log")}))
+    child_mod.main(str(spec), str(tmp_path / "out.json"))
+    assert events[-2:] == ["import conveyor", "fork [16, 16]"]
