@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy
-from ._direct import AsyncDirectScripts
+from ._direct import AsyncDirectScripts, AsyncHeldScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
@@ -58,9 +58,20 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self, name: str, client: aredis.Redis, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
-        self._direct = AsyncDirectScripts.of(client)  # None: every call goes through client.evalsha
+        self._direct: AsyncDirectScripts | None = AsyncDirectScripts.of(client)  # None: client.evalsha
         self._results = AsyncResults(self)
         self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
+
+    def _hold_connection(self) -> None:
+        """For one caller at a time (a worker's pump): script calls keep their connection checked
+        out between calls, until ``_put_back()`` (see :class:`~conveyor._direct.AsyncHeldScripts`)."""
+        if self._direct is not None:
+            self._direct = AsyncHeldScripts.of(self.client)
+
+    async def _put_back(self) -> None:
+        """Return a connection kept by ``hold_connection`` to the pool."""
+        if self._direct is not None:
+            await self._direct.put_back()
 
     # -- execution --------------------------------------------------------------------------------
     async def _evalsha(self, call: Call[Any]) -> Any:
@@ -79,6 +90,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             if self._direct is not None:
                 return await self._direct.evalsha(call.script.sha, keys, call.args)
             return await self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+        await self._put_back()  # the pipeline takes a connection of the pool
         return (await self._send_grouped([call], durable=True))[0]
 
     async def _send_grouped(self, calls: Sequence[Call[Any]], durable: bool) -> list[Any]:
@@ -295,4 +307,5 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def aclose(self) -> None:
         """Close the client and its pool (and stop waiting for results)."""
         self._results.close()
+        await self._put_back()
         await self.client.aclose()

@@ -89,6 +89,7 @@ class AsyncWorker:
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
         pump, maint = self._role("pump"), self._role("maint")
+        pump._hold_connection()  # only the pump task uses it, one call at a time
         waiter = self._waiter or self._own_waiter()
         self._slots = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
         maintenance = asyncio.create_task(self._maintain(maint))
@@ -246,9 +247,11 @@ class AsyncWorker:
         d = self._dispatch
         if d.done or d.failures:
             return
-        if d.wants_marker() and waiter.ask(pump.core.keys.marker):
-            with contextlib.suppress(*RECOVERABLE):  # else the wait in progress ends at its timeout
-                await waiter.set.wake_pipeline(pump.client).execute()
+        if d.wants_marker():
+            await pump._put_back()  # the wait may be long, and the pipeline takes the pool's connection
+            if waiter.ask(pump.core.keys.marker):
+                with contextlib.suppress(*RECOVERABLE):  # else the wait in progress ends at its timeout
+                    await waiter.set.wake_pipeline(pump.client).execute()
         await self._sleep(idle_wait(self.options.block_timeout, until_due), deadline)
 
     async def _cancel_slots(self) -> None:

@@ -88,3 +88,38 @@ class AsyncDirectScripts(_Direct):
             return await conn.read_response()
         finally:
             await pool.release(conn)
+
+    async def put_back(self) -> None:
+        """Nothing is held between calls here (see :class:`AsyncHeldScripts`)."""
+
+
+class AsyncHeldScripts(AsyncDirectScripts):
+    """EVALSHA for one caller at a time (a worker's pump): the connection stays checked out
+    between calls, sparing each call the pool's lock, can-read check and metrics records. On any
+    error or cancellation it goes back to the pool at once (redis-py disconnects it first if the
+    error came between the write and the read), so a half-read connection is never reused. The
+    caller puts it back (``put_back``) before anything else needs the pool (a role client's pool
+    has one connection) and before idling (a connection the server closes while idle would
+    otherwise fail the next call instead of being replaced by the pool's check)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, pool: Any) -> None:
+        super().__init__(pool)
+        self._conn: Any = None
+
+    async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        packed, conn = _packed(sha, keys, args), self._conn
+        if conn is None:
+            conn = self._conn = await self._pool.get_connection()
+        try:
+            await conn.send_packed_command(packed)
+            return await conn.read_response()
+        except BaseException:
+            await self.put_back()
+            raise
+
+    async def put_back(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self._pool.release(conn)

@@ -13,6 +13,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
 )
 from conveyor import AsyncQueue, Queue
+from conveyor import ConnectionFailedError
 
 
 def forbid_execute_command(client: Any) -> None:
@@ -91,3 +92,39 @@ async def test_an_asyncio_plain_client_uses_the_direct_path(server):
     job = await q.enqueue("t", {"a": 1})
     assert job.created and job.payload == {"a": 1}
     await client.aclose()
+
+
+async def test_a_held_connection_is_kept_between_calls_and_replaced_after_a_break(server):
+    """The pump's held connection: back-to-back calls never take a connection from the pool; one
+    broken under it fails its call and goes back to the pool (disconnected, nothing half-read),
+    and the next call gets a working one."""
+    client = aredis.Redis.from_url(server.url, max_connections=1, client_name="held-test")
+    q = AsyncQueue("direct-held", client)
+    q._hold_connection()
+    await q.enqueue("t", 0)
+    pool, taken = client.connection_pool, []
+    get_connection = pool.get_connection
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        taken.append(1)
+        return await get_connection(*args, **options)
+
+    pool.get_connection = counted  # type: ignore[method-assign]
+    for i in range(1, 4):
+        await q.enqueue("t", i)
+    assert taken == []  # the same connection for every call
+    admin = redis.Redis.from_url(server.url)
+    held_id = next(c["id"] for c in admin.client_list() if c["name"] == "held-test")
+    admin.client_kill_filter(_id=held_id)
+    with pytest.raises(ConnectionFailedError):
+        await q.enqueue("t", 4)
+    assert q._direct._conn is None  # type: ignore[union-attr]  # back in the pool, not reused
+    job = await q.enqueue("t", 5)  # a working connection, from the pool
+    assert taken == [1]
+    await q._put_back()  # the pool has one connection: other commands need it back
+    assert job.created and (await q.get_job(job.id)).payload == 5
+    await q.enqueue("t", 6)
+    assert pool._in_use_connections  # held again
+    await q.aclose()
+    assert not pool._in_use_connections  # put back on close
+    admin.close()
