@@ -233,10 +233,15 @@ class AsyncWorker:
             self._ready.put_nowait(job)
         return bool(claimed), until_due
 
-    async def _sleep(self, seconds: float, deadline: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
+    async def _sleep(self, seconds: float, deadline: float) -> bool:
+        """Wait for a wake-up; False when none came in time."""
+        woke = True
+        try:
             await asyncio.wait_for(self._wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
+        except TimeoutError:
+            woke = False
         self._wake.clear()
+        return woke
 
     async def _wait(
         self, pump: AsyncQueue, waiter: AsyncMarkerWaiter, until_due: float, deadline: float
@@ -252,7 +257,8 @@ class AsyncWorker:
             if waiter.ask(pump.core.keys.marker):
                 with contextlib.suppress(*RECOVERABLE):  # else the wait in progress ends at its timeout
                     await waiter.set.wake_pipeline(pump.client).execute()
-        await self._sleep(idle_wait(self.options.block_timeout, until_due), deadline)
+        if not await self._sleep(idle_wait(self.options.block_timeout, until_due), deadline):
+            await pump._put_back()  # a quiet while: the server may close a connection left idle
 
     async def _cancel_slots(self) -> None:
         """Cancel handlers still running at the deadline; their jobs are then released."""

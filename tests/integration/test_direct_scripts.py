@@ -12,8 +12,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
 )
-from conveyor import AsyncQueue, Queue
-from conveyor import ConnectionFailedError
+from conveyor import AsyncQueue, ConnectionFailedError, Queue
 
 
 def forbid_execute_command(client: Any) -> None:
