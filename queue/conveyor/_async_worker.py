@@ -25,6 +25,7 @@ from ._dispatch import (
     validate_handlers,
 )
 from ._errors import LeaseLostError
+from ._handoff import Handoff
 from ._models import Job
 from ._ops import TIMEOUT, held_token
 from ._retry import RECONNECT
@@ -67,7 +68,7 @@ class AsyncWorker:
         self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
-        self._ready: asyncio.Queue[Job] = asyncio.Queue()
+        self._ready: Handoff[Job] = Handoff()
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
@@ -230,7 +231,7 @@ class AsyncWorker:
         d.on_acked(acks, statuses)
         d.on_claimed(claimed)
         for job in claimed:
-            self._ready.put_nowait(job)
+            self._ready.put(job)
         return bool(claimed), until_due
 
     async def _sleep(self, seconds: float, deadline: float) -> bool:
@@ -269,7 +270,7 @@ class AsyncWorker:
         await asyncio.wait(self._slots, timeout=1.0)
 
     async def _release_buffered(self, pump: AsyncQueue) -> None:
-        jobs = [self._ready.get_nowait() for _ in range(self._ready.qsize())]
+        jobs = self._ready.take_all()
         if jobs:
             with contextlib.suppress(*RECOVERABLE):
                 await pump.release(jobs, started=False)
