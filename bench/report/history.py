@@ -9,7 +9,6 @@ runs, the spread across runs stands beside the typical within-run MAD: the run-t
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
 
 import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
@@ -18,31 +17,19 @@ from bench.report.common import stat_cell
 from bench.report.compare import BASELINE, DEFAULT_CONFIGS, select
 from bench.report.figures import chart, figure, mad_bars
 from bench.report.load import Dataset
+from bench.report.points import POINTS, Point
 from bench.report.text import admonition, fmt, md_table, metric_label, no_data, params_text, unit_of
 
 SERVER = "valkey-9.1"
 
 
-class Headline(NamedTuple):
-    """One tracked figure: a scenario's metric on cases matching ``where`` (None: parameter absent)."""
-
-    scenario: str
-    title: str
-    metric: str
-    where: dict[str, Any]
+# Every stated point, each over the committed full runs (the machine check last).
+HEADLINES = POINTS
 
 
-HEADLINES = (
-    Headline("enqueue-single", "Enqueue, one job per call", "jobs_per_s", {"payload_bytes": 64}),
-    Headline("enqueue-bulk", "Bulk enqueue, one producer", "jobs_per_s",
-             {"payload_bytes": 64, "producers": [1, None]}),
-    Headline("process", "Processing, concurrency 32", "jobs_per_s", {"concurrency": 32}),
-    Headline("lifecycle", "Full lifecycle, concurrency 32, 64 B", "lifecycles_per_s",
-             {"concurrency": 32, "payload_bytes": 64}),
-    Headline("latency", "Unloaded end-to-end latency p99", "p99_ms", {"load": "unloaded"}),
-    Headline("memory", "Memory per waiting job, 256 B payload", "bytes_per_job", {"payload_bytes": 256}),
-    Headline("reference", "Machine check: EVALSHA, one at a time (no Conveyor)", "evalsha_c1_ops_per_s", {}),
-)
+def title(h: Point) -> str:
+    """The point's label as a heading: ``Lifecycle, 64 B, 8 tasks``."""
+    return h.label[0].upper() + h.label[1:]
 
 
 def method_names(ds: Dataset) -> dict[str, str]:
@@ -56,10 +43,9 @@ def method_names(ds: Dataset) -> dict[str, str]:
     return names
 
 
-def points(ds: Dataset, h: Headline) -> pd.DataFrame:
+def points(ds: Dataset, h: Point) -> pd.DataFrame:
     """One row per full run holding the headline: median, MAD, version, commit and group."""
-    rows = select(ds.summary, scenario=h.scenario, metric=h.metric, server=SERVER,
-                  **{**BASELINE, "config": list(DEFAULT_CONFIGS), **h.where})
+    rows = h.rows(select(ds.summary, server=SERVER, **{**BASELINE, "config": list(DEFAULT_CONFIGS)}))
     rows = rows[rows.run_id.isin(ds.runs.index[~ds.runs.quick])]
     if rows.empty:
         return rows
@@ -74,9 +60,9 @@ def points(ds: Dataset, h: Headline) -> pd.DataFrame:
     return rows
 
 
-def history_figure(h: Headline, frame: pd.DataFrame) -> go.Figure:
+def history_figure(h: Point, frame: pd.DataFrame) -> go.Figure:
     """One trace per (machine, method, case) group, in run order, MAD as error bars."""
-    fig = figure(h.title, "Conveyor version · commit (run order)",
+    fig = figure(title(h), "Conveyor version · commit (run order)",
                  metric_label(h.metric, unit_of(h.metric, str(frame.unit.iloc[0]))), category_x=True)
     fig.update_xaxes(categoryorder="array", categoryarray=frame.x.tolist())
     fig.update_layout(showlegend=True)  # the legend names the machine and method even for one line
@@ -105,7 +91,7 @@ def spread_table(frame: pd.DataFrame) -> str:
         "within-run MAD (median over runs)": out.within.map(lambda v: f"{v:.1f}%")}))
 
 
-def runs_table(h: Headline, frame: pd.DataFrame) -> str:
+def runs_table(h: Point, frame: pd.DataFrame) -> str:
     """Every point: version, commit, run, machine and method, median ± MAD."""
     label = metric_label(h.metric, unit_of(h.metric, str(frame.unit.iloc[0])))
     return md_table(pd.DataFrame({
@@ -115,12 +101,12 @@ def runs_table(h: Headline, frame: pd.DataFrame) -> str:
         "repetitions": [fmt(float(n), 0) for n in frame.n]}))
 
 
-def headline_section(ds: Dataset, h: Headline) -> str:
+def headline_section(ds: Dataset, h: Point) -> str:
     """Chart, spread table and runs table of one headline."""
     frame = points(ds, h)
     if frame.empty:
-        return f"### {h.title}\n\n" + no_data(f"`{h.scenario}` {h.metric} on {SERVER}")
-    return "\n\n".join([f"### {h.title}", chart(history_figure(h, frame), f"history-{h.scenario}"),
+        return f"### {title(h)}\n\n" + no_data(f"`{h.scenario}` {h.metric} on {SERVER}")
+    return "\n\n".join([f"### {title(h)}", chart(history_figure(h, frame), f"history-{h.scenario}"),
                         "Run-to-run noise beside within-run noise:", spread_table(frame),
                         admonition("note", "Every run", runs_table(h, frame), "???").rstrip("\n")])
 

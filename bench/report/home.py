@@ -7,23 +7,24 @@ from typing import Any
 import pandas as pd
 
 from bench.report.common import REFERENCE_SERVER, run_rows, server_label, source, stat_cell
-from bench.report.compare import BASELINE, prefer, select
+from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
-from bench.report.servers import POINTS, cell, comparisons, dragonfly_runs, server_columns, verdict
+from bench.report.points import COMPARED, ENQUEUE_MANY, LIFECYCLE, MEMORY, NOT_MEASURED, PROCESS, Point
+from bench.report.servers import cell, comparisons, dragonfly_runs, server_columns, verdict
 from bench.report.text import md_table, no_data, unit_of
 
-# (figure, scenario, metric, preferred params, conditions in words, link)
-HEADLINES: tuple[tuple[str, str, str, dict[str, Any], str, str], ...] = (
-    ("Jobs processed per second", "process", "jobs_per_s", {"concurrency": 32},
+# (figure, stated point, conditions in words, link); the words name the point's conditions.
+HEADLINES: tuple[tuple[str, Point, str, str], ...] = (
+    ("Jobs processed per second", PROCESS,
      "one worker, {concurrency} no-op handlers at once, draining {jobs:,} jobs of {payload_bytes} B",
      "performance.md#process"),
-    ("Lifecycles per second", "lifecycle", "lifecycles_per_s", {"payload_bytes": 64, "concurrency": 8},
+    ("Lifecycles per second", LIFECYCLE,
      "{concurrency} tasks, each enqueueing, claiming and acking one {payload_bytes} B job at a time; "
      "p99 per lifecycle {p99}", "performance.md#lifecycle"),
-    ("Jobs enqueued per second", "enqueue-bulk", "jobs_per_s", {"producers": 4},
-     "{producers} producers, batches of {batch} jobs of {payload_bytes} B; p99 per batch {p99}",
+    ("Jobs enqueued per second", ENQUEUE_MANY,
+     "one producer, batches of {batch} jobs of {payload_bytes} B; p99 per batch {p99}",
      "performance.md#enqueue"),
-    ("Memory per waiting job", "memory", "bytes_per_job", {"payload_bytes": 256},
+    ("Memory per waiting job", MEMORY,
      "payload {payload_bytes} B, default hash-max-listpack-value", "tuning.md#memory"),
 )
 
@@ -38,31 +39,28 @@ class _Values(dict[str, Any]):
         return _NotRecorded()
 
 
-def headline_row(ds: Dataset, spec: tuple[str, str, str, dict[str, Any], str, str]
-                 ) -> tuple[str, dict[str, str]] | None:
-    """(run, table row) of one headline, or None when not measured; a case the file marks as its
-    headline (with its conditions in words) comes before the preferred parameters."""
-    label, scenario, name, wanted, words, link = spec
-    found = run_rows(ds, scenario, **BASELINE)
+def headline_row(ds: Dataset, spec: tuple[str, Point, str, str]) -> tuple[str, dict[str, str]] | None:
+    """(run, table row) of one headline at its stated point, or None when the scenario was never
+    measured; the file's own words for that case (its headline mark) come before ours."""
+    label, point, words, link = spec
+    found = run_rows(ds, point.scenario, **BASELINE)
     if found is None:
         return None
     run, rows = found
-    marked = select(ds.cases, run_id=run, scenario=scenario, server=rows.server.iloc[0], **BASELINE).dropna(
-        subset=["headline"])
-    if not marked.empty:
-        name = marked.iloc[0].headline["metric"]
-        words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
-        row = rows[(rows.case == marked.iloc[0].case) & (rows.metric == name)]
-    else:
-        row = prefer(rows[rows.metric == name], wanted, closest=True)
+    row = point.rows(rows)
     if row.empty:
-        return None
+        return run, {"figure": f"[{label}]({link})", "median ± MAD": NOT_MEASURED,
+                     "conditions": f"{point.label}; {server_label(ds, run, rows.server.iloc[0])}"}
     first = row.iloc[0]
+    marked = select(ds.cases, run_id=run, scenario=point.scenario, server=first.server, case=first.case,
+                    **BASELINE).dropna(subset=["headline"])
+    if not marked.empty and marked.iloc[0].headline["metric"] == point.metric:
+        words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
     p99 = select(rows, case=first.case, metric="p99_ms")
     values = _Values({k: v for k, v in first.items() if isinstance(k, str) and not isinstance(v, list)
                       and pd.notna(v)}, p99=f"{stat_cell(p99.iloc[0])} ms" if len(p99) else "not measured")
     return run, {"figure": f"[{label}]({link})",
-                 "median ± MAD": f"{stat_cell(first)} {unit_of(name, first.unit)}",
+                 "median ± MAD": f"{stat_cell(first)} {unit_of(point.metric, first.unit)}",
                  "conditions": words.format_map(values) + f"; {server_label(ds, run, first.server)}"}
 
 
@@ -72,7 +70,7 @@ def dragonfly_line(ds: Dataset) -> str:
     if not runs:
         return ""
     hashtag, glob = (comparisons(ds, runs[-1], "dragonfly", c) for c in ("default", "global-lock"))
-    both = [p[0] for p in POINTS if p[0] in set(hashtag.point) & set(glob.point)]
+    both = [p.label for p in COMPARED if p.label in set(hashtag.point) & set(glob.point)]
     if not both:
         return ""
     return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run: "

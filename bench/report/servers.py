@@ -12,21 +12,12 @@ from typing import Any
 import pandas as pd
 
 from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
-from bench.report.compare import prefer, ratio_text, same_method_runs, select, versus
+from bench.report.compare import ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, ratio_bars
 from bench.report.load import Dataset, same_method
+from bench.report.points import COMPARED, NOT_MEASURED
 from bench.report.text import MISSING, md_table, no_data, params_text
 
-# (label, scenario, metric, higher is better, preferred params): stated, like-for-like points.
-POINTS: tuple[tuple[str, str, str, bool, dict[str, Any]], ...] = (
-    ("lifecycle, 64 B, 8 tasks", "lifecycle", "lifecycles_per_s", True,
-     {"payload_bytes": 64, "concurrency": 8}),
-    ("process, concurrency 32", "process", "jobs_per_s", True, {"concurrency": 32}),
-    ("enqueue, one per call", "enqueue-single", "jobs_per_s", True, {}),
-    ("enqueue_many, 1 producer", "enqueue-bulk", "jobs_per_s", True, {"producers": 1}),
-    ("latency p99, unloaded", "latency", "p99_ms", False, {"load": "unloaded"}),
-    ("memory per job, 1 KiB", "memory", "bytes_per_job", False, {"payload_bytes": 1024}),
-)
 RATIO = ["point", "ratio", "lo", "hi", "noise"]
 
 
@@ -34,18 +25,19 @@ def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> 
     """``server``/``config`` against Valkey 9.1 (default) of ``run``: one row per point."""
     same_method(ds, [run], f"servers comparison in run {run}")
     out = []
-    for label, scenario, name, higher, wanted in POINTS:
-        rows = select(ds.summary, run_id=run, scenario=scenario, metric=name, protocol=3, parser="hiredis")
-        ref = prefer(select(rows, server=REFERENCE_SERVER, config="default"), wanted)
-        found = versus(select(rows, server=server, config=config), ref, "case", lower_better=not higher)
-        out += [found.iloc[:1].assign(point=label)[RATIO]]
+    for point in COMPARED:
+        rows = point.rows(select(ds.summary, run_id=run, protocol=3, parser="hiredis"))
+        ref = select(rows, server=REFERENCE_SERVER, config="default")
+        found = versus(select(rows, server=server, config=config), ref, "case",
+                       lower_better=not point.higher_better)
+        out += [found.iloc[:1].assign(point=point.label)[RATIO]]
     return pd.concat(out, ignore_index=True)
 
 
 def cell(found: pd.DataFrame, point: str) -> str:
     """``1.21x (1.15 to 1.30)`` or ``0.98x (0.90 to 1.05), noise`` (written with an en dash)."""
     row = found[found.point == point]
-    return MISSING if row.empty else ratio_text(row.iloc[0])
+    return NOT_MEASURED if row.empty else ratio_text(row.iloc[0])
 
 
 def ratio_table(columns: dict[str, pd.DataFrame], points: list[str]) -> str:
@@ -122,7 +114,7 @@ def servers_section(ds: Dataset, prefix: str = "") -> str:
     columns = server_columns(ds, run)
     if not columns:
         return servers_table(ds, run) + "\n\n" + source(ds, run, prefix)
-    return (f"{servers_table(ds, run)}\n\n{ratio_table(columns, [p[0] for p in POINTS])}\n\n"
+    return (f"{servers_table(ds, run)}\n\n{ratio_table(columns, [p.label for p in COMPARED])}\n\n"
             f"{chart(ratio_bars(columns, 'Against ' + REFERENCE_SERVER, REFERENCE_SERVER), 'servers')}\n\n"
             f"{verdict(ds, run)}\n\n{source(ds, run, prefix)}\n")
 
@@ -144,7 +136,7 @@ def dragonfly_block(ds: Dataset, run: str, prefix: str) -> str:
     entry, tag = next(e for e in servers(ds, run) if e["id"] == DRAGONFLY), run[-6:]
     modes = {f"hashtag lock[^df-{tag}-a]": "default", f"global lock[^df-{tag}-b]": "global-lock"}
     columns = {label: comparisons(ds, run, DRAGONFLY, cfg) for label, cfg in modes.items()}
-    points = [p[0] for p in POINTS if any(p[0] in set(f.point) for f in columns.values())]
+    points = [p.label for p in COMPARED if any(p.label in set(f.point) for f in columns.values())]
     shown = {m.split("[")[0]: f for m, f in columns.items() if not f.empty}
     return (f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the same run; "
             f"above 1 is better.\n\n{ratio_table(columns, points)}\n\n"

@@ -10,7 +10,7 @@ from typing import Any
 from docs_synthetic import make_run
 
 from bench.report import SECTIONS, load
-from bench.report.history import HEADLINES, history_figure, points
+from bench.report.history import HEADLINES, history_figure, points, title
 
 PROCESS = next(h for h in HEADLINES if h.scenario == "process")
 
@@ -69,7 +69,7 @@ def test_page_shows_spread_across_runs_beside_within_run_mad(tmp_path: Path) -> 
     text = SECTIONS["history_section"](ds, "")
     assert 'id="chart-history-process"' in text
     # Two runs 10% apart: the range of medians is about 9.5% of their median; within-run MAD 2%.
-    process = text.split("### Processing")[1].split("###")[0]
+    process = text.split(f"### {title(PROCESS)}")[1].split("###")[0]
     assert "| 2 " in process and "9.5%" in process and "2.0%" in process
     assert "`aaaaaaa`" in process and "`bbbbbbb`" in process
 
