@@ -26,6 +26,7 @@ from ._dispatch import (
 )
 from ._errors import LeaseLostError
 from ._handoff import Handoff
+from ._lanes import pump_count, split
 from ._models import Job
 from ._ops import TIMEOUT, held_token
 from ._retry import RECONNECT
@@ -38,10 +39,17 @@ AsyncHandler = Callable[[Job], Awaitable[Any]]
 class AsyncWorker:
     """Process jobs of ``queue`` with ``concurrency`` asyncio tasks.
 
-    Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
-    (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
-    promotion, lease recovery, retention). Handler tasks never touch the server. Workers of
-    several queues can share one ``waiter`` (an :class:`~conveyor._waiter.AsyncMarkerWaiter`, as
+    Connections: named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump`` (ack and claim),
+    ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats, promotion, lease
+    recovery, retention); three per worker with one pump, five with two. Handler tasks never touch
+    the server.
+
+    Pumps (``pumps``, default: two from concurrency 8 on, else one): each pump is a lane with its
+    own ``pump`` and ``maint`` connections and an even share of the slots and prefetch, like two
+    workers in one process sharing the waiter; one lane's call is in flight while the other's
+    handlers run (see ``_lanes.py`` for the measured gain). ``pumps=1`` keeps three connections.
+
+    Workers of several queues can share one ``waiter`` (an :class:`~conveyor._waiter.AsyncMarkerWaiter`, as
     ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
@@ -62,25 +70,53 @@ class AsyncWorker:
         handlers: Mapping[str, AsyncHandler],
         *,
         waiter: AsyncMarkerWaiter | None = None,
+        pumps: int | None = None,
         **options: Any,
     ) -> None:
         validate_handlers(handlers, want_async=True)
         self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
         self.options = WorkerOptions(**options)
+        self._lanes = self._new_lanes(pump_count(pumps, self.options.concurrency), options)
+        self._in_lane = False  # a lane leaves watching the marker to the worker it belongs to
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: Handoff[Job] = Handoff()
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
 
+    def _new_lanes(self, pumps: int, options: dict[str, Any]) -> list[AsyncWorker]:
+        """The lanes of a worker with several pumps (none with one): same class and handlers,
+        an even share of the slots and prefetch, no signal handlers of their own."""
+        if pumps == 1:
+            return []
+        shares = zip(split(self.options.concurrency, pumps), split(self.options.prefetch, pumps), strict=True)
+        lanes = []
+        for concurrency, prefetch in shares:
+            lane = object.__new__(type(self))  # a subclass's overrides apply, its __init__ is not rerun
+            own = {
+                **options,
+                "concurrency": concurrency,
+                "prefetch": prefetch,
+                "install_signal_handlers": False,
+            }
+            AsyncWorker.__init__(lane, self.queue, self.handlers, pumps=1, **own)
+            lane._in_lane = True
+            lanes.append(lane)
+        return lanes
+
     @property
     def stats(self) -> dict[str, int]:
-        return self._dispatch.stats()
+        if not self._lanes:
+            return self._dispatch.stats()
+        each = [lane.stats for lane in self._lanes]
+        return {key: sum(s[key] for s in each) for key in each[0]}
 
     def stop(self) -> None:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
         self._stop.set()
         self._wake.set()
+        for lane in self._lanes:
+            lane.stop()
 
     def _role(self, role: str) -> AsyncQueue:
         q = self.queue
@@ -89,13 +125,16 @@ class AsyncWorker:
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
+        if self._lanes:
+            return await self._run_lanes()
         pump, maint = self._role("pump"), self._role("maint")
         pump._hold_connection()  # only the pump task uses it, one call at a time
         waiter = self._waiter or self._own_waiter()
         self._slots = [asyncio.create_task(self._slot()) for _ in range(self.options.concurrency)]
         maintenance = asyncio.create_task(self._maintain(maint))
         marker = self.queue.core.keys.marker
-        waiter.watch(marker, self._dispatch.wants_marker, self._wake.set)
+        if not self._in_lane:
+            waiter.watch(marker, self._dispatch.wants_marker, self._wake.set)
         self._signals(install=True)
         try:
             await self._pump(pump, waiter)
@@ -103,7 +142,8 @@ class AsyncWorker:
             self._signals(install=False)
             self._stop.set()
             self._finished.set()
-            waiter.unwatch(marker)
+            if not self._in_lane:
+                waiter.unwatch(marker)
             tasks: list[asyncio.Future[Any]] = [*self._slots, maintenance]
             for task in tasks:
                 if task is not maintenance:  # it ends on its own after its current call
@@ -118,6 +158,36 @@ class AsyncWorker:
                 with contextlib.suppress(Exception):
                     await q.aclose()
         return self.stats
+
+    async def _run_lanes(self) -> dict[str, int]:
+        """Run the lanes over one waiter: a wake-up goes to every lane with a free slot. A lane
+        that ends (stopped, drained, or failed) stops the others, gracefully."""
+        waiter = self._waiter or self._own_waiter()
+        for lane in self._lanes:
+            lane._waiter = waiter
+        marker = self.queue.core.keys.marker
+        waiter.watch(marker, self._lanes_want_marker, self._wake_lanes)
+        self._signals(install=True)
+        tasks = [asyncio.create_task(lane.run()) for lane in self._lanes]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self._signals(install=False)
+            if not self.options.burst or any(not t.done() or t.cancelled() or t.exception() for t in tasks):
+                self.stop()
+            await asyncio.wait(tasks)
+            waiter.unwatch(marker)
+            if waiter is not self._waiter:
+                await waiter.aclose()
+        return self.stats
+
+    def _lanes_want_marker(self) -> bool:
+        return any(lane._dispatch.wants_marker() for lane in self._lanes)
+
+    def _wake_lanes(self) -> None:
+        for lane in self._lanes:
+            if lane._dispatch.wants_marker():
+                lane._wake.set()
 
     def _own_waiter(self) -> AsyncMarkerWaiter:
         q = self.queue

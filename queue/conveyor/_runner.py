@@ -1,7 +1,8 @@
 """Run an app's workers for several queues in one process, with a graceful stop on SIGTERM/SIGINT.
 
 Several queues are served by one worker per queue inside the process, each with its own pump (one
-round trip acks and claims), maintenance connection and ``concurrency`` handler slots; they share
+round trip acks and claims; two pumps for an AsyncWorker from concurrency 8), maintenance
+connection and ``concurrency`` handler slots; they share
 one waiter, a single blocking wait over all the queues' markers (one per slot on Cluster, see
 ``_waiter.py``). Fairness rule: queues never share handler slots, so a backlog on one queue cannot
 delay another; the order of the queue list does not set a priority (the shared wait rotates it).

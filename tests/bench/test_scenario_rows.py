@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conveyor._lanes import pump_count
 
 from bench.results import load_results
 from bench.scenarios import connections, latency
@@ -76,8 +77,10 @@ def test_connection_roles_at_each_concurrency_and_memory_per_connection(doc) -> 
     found = rows(doc, "connections")
     roles = {r["params"]["concurrency"]: r for r in found if r["params"]["kind"] == "roles"}
     assert sorted(roles) == connections.QUICK["worker_concurrencies"]
-    for row in roles.values():
-        assert value(row, "connections_pump") == value(row, "connections_waiter") == 1
+    for concurrency, row in roles.items():  # an AsyncWorker: two pumps (each with a maint) from 8 on
+        pumps = pump_count(None, concurrency)
+        assert value(row, "connections_pump") == value(row, "connections_maint") == pumps
+        assert value(row, "connections_waiter") == 1
     served = {r["params"]["queues"]: r for r in found if r["params"]["kind"] == "queues"}
     assert sorted(served) == connections.QUICK["worker_queues"]
     for n, row in served.items():  # a pump and a maint per queue, one waiter for all
