@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import fields
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ ROLES = ("pump", "waiter", "maint", "other")
 WORKER_ROLES = ROLES[:3]  # *other* is the command pools: what the process enqueues, not its worker
 HEADROOM = 0.25  # spare share on top of the computed total for maxclients
 RESERVED = 10  # connections kept for admin tools and monitoring
+STEP_TOLERANCE = 0.05  # a line missing a measured count by more is shown as steps
 SETTINGS = QueueSettings()
 WORKER_CONCURRENCY = next(f.default for f in fields(WorkerOptions) if f.name == "concurrency")
 
@@ -34,23 +36,42 @@ def _rows(ds: Dataset, kind: str) -> tuple[str, pd.DataFrame] | None:
 
 
 def fits(rows: pd.DataFrame, by: str = "concurrency", roles: tuple[str, ...] = ROLES
-         ) -> list[dict[str, float | str]]:
-    """Each role's connections per worker process as ``base + per_<by> x <by>``."""
-    out: list[dict[str, float | str]] = []
+         ) -> list[dict[str, Any]]:
+    """Each role's connections per worker process as ``base + per_<by> x <by>`` when a line
+    through the measured counts fits them all; else the measured counts as ``steps`` ([by, count]
+    pairs: an AsyncWorker's second pump comes at a concurrency, not a little per slot)."""
+    out: list[dict[str, Any]] = []
     for role in roles:
-        part = rows[rows.metric == f"connections_{role}"]
+        part = rows[rows.metric == f"connections_{role}"].sort_values(by)
         if part.empty:
             continue
         x, y = part[by].astype(float).to_numpy(), part["median"].to_numpy()
         slope, base = np.polyfit(x, y, 1) if len(set(x)) > 1 else (0.0, float(y.mean()))
+        if np.abs(base + slope * x - y).max() > STEP_TOLERANCE:
+            out.append({"role": role, "steps": [[int(a), float(b)] for a, b in zip(x, y, strict=True)]})
+            continue
         out.append({"role": role, "base": round(float(base), 3) + 0.0,
                     f"per_{by}": round(float(slope), 4) + 0.0})
     return out
 
 
-def formula(found: list[dict[str, float | str]], by: str = "concurrency") -> str:
+def _steps_text(steps: list[list[float]], by: str) -> str:
+    """``1 at concurrency 1, 2 at 8 to 100``: runs of equal counts over the measured values."""
+    runs: list[list[float]] = []
+    for at, count in steps:
+        if runs and runs[-1][2] == count:
+            runs[-1][1] = at
+        else:
+            runs.append([at, at, count])
+    return ", ".join(f"{fmt(c)} at {by} {fmt(a)}" + (f" to {fmt(b)}" if b != a else "")
+                     for a, b, c in runs)
+
+
+def formula(found: list[dict[str, Any]], by: str = "concurrency") -> str:
     """``pump 1 + waiter 1 + ...`` from the fitted roles (``by``: the fitted variable)."""
-    def term(f: dict[str, float | str]) -> str:
+    def term(f: dict[str, Any]) -> str:
+        if "steps" in f:
+            return f"{f['role']} ({_steps_text(f['steps'], by)})"
         base, slope = float(f["base"]), float(f[f"per_{by}"])
         parts = ([fmt(base)] if base or not slope else []) + ([f"{fmt(slope)} x {by}"] if slope else [])
         return f"{f['role']} " + " + ".join(parts)

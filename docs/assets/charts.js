@@ -99,6 +99,11 @@
 
   function perProcess(roles, concurrency) {
     return roles.reduce(function (sum, role) {
+      if (role.steps) {  // measured counts: the one at the largest measured concurrency <= this one
+        var count = role.steps[0][1];
+        role.steps.forEach(function (step) { if (step[0] <= concurrency) { count = step[1]; } });
+        return sum + count;
+      }
       return sum + role.base + role.per_concurrency * concurrency;
     }, 0);
   }
@@ -107,7 +112,7 @@
   // the idle waiter is shared), from the fit over the number of queues served.
   function extraQueues(queueRoles, queues) {
     return queueRoles.reduce(function (sum, role) {
-      return sum + role.per_queues * Math.max(0, queues - 1);
+      return sum + (role.per_queues || 0) * Math.max(0, queues - 1);
     }, 0);
   }
 

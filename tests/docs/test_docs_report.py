@@ -395,3 +395,25 @@ def test_a_verdict_names_each_comparison_point_apart() -> None:
                           "noise": [False, False]})
     text = servers.recommendation({"valkey-8.1": found})
     assert "ahead in *process, concurrency 32* and *enqueue, one per call*" in text
+
+
+def test_connection_roles_that_step_are_shown_as_measured_steps(tmp_path: Path) -> None:
+    """An AsyncWorker's second pump (and maint) comes at concurrency 8: no line fits 1, 2, 2, so
+    the formula and the calculator use the measured counts, never a fitted 1.55 + 0.0056 x c."""
+    doc = make_run()
+    roles = [r for r in doc["results"] if r["scenario"] == "connections" and r["params"]["kind"] == "roles"]
+    low = copy.deepcopy(roles[0])
+    low["params"]["concurrency"] = 1
+    doc["results"].append(low)
+    for row in roles:  # concurrency 8 and 32: two pumps and two maints
+        for role in ("pump", "maint"):
+            cell = row["metrics"][f"connections_{role}"]
+            cell.update(median=2.0, values=[2.0], min=2.0, max=2.0)
+    ds = dataset(tmp_path, doc)
+    expected = "pump (1 at concurrency 1, 2 at concurrency 8 to 32) + waiter 1"
+    assert expected in render(ds, "sizing_formula")
+    calc = render(ds, "calculator")
+    spec = json.loads(html.unescape(calc.split('data-cv-calc="')[1].split('"')[0]))
+    by_role = {r["role"]: r for r in spec["roles"]}
+    assert by_role["pump"] == {"role": "pump", "steps": [[1, 1.0], [8, 2.0], [32, 2.0]]}
+    assert by_role["waiter"] == {"role": "waiter", "base": 1.0, "per_concurrency": 0.0}
