@@ -160,8 +160,7 @@ class AsyncWorker:
         return self.stats
 
     async def _run_lanes(self) -> dict[str, int]:
-        """Run the lanes over one waiter: a wake-up goes to every lane with a free slot. A lane
-        that ends (stopped, drained, or failed) stops the others, gracefully."""
+        """Run the lanes over one waiter. A lane that fails stops the others, gracefully."""
         waiter = self._waiter or self._own_waiter()
         for lane in self._lanes:
             lane._waiter = waiter
@@ -173,8 +172,7 @@ class AsyncWorker:
             await asyncio.gather(*tasks)
         finally:
             self._signals(install=False)
-            if not self.options.burst or any(not t.done() or t.cancelled() or t.exception() for t in tasks):
-                self.stop()
+            self.stop()  # a no-op for lanes that ended on their own
             await asyncio.wait(tasks)
             waiter.unwatch(marker)
             if waiter is not self._waiter:
@@ -185,9 +183,12 @@ class AsyncWorker:
         return any(lane._dispatch.wants_marker() for lane in self._lanes)
 
     def _wake_lanes(self) -> None:
-        for lane in self._lanes:
-            if lane._dispatch.wants_marker():
-                lane._wake.set()
+        """Wake ONE lane, the one with the most free slots: waking all would send an empty claim
+        from every other lane per wake-up. While work remains, the claim script wakes the marker
+        again, and the next wake-up goes to a lane that still has room."""
+        free = [lane for lane in self._lanes if lane._dispatch.wants_marker()]
+        if free:
+            max(free, key=lambda lane: lane.options.capacity - lane._dispatch.held)._wake.set()
 
     def _own_waiter(self) -> AsyncMarkerWaiter:
         q = self.queue

@@ -103,3 +103,55 @@ async def test_bad_pumps_are_refused_at_construction(redis_url, queue_name):
     one = AsyncWorker(q, {"work": work}, concurrency=32, pumps=1)
     assert one._lanes == []
     await q.aclose()
+
+
+def _script_calls(url: str) -> int:
+    with redis.Redis.from_url(url, decode_responses=True) as admin:
+        stats = admin.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval", "fcall"))
+
+
+async def _calls_for_one_job(url: str, name: str, pumps: int) -> int:
+    """Script calls (EVALSHA, EVAL, FCALL) the server ran for one job enqueued to an idle worker."""
+    q = AsyncQueue.from_url(url, name, settings=QueueSettings(maintenance_interval=60.0))
+    done = asyncio.Event()
+
+    async def work(job):
+        done.set()
+
+    worker = AsyncWorker(q, {"work": work}, concurrency=8, pumps=pumps, block_timeout=30.0,
+                         install_signal_handlers=False)
+    run = asyncio.create_task(worker.run())
+
+    async def idle() -> bool:  # (maint connects at the first heartbeat or sweep)
+        roles = _roles(url, name)
+        return roles.count("pump") == pumps and "waiter" in roles
+
+    await _until(idle, 10, "the worker's pump and waiter connections")
+    await asyncio.sleep(0.5)  # every lane past its first (empty) claim, waiting on the marker
+    before = _script_calls(url)
+    await q.enqueue("work", 1)
+    await asyncio.wait_for(done.wait(), 5)
+
+    async def acked() -> bool:
+        return (await q.counts())["total_completed"] == 1
+
+    await _until(acked, 5, "the ack")
+    await asyncio.sleep(0.3)  # room for a stray claim to show
+    calls = _script_calls(url) - before
+    worker.stop()
+    await asyncio.wait_for(run, 10)
+    await q.aclose()
+    return calls
+
+
+async def test_a_wake_up_sends_one_claim_not_one_per_lane(redis_url, queue_name):
+    """One job to an idle two-pump worker costs the server no more script calls than with one
+    pump: the other lane sends no empty claim (it did, one per wake-up, when every lane with a
+    free slot was woken)."""
+    warm = AsyncQueue.from_url(redis_url, queue_name + "-warm")
+    await warm.enqueue("work", 0)  # the enqueue script is loaded before anything is counted
+    await warm.aclose()
+    one = await _calls_for_one_job(redis_url, queue_name + "-one", pumps=1)
+    two = await _calls_for_one_job(redis_url, queue_name + "-two", pumps=2)
+    assert two == one, f"{two} script calls with two pumps, {one} with one"
