@@ -11,11 +11,25 @@
 --          by '{' (never part of an id); else {now, then per job: id, created (1/0), state, then
 --          for each job that already existed: task, payload, attempts, max attempts, enqueued at}.
 --          (A table reply costs the server about 1.2k instructions per element, a string ~0.)
+-- Wake-up: the marker gets a member only when a ready list was empty before this call (or a
+--          delayed or prioritised job was added). A non-empty list already has a wake-up pending:
+--          every claim that leaves work behind re-adds it (claim_jobs), and a worker that pops it
+--          but cannot use it passes it on (_waiter.py), so re-adding it per job only cost a command.
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. An existing id is not an error: the existing job is
 --         returned and nothing is created (idempotent enqueue).
 local meta, waiting, delayed, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 bounded((#ARGV - 1) / 5, 1000, 'enqueue')
 local now = now_ms()
+
+-- The common call, one new job with a generated id and no options (a lone enqueue), skips the
+-- general path below: building its closures and tables cost about a third of this script's time
+-- (5 us of 15 on Valkey 9.1, INFO commandstats). Same effects and reply as the general path.
+if #ARGV == 6 and ARGV[2] == '' and ARGV[6] == '' then
+  local id = string.format('%d', redis.call('HINCRBY', meta, 'id', 1))
+  redis.call('HSET', jobs .. id, 's', 'w', 'n', ARGV[3], 'd', ARGV[4], 'm', ARGV[5], 'e', now)
+  if redis.call('LPUSH', waiting, id) == 1 then wake(marker) end
+  return string.format('%d', now) .. '{' .. id .. '{w'
+end
 
 local generated = 0
 for base = 2, #ARGV, 5 do
@@ -107,10 +121,11 @@ for base = 2, #ARGV, 5 do
   end
 end
 -- At most 1000 ids / 2000 values (bounded above): within Lua's unpack limit, no chunks needed.
-if #ready > 0 then redis.call('LPUSH', waiting, unpack(ready)) end
+local pushed = 0
+if #ready > 0 then pushed = redis.call('LPUSH', waiting, unpack(ready)) end
 for i = 1, #leveled, 2 do redis.call('LPUSH', ready_list(waiting, leveled[i]), leveled[i + 1]) end
 if #later > 0 then redis.call('ZADD', delayed, unpack(later)) end
-if #ready > 0 or #later > 0 or #leveled > 0 then wake(marker) end
+if pushed == #ready and #ready > 0 or #later > 0 or #leveled > 0 then wake(marker) end
 if not existed then return table.concat(out, '{') end
 local reply = {now}
 for i = 2, #out, 2 do
