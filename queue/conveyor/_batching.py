@@ -72,8 +72,10 @@ class EnqueueBatcher:
     """Thread-safe batching for the synchronous ``Queue``: the first waiter of a batch sends it."""
 
     def __init__(self, core: QueueCore, run: Callable[[Call[list[Job]]], list[Job]],
-                 in_flight: int = IN_FLIGHT) -> None:  # fmt: skip
+                 in_flight: int = IN_FLIGHT, run_lone: Callable[[Call[list[Job]]], list[Job]] | None = None,
+                 ) -> None:  # fmt: skip
         self._core, self._run = core, run
+        self._run_lone = run_lone or run  # the lone call: never two at once (see HeldScripts)
         self._lock = threading.Lock()
         self._slots = Slots(in_flight)
         self._pending: list[Waiter] = []
@@ -91,7 +93,7 @@ class EnqueueBatcher:
                 self._hand(slots.take(self._pending))
         if lone:
             try:
-                return self._run(self._core.enqueue_packed((group,)))[0]
+                return self._run_lone(self._core.enqueue_packed((group,)))[0]
             finally:
                 self._next(1)
         waiter.event.wait()

@@ -14,7 +14,7 @@ from redis.retry import Retry
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy
-from ._direct import DirectScripts
+from ._direct import DirectScripts, HeldScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
@@ -58,25 +58,29 @@ class Queue(QueueBase[redis.Redis]):
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
         self._direct = DirectScripts.of(client)  # None: every call goes through client.evalsha
+        # The batcher's lone call keeps one connection checked out, where the pool leaves room for
+        # it next to the batches in flight and a few other calls (see HeldScripts).
+        self._held = HeldScripts.of(client) if self.settings.pool_size >= IN_FLIGHT + 2 else None
         self._results = SyncResults(self)
-        self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
+        self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size),
+                                       run_lone=self._run_lone)  # fmt: skip
 
     # -- execution --------------------------------------------------------------------------------
-    def _evalsha(self, call: Call[Any]) -> Any:
+    def _evalsha(self, call: Call[Any], direct: DirectScripts | None) -> Any:
         script = call.script
         try:
-            return self._send(call)
+            return self._send(call, direct)
         except redis_errors.ResponseError as exc:
             if not is_noscript(exc):
                 raise
         self.client.script_load(script.source)
-        return self._send(call)
+        return self._send(call, direct)
 
-    def _send(self, call: Call[Any]) -> Any:
+    def _send(self, call: Call[Any], direct: DirectScripts | None) -> Any:
         keys = call.keys
         if not self._durable(call):
-            if self._direct is not None:
-                return self._direct.evalsha(call.script.sha, keys, call.args)
+            if direct is not None:
+                return direct.evalsha(call.script.sha, keys, call.args)
             return self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         return self._send_grouped([call], durable=True)[0]
 
@@ -111,13 +115,17 @@ class Queue(QueueBase[redis.Redis]):
             with contextlib.suppress(*REDIS_ERRORS):
                 self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
-    def _run(self, call: Call[T]) -> T:
+    def _run(self, call: Call[T], held: HeldScripts | None = None) -> T:
         try:
             if not self._ready:
                 self._check_server()
-            return call.parse(self._evalsha(call))
+            return call.parse(self._evalsha(call, held or self._direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
+
+    def _run_lone(self, call: Call[T]) -> T:
+        """The batcher's lone call: one caller at a time, on the held connection when there is one."""
+        return self._run(call, self._held)
 
     def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -292,4 +300,6 @@ class Queue(QueueBase[redis.Redis]):
     def close(self) -> None:
         """Close the client and its pool (and stop waiting for results)."""
         self._results.close()
+        if self._held is not None:
+            self._held.put_back()
         self.client.close()

@@ -27,10 +27,10 @@ def count_calls(q: Any) -> list[int]:
     inner, sizes = q.inner, []
     send = inner._evalsha
 
-    def counted(call: Any) -> Any:
+    def counted(call: Any, *path: Any) -> Any:  # path: the sync Queue's connection path
         if call.script.name == "enqueue":
             sizes.append((len(call.args) - 1) // 5)  # the window, then 5 values per job
-        return send(call)
+        return send(call, *path)
 
     inner._evalsha = counted
     return sizes
@@ -55,10 +55,10 @@ def hold_first_fail_second(q: Any) -> tuple[list[int], threading.Event]:
                 await asyncio.sleep(0.005)
         return await send(call)
 
-    def held_sync(call: Any) -> Any:
+    def held_sync(call: Any, *path: Any) -> Any:
         if before(call) == 1:
             release.wait(30)
-        return send(call)
+        return send(call, *path)
 
     inner._evalsha = held_async if q.surface == "async" else held_sync
     return sizes, release

@@ -3,6 +3,7 @@ plain redis-py clients only, with the replies and errors execute_command would g
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 import pytest
@@ -127,3 +128,66 @@ async def test_a_held_connection_is_kept_between_calls_and_replaced_after_a_brea
     await q.aclose()
     assert not pool._in_use_connections  # put back on close
     admin.close()
+
+
+def _count_checkouts(pool: Any) -> list[int]:
+    taken: list[int] = []
+    get_connection = pool.get_connection
+
+    def counted(*args: Any, **options: Any) -> Any:
+        taken.append(1)
+        return get_connection(*args, **options)
+
+    pool.get_connection = counted
+    return taken
+
+
+def test_a_lone_sync_enqueue_keeps_its_connection_and_survives_a_kill(server):
+    """The sync batcher's lone call holds one connection: back-to-back enqueues take nothing from
+    the pool. A held connection the server closed while idle is reconnected before the next call
+    (as the pool's checkout would), so that call succeeds and creates exactly one job."""
+    client = redis.Redis.from_url(server.url, client_name="held-sync")
+    q = Queue("direct-held-sync", client)
+    first = q.enqueue("t", 0)
+    taken = _count_checkouts(client.connection_pool)
+    jobs = [q.enqueue("t", i) for i in range(1, 4)]
+    assert taken == []
+    admin = redis.Redis.from_url(server.url)
+    for c in admin.client_list():
+        if c["name"] == "held-sync":
+            admin.client_kill_filter(_id=c["id"])
+    job = q.enqueue("t", 4)
+    assert job.created and q.get_job(job.id).payload == 4
+    ids = [first.id, *(j.id for j in jobs), job.id]
+    assert [j.id for j in q.claim(10)] == ids  # each once, in order: nothing lost or doubled
+    q.close()
+    assert not client.connection_pool._in_use_connections  # put back on close
+    admin.close()
+
+
+def test_a_small_pool_is_not_held(server):
+    client = redis.Redis.from_url(server.url)
+    q = Queue("direct-small", client, pool_size=3)
+    assert q._held is None
+    q.enqueue("t", 0)
+    assert not client.connection_pool._in_use_connections
+    q.close()
+
+
+def test_a_forked_child_enqueues_on_its_own_connection(server):
+    """A child process never writes on its parent's held socket (replies would cross)."""
+    q = Queue("direct-fork", redis.Redis.from_url(server.url))
+    q.enqueue("t", "parent-0")
+
+    def child() -> None:
+        jobs = [q.enqueue("t", f"child-{i}") for i in range(50)]
+        assert [q.get_job(j.id).payload for j in jobs] == [f"child-{i}" for i in range(50)]
+
+    proc = multiprocessing.get_context("fork").Process(target=child)
+    proc.start()
+    mine = [q.enqueue("t", f"parent-{i}") for i in range(1, 51)]
+    proc.join(30)
+    assert proc.exitcode == 0
+    assert [q.get_job(j.id).payload for j in mine] == [f"parent-{i}" for i in range(1, 51)]
+    assert q.counts()["waiting"] == 101
+    q.close()
