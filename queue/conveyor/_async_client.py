@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy
-from ._direct import AsyncDirectScripts, AsyncHeldScripts
+from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
@@ -59,8 +59,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
         self._direct: AsyncDirectScripts | None = AsyncDirectScripts.of(client)  # None: client.evalsha
+        self._lone = AsyncLoneScripts.of(client)  # the batcher's lone call's connection, in a roomy pool
         self._results = AsyncResults(self)
-        self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
+        self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size),
+                                            run_lone=self._run_lone)  # fmt: skip
 
     def _hold_connection(self) -> None:
         """For one caller at a time (a worker's pump): script calls keep their connection checked
@@ -74,21 +76,21 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             await self._direct.put_back()
 
     # -- execution --------------------------------------------------------------------------------
-    async def _evalsha(self, call: Call[Any]) -> Any:
+    async def _evalsha(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
         script = call.script
         try:
-            return await self._send(call)
+            return await self._send(call, direct)
         except redis_errors.ResponseError as exc:
             if not is_noscript(exc):
                 raise
         await self.client.script_load(script.source)
-        return await self._send(call)
+        return await self._send(call, direct)
 
-    async def _send(self, call: Call[Any]) -> Any:
+    async def _send(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
         keys = call.keys
         if not self._durable(call):
-            if self._direct is not None:
-                return await self._direct.evalsha(call.script.sha, keys, call.args)
+            if direct is not None:
+                return await direct.evalsha(call.script.sha, keys, call.args)
             return await self.client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         await self._put_back()  # the pipeline takes a connection of the pool
         return (await self._send_grouped([call], durable=True))[0]
@@ -129,13 +131,17 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
-    async def _run(self, call: Call[T]) -> T:
+    async def _run(self, call: Call[T], lone: AsyncLoneScripts | None = None) -> T:
         try:
             if not self._ready:
                 await self._check_server()
-            return call.parse(await self._evalsha(call))
+            return call.parse(await self._evalsha(call, lone or self._direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
+
+    async def _run_lone(self, call: Call[T]) -> T:
+        """The batcher's lone call: one caller at a time, on the held connection when there is one."""
+        return await self._run(call, self._lone)
 
     async def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -308,4 +314,6 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         """Close the client and its pool (and stop waiting for results)."""
         self._results.close()
         await self._put_back()
+        if self._lone is not None:
+            await self._lone.put_back()
         await self.client.aclose()

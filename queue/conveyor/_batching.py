@@ -138,6 +138,7 @@ class EnqueueBatcher:
 
 
 Pending = tuple[Group, "asyncio.Future[Job]"]
+AsyncRun = Callable[[Call[list[Job]]], Awaitable[list[Job]]]
 
 
 class AsyncEnqueueBatcher:
@@ -150,9 +151,10 @@ class AsyncEnqueueBatcher:
     with N callers the calls would alternate between 1 and N-1 jobs.
     """
 
-    def __init__(self, core: QueueCore, run: Callable[[Call[list[Job]]], Awaitable[list[Job]]],
-                 in_flight: int = IN_FLIGHT) -> None:  # fmt: skip
+    def __init__(self, core: QueueCore, run: AsyncRun, in_flight: int = IN_FLIGHT,
+                 run_lone: AsyncRun | None = None) -> None:  # fmt: skip
         self._core, self._run, self._limit = core, run, in_flight
+        self._run_lone = run_lone or run  # the lone call: never two at once in a loop
         self._slots = Slots(in_flight)
         self._scheduled = False
         self._pending: list[Pending] = []
@@ -168,7 +170,7 @@ class AsyncEnqueueBatcher:
         if not (slots.flying or self._scheduled):  # idle (anyone waiting is in flight or due)
             slots.flying, slots.jobs = 1, 1
             try:
-                return (await self._run(self._core.enqueue_packed((group,))))[0]
+                return (await self._run_lone(self._core.enqueue_packed((group,))))[0]
             finally:
                 self._done(1)
         future: asyncio.Future[Job] = loop.create_future()

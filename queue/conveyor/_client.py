@@ -58,9 +58,7 @@ class Queue(QueueBase[redis.Redis]):
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
         self._direct = DirectScripts.of(client)  # None: every call goes through client.evalsha
-        # The batcher's lone call keeps one connection checked out, where the pool leaves room for
-        # it next to the batches in flight and a few other calls (see HeldScripts).
-        self._held = HeldScripts.of(client) if self.settings.pool_size >= IN_FLIGHT + 2 else None
+        self._held = HeldScripts.of(client)  # the batcher's lone call's connection, in a roomy pool
         self._results = SyncResults(self)
         self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size),
                                        run_lone=self._run_lone)  # fmt: skip

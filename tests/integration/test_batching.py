@@ -49,11 +49,11 @@ def hold_first_fail_second(q: Any) -> tuple[list[int], threading.Event]:
             raise redis.ConnectionError("injected: the connection was lost")
         return len(sizes)
 
-    async def held_async(call: Any) -> Any:
+    async def held_async(call: Any, *path: Any) -> Any:
         if before(call) == 1:
             while not release.is_set():
                 await asyncio.sleep(0.005)
-        return await send(call)
+        return await send(call, *path)
 
     def held_sync(call: Any, *path: Any) -> Any:
         if before(call) == 1:

@@ -3,6 +3,7 @@ plain redis-py clients only, with the replies and errors execute_command would g
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from typing import Any
 
@@ -94,6 +95,19 @@ async def test_an_asyncio_plain_client_uses_the_direct_path(server):
     await client.aclose()
 
 
+def _count_async_checkouts(pool: Any) -> list[int]:
+    """Record every connection taken from an asyncio pool from now on."""
+    taken: list[int] = []
+    get_connection = pool.get_connection
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        taken.append(1)
+        return await get_connection(*args, **options)
+
+    pool.get_connection = counted
+    return taken
+
+
 async def test_a_held_connection_is_kept_between_calls_and_replaced_after_a_break(server):
     """The pump's held connection: back-to-back calls never take a connection from the pool; one
     broken under it fails its call and goes back to the pool (disconnected, nothing half-read),
@@ -102,14 +116,7 @@ async def test_a_held_connection_is_kept_between_calls_and_replaced_after_a_brea
     q = AsyncQueue("direct-held", client)
     q._hold_connection()
     await q.enqueue("t", 0)
-    pool, taken = client.connection_pool, []
-    get_connection = pool.get_connection
-
-    async def counted(*args: Any, **options: Any) -> Any:
-        taken.append(1)
-        return await get_connection(*args, **options)
-
-    pool.get_connection = counted  # type: ignore[method-assign]
+    pool, taken = client.connection_pool, _count_async_checkouts(client.connection_pool)
     for i in range(1, 4):
         await q.enqueue("t", i)
     assert taken == []  # the same connection for every call
@@ -166,8 +173,8 @@ def test_a_lone_sync_enqueue_keeps_its_connection_and_survives_a_kill(server):
 
 
 def test_a_small_pool_is_not_held(server):
-    client = redis.Redis.from_url(server.url)
-    q = Queue("direct-small", client, pool_size=3)
+    client = redis.Redis.from_url(server.url, max_connections=3)
+    q = Queue("direct-small", client)
     assert q._held is None
     q.enqueue("t", 0)
     assert not client.connection_pool._in_use_connections
@@ -191,3 +198,35 @@ def test_a_forked_child_enqueues_on_its_own_connection(server):
     assert [q.get_job(j.id).payload for j in mine] == [f"parent-{i}" for i in range(1, 51)]
     assert q.counts()["waiting"] == 101
     q.close()
+
+
+def test_a_lone_asyncio_enqueue_keeps_its_connection_and_is_replaced_after_a_kill(server):
+    """The asyncio batcher's lone call holds one connection as the sync one does; one closed by
+    the server fails one call, as through the pool, and is replaced."""
+    client = aredis.Redis.from_url(server.url, client_name="held-async")
+    q = AsyncQueue("direct-held-async", client)
+    admin = redis.Redis.from_url(server.url)
+    ids: list[str] = []
+
+    async def first_loop() -> list[int]:
+        ids.append((await q.enqueue("t", 0)).id)
+        taken = _count_async_checkouts(client.connection_pool)
+        ids.extend([(await q.enqueue("t", i)).id for i in range(1, 4)])
+        assert taken == []  # the same connection for every lone call
+        for c in admin.client_list():
+            if c["name"] == "held-async":
+                admin.client_kill_filter(_id=c["id"])
+        await asyncio.sleep(0.1)
+        # As through the pool (whose check lets a closed connection through when redis-py's
+        # maintenance notifications are on, as by default with RESP3): the call fails, creating
+        # nothing, and the connection goes back to the pool.
+        with pytest.raises(ConnectionFailedError):
+            await q.enqueue("t", 4)
+        ids.append((await q.enqueue("t", 5)).id)
+        await q.aclose()
+        return taken
+
+    assert asyncio.run(first_loop()) == [1]  # one new connection after the kill
+    waiting = admin.lrange(q.core.keys.waiting, 0, -1)
+    assert [i.decode() for i in reversed(waiting)] == ids  # each job once, in order
+    admin.close()
