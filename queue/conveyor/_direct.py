@@ -23,6 +23,7 @@ from typing import Any
 import redis
 import redis.asyncio as aredis
 
+from ._batching import IN_FLIGHT
 from ._packing import pack_command
 
 # get_connection() without a command name: redis-py >= 5.3 (5.2 requires one).
@@ -33,9 +34,9 @@ def _packed(sha: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[bytes]:
     return (pack_command(("EVALSHA", sha, len(keys), *keys, *args)),)
 
 
-# The lone call's connection, plus the batcher's calls in flight (2) and one other call: a pool
-# with fewer connections never has one held (the held one would starve the others).
-LONE_MIN_POOL = 4
+# The lone call's connection, plus the batcher's calls in flight and one other call: a pool with
+# fewer connections never has one held (the held one would starve the others).
+LONE_MIN_POOL = IN_FLIGHT + 2
 
 
 def _roomy(direct: Any) -> Any:

@@ -27,7 +27,7 @@ def count_calls(q: Any) -> list[int]:
     inner, sizes = q.inner, []
     send = inner._evalsha
 
-    def counted(call: Any, *path: Any) -> Any:  # path: the sync Queue's connection path
+    def counted(call: Any, *path: Any) -> Any:  # path: the connection path _run chose
         if call.script.name == "enqueue":
             sizes.append((len(call.args) - 1) // 5)  # the window, then 5 values per job
         return send(call, *path)
