@@ -19,7 +19,7 @@ from bench.peers.drive import Child, ChildFailed
 from bench.peers.venvs import InstallError, python_for
 from bench.plan import Options
 from bench.results import RESULTS_DIR, SCHEMA_VERSION, write_results
-from bench.scenarios._common import flush_sync
+from bench.scenarios._common import flush_sync, used_memory
 from bench.servers import ServerStartError, ServerUnavailable, start_server
 from bench.stats import STATISTICS_TEXT
 
@@ -111,7 +111,7 @@ class PeerRun:
         def used() -> int:
             client = srv.client()
             try:
-                return int(client.info("memory")["used_memory"])
+                return used_memory(client)
             finally:
                 client.close()
         return used

@@ -45,6 +45,7 @@ from bench.scenarios._common import (
     queue_name,
     run_async,
     specs,
+    used_memory,
 )
 from bench.scenarios.enqueue_single import verify_stored
 
@@ -250,9 +251,8 @@ def _memory(target: Target, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_and_clients(client: Any) -> tuple[int, int]:
-    """(used_memory, connected_clients) from INFO."""
-    info = client.info()
-    return int(info["used_memory"]), int(info["connected_clients"])
+    """(used_memory after a Lua collection, connected_clients) from INFO."""
+    return used_memory(client), int(client.info("clients")["connected_clients"])
 
 
 def _verify(target: Target, name: str, ids: list[str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """memory: server memory per waiting job, as the slope of ``used_memory`` over job counts.
 
 For each payload size a fresh, empty database is filled with waiting jobs in bulk; after
-reaching each count in ``counts`` (cumulative) ``INFO memory`` is read. The least-squares slope
+reaching each count in ``counts`` (cumulative) ``INFO memory`` is read, after a full collection
+of the server's Lua heap (``used_memory``: Redis 8 counts that heap's garbage). The least-squares slope
 of used_memory over the counts is ``bytes_per_job`` (so fixed overheads cancel out). A
 sampled job hash's ``OBJECT ENCODING`` (``DEBUG OBJECT`` on Dragonfly) and ``MEMORY USAGE``
 are recorded in ``extra``. Runs on the ``default`` and ``listpack-1024`` configurations.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, fill, flush_sync, make_queue, metric
+from bench.scenarios._common import Target, Variant, fill, flush_sync, make_queue, metric, used_memory
 from bench.stats import slope
 
 NAME = "memory"
@@ -96,7 +97,7 @@ def run_dedup(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     for count in params["counts"]:
         finish_with_ids(queue, done, count - done, params["id_bytes"])
         done = count
-        points.append((count, int(admin.info("memory")["used_memory"])))
+        points.append((count, used_memory(admin)))
     retained = int(admin.zcard(queue.core.keys.dedup))
     if retained != done:
         raise AssertionError(f"{retained} ids retained in the window, {done} jobs finished")
@@ -132,7 +133,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     points: list[tuple[int, int]] = []
     for count in params["counts"]:
         ids += fill(queue, count - len(ids), params["payload_bytes"])
-        points.append((count, int(admin.info("memory")["used_memory"])))
+        points.append((count, used_memory(admin)))
     waiting = queue.counts()["waiting"]
     if waiting != len(ids):
         raise AssertionError(f"{waiting} jobs waiting, {len(ids)} enqueued")
