@@ -242,11 +242,12 @@ def test_memory_per_waiting_job_is_repeatable(redis_url: str) -> None:
 
 def test_used_memory_leaves_out_lua_garbage(redis_url: str) -> None:
     # Redis 8.2 counts its Lua heap in used_memory: 1.7 MB of script garbage read as data.
+    # Collected, up to about 150 kB stays with the Lua allocator (vm_eval 32 kB -> 160 kB).
     client = redis.Redis.from_url(redis_url)
     try:
         before = used_memory(client)
         client.eval("local t = {} for i = 1, 20000 do t[i] = tostring(i) .. 'x' end return 1", 0)
-        assert used_memory(client) - before < 100_000
+        assert used_memory(client) - before < 500_000
     finally:
         client.close()
 
