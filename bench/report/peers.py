@@ -82,7 +82,7 @@ def named_ratios(top: pd.DataFrame) -> pd.DataFrame:
 def table(frame: pd.DataFrame, index: str, values: str, columns: pd.Series) -> str:
     """A Markdown pivot of ``frame``: rows in order of appearance, ``columns`` in their order."""
     wide = frame.pivot_table(index=index, columns="column", values=values, aggfunc="last", sort=False)
-    wide = wide.reindex(columns=list(columns)).fillna(MISSING)
+    wide = wide.reindex(columns=list(columns)).astype(object).fillna(MISSING)  # text in float columns
     return md_table(wide.rename(columns=lambda c: c.replace(" (ms)", "").replace(" (B/job)", "")
                                 if values == "cell" else c).reset_index())
 
