@@ -231,8 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         for cell in plan.cells:
             console.print(f"{cell.label}: {len(cell.cases)} case(s)")
-        minutes = estimate.plan_seconds(plan) / 60
-        console.print(f"estimated duration on an idle 2-core machine: ~{minutes:.0f} min")
+        seconds, priced = estimate.plan_estimate(plan, estimate.recorded_cells(opts.quick))
+        console.print(f"estimated duration on an idle 2-core machine: ~{seconds / 60:.0f} min "
+                      f"({priced} of {len(plan.cells)} cells priced by their time in a committed run)")
         return 0
     runner = Runner(opts, plan, console, command=["python", "-m", "bench", *raw])
     return runner.run(started)

@@ -121,3 +121,38 @@ def test_a_driver_is_recorded_in_every_case_and_a_missing_one_is_not_measured(mo
     assert server.reason == missing and not server.configs
     with pytest.raises(SystemExit, match="measures only"):
         cli.driver_choice("glide", ["memory"], ["hiredis"])
+
+
+def _timed_run(root, label: str, seconds: float, *, when: str, quick: bool = False,
+               complete: bool = True) -> None:
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from bench.results import RESULTS_DIR  # noqa: PLC0415
+
+    doc = json.loads(max((RESULTS_DIR / "v1").glob("*/*.json")).read_text())
+    doc["created_utc"], doc["run_id"] = when, f"{when.replace('-', '').replace(':', '')}-{int(seconds):06x}"
+    doc["method"].update(quick=quick, complete=complete, repetitions=1, warmup=0,
+                         cell_seconds={label: seconds})
+    out = Path(root) / "v1" / "x" / f"{doc['run_id']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc))
+
+
+def test_list_prices_a_cell_by_its_time_in_the_newest_committed_run(tmp_path) -> None:
+    # The model alone guessed 29 min for a 3-repetition run whose cells took 42 (78a734).
+    from bench.estimate import SERVER_START_S, plan_estimate, recorded_cells  # noqa: PLC0415
+
+    plan = build_plan(options(scenarios=["scale-out"], configs=["default"], protocols=[3],
+                              parsers=["hiredis"], quick=False, repetitions=3, warmup=0))
+    label = plan.cells[0].label
+    _timed_run(tmp_path, label, 50.0, when="2026-11-01T00:00:00Z")
+    _timed_run(tmp_path, label, 100.0, when="2026-11-02T00:00:00Z")  # the newest complete one
+    _timed_run(tmp_path, label, 7.0, when="2026-11-03T00:00:00Z", complete=False)  # cut off
+    _timed_run(tmp_path, label, 9.0, when="2026-11-04T00:00:00Z", quick=True)  # other sizes
+    recorded = recorded_cells(False, tmp_path)
+    assert recorded == {label: (100.0, 1, 0)}
+    seconds, priced = plan_estimate(plan, recorded)
+    assert priced == 1 and seconds == pytest.approx(300.0 + SERVER_START_S)
+    assert plan_estimate(plan, {})[1] == 0 and plan_estimate(plan, {})[0] < 100.0
+    assert recorded_cells(True, tmp_path) == {label: (9.0, 1, 0)}
