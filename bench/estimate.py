@@ -77,7 +77,7 @@ def plan_estimate(plan: Plan, recorded: dict[str, tuple[float, int, int]]) -> tu
             if cell.label in recorded and cell.cases:
                 seconds, reps, warmup = recorded[cell.label]
                 # the recorded time scaled by what the planned repetitions add, in the model's terms
-                total += seconds * model / max(_model_seconds(cell, reps, warmup), 1e-9)
+                total += seconds * model / _model_seconds(cell, reps, warmup)  # > 0: set-up costs
                 priced += 1
             else:
                 total += model

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from bench import cli, scenarios
 from bench.cli import parser
+from bench.estimate import SERVER_START_S, plan_estimate, recorded_cells
 from bench.plan import (
     Options,
     _config_plans,
@@ -14,6 +18,7 @@ from bench.plan import (
     scenario_options,
     variants,
 )
+from bench.results import RESULTS_DIR
 
 
 def options(**kw) -> Options:
@@ -125,11 +130,6 @@ def test_a_driver_is_recorded_in_every_case_and_a_missing_one_is_not_measured(mo
 
 def _timed_run(root, label: str, seconds: float, *, when: str, quick: bool = False,
                complete: bool = True) -> None:
-    import json  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    from bench.results import RESULTS_DIR  # noqa: PLC0415
-
     doc = json.loads(max((RESULTS_DIR / "v1").glob("*/*.json")).read_text())
     doc["created_utc"], doc["run_id"] = when, f"{when.replace('-', '').replace(':', '')}-{int(seconds):06x}"
     doc["method"].update(quick=quick, complete=complete, repetitions=1, warmup=0,
@@ -141,8 +141,6 @@ def _timed_run(root, label: str, seconds: float, *, when: str, quick: bool = Fal
 
 def test_list_prices_a_cell_by_its_time_in_the_newest_committed_run(tmp_path) -> None:
     # The model alone guessed 29 min for a 3-repetition run whose cells took 42 (78a734).
-    from bench.estimate import SERVER_START_S, plan_estimate, recorded_cells  # noqa: PLC0415
-
     plan = build_plan(options(scenarios=["scale-out"], configs=["default"], protocols=[3],
                               parsers=["hiredis"], quick=False, repetitions=3, warmup=0))
     label = plan.cells[0].label
