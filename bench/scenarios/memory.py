@@ -2,10 +2,10 @@
 
 For each payload size a fresh, empty database is filled with waiting jobs in bulk; after
 reaching each count in ``counts`` (cumulative) ``INFO memory`` is read, after a full collection
-of the server's Lua heap (``_common.used_memory``: Redis 8 counts that heap's garbage). The least-squares slope
-of used_memory over the counts is ``bytes_per_job`` (so fixed overheads cancel out). A
-sampled job hash's ``OBJECT ENCODING`` (``DEBUG OBJECT`` on Dragonfly) and ``MEMORY USAGE``
-are recorded in ``extra``. Runs on the ``default`` and ``listpack-1024`` configurations.
+of the server's Lua heap (``_common.used_memory``: Redis 8 counts that heap's garbage). The
+least-squares slope of used_memory over the counts is ``bytes_per_job`` (so fixed overheads
+cancel out). A sampled job hash's ``OBJECT ENCODING`` (``DEBUG OBJECT`` on Dragonfly) and
+``MEMORY USAGE`` are recorded in ``extra``. Runs on the ``default`` and ``listpack-1024`` configurations.
 Memory is nearly deterministic, so this scenario caps its repetitions (``MAX_REPETITIONS``)
 and skips the warm-up; the row's ``method`` records what was used.
 
