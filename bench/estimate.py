@@ -32,6 +32,8 @@ def case_seconds(scenario: str, case: dict[str, Any]) -> float:
         timed = 6 * case["seconds"]
     elif scenario == "process":
         timed = case["min_seconds"] * 1.4  # the drain, filling it, a rare resized rerun
+    elif scenario == "enqueue-single" and case.get("callers", 1) == 1:
+        timed = 2 * case["min_seconds"]  # bracketed by as long of bare PINGs
     elif scenario == "latency":
         timed = (case["duration_s"] + FILL_LATENCY_S if "duration_s" in case
                  else case["jobs"] * ONE_JOB_S)

@@ -10,6 +10,7 @@ from bench.report.common import (
     run_rows,
     scenario_section,
     server_label,
+    server_rank,
     source,
     stat_cell,
     variant,
@@ -18,7 +19,7 @@ from bench.report.common import (
 from bench.report.compare import BASELINE, ratio_text, select, versus
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, params_text, times
+from bench.report.text import fmt, md_table, metric_label, no_data, params_text, times
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 CPU_METRIC = "client_cpu_us_per_job"
@@ -71,10 +72,38 @@ def enqueue_section(ds: Dataset, prefix: str = "") -> str:
         out.append(f"### {title}\n\n{server_label(ds, run, rows.iloc[0].server)}, "
                    f"{params_text(first.params, skip=('producers', 'jobs'))}; latency "
                    f"{'per call' if scenario == 'enqueue-single' else 'per batch'}.\n\n{md_table(table)}\n\n"
-                   + chart(fig, scenario))
+                   + chart(fig, scenario) + (ping_floor(ds, run) if scenario == "enqueue-single" else ""))
     if run is None:
         return no_data("the `enqueue-single` or `enqueue-bulk` scenario")
     return "\n\n".join(out) + f"\n\n{source(ds, run, prefix)}\n"
+
+
+PING_FLOOR = {"jobs_per_s": "enqueue (jobs/s)", "ping_client_ops_per_s": "client.ping() (calls/s)",
+              "vs_ping_client": "enqueue ÷ client.ping()", "ping_held_ops_per_s": "PING, held (calls/s)",
+              "vs_ping_held": "enqueue ÷ PING held"}
+
+
+def ping_floor(ds: Dataset, run: str) -> str:
+    """A lone caller's enqueue rate over bare PINGs on the same connection, measured in the same
+    case just before and after it, per server (runs from before that measurement: nothing)."""
+    rows = select(ds.summary, run_id=run, scenario="enqueue-single", callers=1, **BASELINE)
+    if "vs_ping_held" not in set(rows.metric):
+        return ""
+    rows = rows[rows.server.isin(rows[rows.metric == "vs_ping_held"].server)]
+    rows = rows.assign(server=pd.Categorical(rows.server, sorted(rows.server.unique(), key=server_rank),
+                                             ordered=True),
+                       batching=rows.batching.map({True: "on", False: "off"}))
+    units = dict(zip(rows.metric, rows.unit, strict=False))
+    table = wide(ds, rows, ["server", "batching"], list(PING_FLOOR)).rename(
+        columns={metric_label(m, units.get(m, "")): label for m, label in PING_FLOOR.items()})
+    return ("\n\n#### One enqueue per call against a bare PING\n\nThe lone caller above, on every "
+            "server, next to bare `PING`s sent one at a time on the same client, two ways: "
+            "`client.ping()` (redis-py's usual path, a pool checkout per call, as the reference "
+            "ceilings) and on one connection of the pool held for the whole loop (the round-trip floor; "
+            "a lone enqueue with batching on also holds its connection). Each way runs for a quarter of "
+            "the case's time just before the enqueue calls and a quarter just after, so both sides see "
+            "the same machine. A ratio is the median of the repetitions' own ratios; 1 would be a "
+            "script call as cheap as a PING.\n\n" + md_table(table) + "\n\n")
 
 
 @scenario_section("process")

@@ -7,6 +7,12 @@ calls that pile up while one is in flight go out as one script call).
 Calls go on until ``min_seconds`` have passed (``jobs`` records how many were sent).
 Metrics: ``jobs_per_s``, ``jobs``; per-call latency ``p50_ms``, ``p99_ms``, ``max_ms``;
 ``client_cpu_us_per_job``: CPU time of the producer process over the timed calls, per job.
+A lone caller (``callers`` 1) is bracketed by bare PINGs on the same client, one at a time, two
+ways: ``client.ping()`` (redis-py's usual path, a pool checkout per call) and on one connection of
+the pool held for the loop (the round-trip floor). Each way runs for a quarter of
+``min_seconds`` just before the enqueue calls and a quarter just after, so a drift of the machine
+hits both sides alike: ``ping_client_ops_per_s``, ``ping_held_ops_per_s``, and the enqueue's
+jobs/s over each, ``vs_ping_client`` and ``vs_ping_held``.
 Params: ``min_seconds``, ``payload_bytes``, ``callers``, ``batching``, ``sweep_seconds`` (the
 ``min_seconds`` of the concurrent cases, which keep the full run in budget). Exactly-once here
 means stored once: after the clock stops, the waiting list must hold exactly the returned ids,
@@ -33,6 +39,7 @@ from bench.scenarios._common import (
     run_async,
     run_for,
 )
+from bench.scenarios.reference import ping_of
 from bench.stats import latency_summary
 
 NAME = "enqueue-single"
@@ -82,7 +89,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """Enqueue one job per call until ``min_seconds`` have passed."""
     if params.get("callers", 1) > 1:
         return run_async(target, run_concurrent(target, params))
-    return one_at_a_time(make_queue(target, NAME, **_batching(params)), params)
+    return one_at_a_time(make_queue(target, NAME, **_batching(params)), params, against_ping=True)
 
 
 def _batching(params: dict[str, Any]) -> dict[str, bool]:
@@ -96,21 +103,60 @@ def _batching(params: dict[str, Any]) -> dict[str, bool]:
     return {}
 
 
-def one_at_a_time(queue: Any, params: dict[str, Any]) -> dict[str, Any]:
+def one_at_a_time(queue: Any, params: dict[str, Any], against_ping: bool = False) -> dict[str, Any]:
     """One caller enqueueing one job per call on ``queue`` for ``min_seconds`` (also used by
-    the scale-out and tls scenarios on the topologies they start)."""
+    the scale-out and tls scenarios on the topologies they start); ``against_ping``: bracketed
+    by bare PINGs (see the module docstring)."""
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
-    return timed_calls(queue, params["min_seconds"], lambda: [queue.enqueue("noop", payload)])
+    quarter = params["min_seconds"] / 4
+    before = ping_rates(queue.client, quarter) if against_ping else {}
+    result = timed_calls(queue, params["min_seconds"], lambda: [queue.enqueue("noop", payload)],
+                         close=False)
+    if against_ping:
+        after, rate = ping_rates(queue.client, quarter), result["metrics"]["jobs_per_s"][0]
+        for way, (pings, seconds) in before.items():
+            pings_per_s = (pings + after[way][0]) / (seconds + after[way][1])
+            result["metrics"] |= {f"ping_{way}_ops_per_s": metric(pings_per_s, "1/s"),
+                                  f"vs_ping_{way}": metric(rate / pings_per_s, "ratio")}
+    queue.close()
+    return result
+
+
+def ping_rates(client: Any, seconds: float) -> dict[str, tuple[int, float]]:
+    """(PINGs, seconds) of each way of sending bare PINGs (see the module docstring)."""
+    return {"client": run_for(seconds, counted(ping_of(client))), "held": ping_held(client, seconds)}
+
+
+def counted(call: Callable[[], Any]) -> Callable[[], int]:
+    """A :func:`run_for` step that makes one ``call``."""
+    def step() -> int:
+        call()
+        return 1
+    return step
+
+
+def ping_held(client: Any, seconds: float) -> tuple[int, float]:
+    """Bare PINGs one at a time for ``seconds`` on one connection of ``client``'s pool, held for
+    the whole loop (no pool checkout per call): (PINGs, seconds). valkey-glide's client has one
+    multiplexed connection and no pool: its ``ping`` is that already."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:
+        return run_for(seconds, counted(ping_of(client)))
+    conn = pool.get_connection()
+    try:
+        return run_for(seconds, counted(lambda: (conn.send_command("PING"), conn.read_response())))
+    finally:
+        pool.release(conn)
 
 
 Timed = tuple[list[str], list[float], float, float]
 
 
 def timed_calls(queue: Any, min_seconds: float, send: Callable[[], list[Any]],
-                per_batch: bool = False) -> dict[str, Any]:
+                per_batch: bool = False, close: bool = True) -> dict[str, Any]:
     """Call ``send()`` (the jobs it enqueued) on a sync ``queue`` until ``min_seconds`` passed,
-    timing each call; then check what is stored and close the queue."""
+    timing each call; then check what is stored and (unless not ``close``) close the queue."""
     ids: list[str] = []
     lat: list[float] = []
 
@@ -124,7 +170,8 @@ def timed_calls(queue: Any, min_seconds: float, send: Callable[[], list[Any]],
     _, elapsed = run_for(min_seconds, one)
     cpu = time.process_time() - cpu
     report = verify_stored(queue, ids)
-    queue.close()
+    if close:
+        queue.close()
     return outcome(ids, lat, elapsed, report, cpu, per_batch=per_batch)
 
 

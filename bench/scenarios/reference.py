@@ -50,7 +50,7 @@ def _sync_rate(fn: Any, seconds: float) -> float:
     return done / elapsed
 
 
-def _ping(client: Any) -> Any:
+def ping_of(client: Any) -> Any:
     """PING as the client spells it (the glide adapter exposes only Conveyor's seam)."""
     return getattr(client, "ping", None) or (lambda: client.execute_command("PING"))
 
@@ -72,7 +72,7 @@ async def _concurrent_rate(target: Target, sha: str | None, seconds: float, conc
     """Operations per second with ``conc`` tasks issuing commands one at a time."""
     glide = target.driver == "glide"
     client = target.driver_client(True) if glide else target.aredis(max_connections=conc)
-    ping = _ping(client)
+    ping = ping_of(client)
     done = [0]
 
     async def loop() -> None:
@@ -95,7 +95,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     client = target.driver_client()
     sha = client.script_load(SCRIPT)
     sha = sha.decode() if isinstance(sha, bytes) else sha
-    ping = _ping(client)
+    ping = ping_of(client)
     ping()
     metrics = {
         "ping_c1_ops_per_s": metric(_sync_rate(ping, secs), "1/s"),

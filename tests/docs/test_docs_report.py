@@ -193,6 +193,29 @@ def test_enqueue_labels_producers_and_keeps_single_and_bulk_apart(tmp_path: Path
     assert len(chart_specs(out)) == 2
 
 
+def test_lone_enqueue_is_shown_against_the_pings_of_its_own_case_per_server(tmp_path: Path) -> None:
+    doc = make_run()
+    assert "enqueue ÷" not in render(dataset(tmp_path / "old", doc), "enqueue_section")  # not measured
+    single = next(r for r in doc["results"] if r["scenario"] == "enqueue-single")
+    single["params"].update(callers=1, batching=False)
+    for server, batching in (("redis-7.0", False), ("valkey-9.1", True)):
+        doc["results"].append({**copy.deepcopy(single), "server": server,
+                               "params": {**single["params"], "batching": batching}})
+    for row in [r for r in doc["results"] if r["scenario"] == "enqueue-single"]:
+        rate = row["metrics"]["jobs_per_s"]["median"]
+        row["metrics"] |= {"ping_client_ops_per_s": metric(5000, "1/s"),
+                           "vs_ping_client": metric(rate / 5000, "ratio"),
+                           "ping_held_ops_per_s": metric(8000, "1/s"),
+                           "vs_ping_held": metric(rate / 8000, "ratio")}
+    out = render(dataset(tmp_path / "new", doc), "enqueue_section")
+    table = [line for line in out.splitlines() if line.startswith(("| valkey", "| redis"))]
+    assert [line.split("|")[1].strip() for line in table] == ["valkey-9.1", "valkey-9.1", "redis-7.0"]
+    assert "| off " in table[0] and "| on " in table[1]
+    header = next(line for line in out.splitlines() if "enqueue ÷ client.ping()" in line)
+    assert "enqueue ÷ PING held" in header
+    assert "0.375" in table[0] and "0.600" in table[0]  # 3,000 jobs/s over 8,000 and 5,000 PINGs/s
+
+
 def test_bulk_takeaway_compares_one_producer_with_one_producer(tmp_path: Path) -> None:
     ds = dataset(tmp_path, make_run())
     out = render(ds, "performance_takeaways")

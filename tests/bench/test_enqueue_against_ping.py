@@ -1,0 +1,54 @@
+"""enqueue-single's lone caller against bare PINGs measured in the same case (a real server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from conveyor import Queue
+
+from bench.scenarios import enqueue_single
+from bench.servers.launcher import start_server
+
+PARAMS = {"payload_bytes": 64, "min_seconds": 0.4}
+PINGS = ("ping_client_ops_per_s", "ping_held_ops_per_s", "vs_ping_client", "vs_ping_held")
+
+
+@pytest.fixture(scope="module")
+def url(bench_server: str) -> Iterator[str]:
+    with start_server(bench_server) as server:
+        yield server.url
+
+
+def value(result: dict, name: str) -> float:
+    return result["metrics"][name][0]
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_a_lone_caller_is_bracketed_by_both_kinds_of_ping(url: str, batching: bool) -> None:
+    result = enqueue_single.one_at_a_time(Queue.from_url(url, f"vs-ping-{batching}", batch_enqueue=batching),
+                                          PARAMS, against_ping=True)
+    assert result["exactly_once"]["ok"] and result["exactly_once"]["enqueued"] > 100
+    rate = value(result, "jobs_per_s")
+    for way in ("client", "held"):
+        pings = value(result, f"ping_{way}_ops_per_s")
+        assert pings > 100  # a real round trip each, not a cached reply
+        assert value(result, f"vs_ping_{way}") == pytest.approx(rate / pings)
+        assert result["metrics"][f"vs_ping_{way}"][1] == "ratio"
+
+
+def test_callers_of_one_at_a_time_elsewhere_measure_no_ping(url: str) -> None:
+    result = enqueue_single.one_at_a_time(Queue.from_url(url, "no-ping"), PARAMS)
+    assert not set(PINGS) & set(result["metrics"])  # scale-out and tls cases stay as they were
+
+
+def test_held_pings_use_one_connection_and_give_it_back(url: str) -> None:
+    client = redis.Redis.from_url(url, max_connections=1)  # a second connection would raise
+    try:
+        for _ in range(2):
+            pings, seconds = enqueue_single.ping_held(client, 0.05)
+            assert pings > 10 and seconds >= 0.05
+        assert client.ping()  # the pool's only connection is back
+    finally:
+        client.close()
