@@ -17,10 +17,10 @@ from conveyor import QueueSettings
 from conveyor._dispatch import WorkerOptions
 
 from bench.report.common import defaults_note, extras, run_rows, scenario_section, server_label, source, wide
-from bench.report.compare import THRESHOLD, select
+from bench.report.compare import THRESHOLD, ratio, ratio_text, select
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, pct, wrapped
+from bench.report.text import fmt, md_table, no_data, wrapped
 
 ROLES = ("pump", "waiter", "maint", "other")
 WORKER_ROLES = ROLES[:3]  # *other* is the command pools: what the process enqueues, not its worker
@@ -128,18 +128,19 @@ def sizing_formula(ds: Dataset, prefix: str = "") -> str:
 
 
 def pool_advice(rows: pd.DataFrame) -> str:
-    """Per caller count: the smallest pool within 10% of the largest, and the smallest pool."""
+    """Per caller count: the smallest pool whose jobs/s is within the noise of the largest pool's
+    (or within 10% of it), with the ratio and its spread."""
     out = []
     for callers, part in rows.groupby("concurrency", sort=True):
         ordered = part.sort_values("pool_size")
-        top, low = ordered.iloc[-1], ordered.iloc[0]
-        near = ordered[ordered["median"] >= (1 - THRESHOLD) * top["median"]].iloc[0]
-        if near.pool_size < top.pool_size:
-            out.append(f"- {callers} concurrent callers: a pool of {near.pool_size} reaches "
-                       f"{pct(near['median'] / top['median'])} of the jobs/s of a pool of "
-                       f"{top.pool_size}"
-                       + (f", a pool of {low.pool_size} {pct(low['median'] / top['median'])}"
-                          if low.pool_size < near.pool_size else "") + ".")
+        top = ordered.iloc[-1]
+        for _, row in ordered.iloc[:-1].iterrows():
+            found = ratio(row, top)
+            if found["noise"] or found["ratio"] >= 1 - THRESHOLD:
+                how = "within the noise of" if found["noise"] else "as fast as"
+                out.append(f"- {callers} concurrent callers: a pool of {int(row.pool_size)} is {how} a pool "
+                           f"of {int(top.pool_size)}: jobs/s ratio {ratio_text(found, noise=False)}.")
+                break
     return ("Measured here, the pool need not match the calls in flight:\n\n" + "\n".join(out)
             if out else "")
 

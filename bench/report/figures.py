@@ -1,8 +1,8 @@
 """Plotly figures as data-only ``<div>`` elements that ``docs/assets/charts.js`` draws.
 
 Figures are built with plotly's graph_objects and serialised with plotly's own JSON. Every trace
-name must be unique within a figure (it names what varies) and bars are grouped, never stacked:
-:func:`chart` refuses a figure that breaks either rule.
+name must be unique within a figure (it names what varies), a trace has one value per x, and bars
+are grouped, never stacked: :func:`chart` refuses a figure that breaks any of these rules.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ def chart(fig: go.Figure, chart_id: str) -> str:
         raise ReportError(f"chart {chart_id}: trace labels must be unique and set, got {names}")
     if fig.layout.barmode not in (None, "group"):
         raise ReportError(f"chart {chart_id}: bars must be grouped, not {fig.layout.barmode}")
+    for trace in fig.data:  # two values of one trace at one x would be drawn on top of each other
+        xs = [] if trace.x is None else list(trace.x)
+        if len(set(map(str, xs))) != len(xs):
+            raise ReportError(f"chart {chart_id}: trace {trace.name!r} has two values at one x, got {xs}")
     fig.update_layout(template="none", barmode="group", separators=".,", title={"x": 0.0, "xanchor": "left"},
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right",
                               "x": 1.0})

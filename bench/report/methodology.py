@@ -29,6 +29,27 @@ def role(ds: Dataset, run: str) -> str:
     return "History only: an older method or another machine"
 
 
+def baseline_note(ds: Dataset) -> str:
+    """Which run the pages show, when, how and on what it was measured, in one paragraph."""
+    main = primary_run(ds, MAIN_SCENARIO)
+    if main is None:
+        return ""
+    run, method = ds.runs.loc[main], ds.runs.loc[main].doc["method"]
+    servers = [e["id"] for e in run.doc["servers"] if e["measured"]]
+    fresh = method.get("process_per_case") and method.get("flush_per_case")
+    others = len(same_method_runs(ds, main)) - 1
+    return (f"**The baseline.** The pages' figures come from run `{main}` (a section that reads another "
+            "run, such as Dragonfly, peers, runtimes or history, names it), measured on {run.created[:10]} "
+            f"{commit_note(run.commit)} on {len(servers)} servers ({', '.join(servers)}), "
+            f"{method['repetitions']} repetitions after {method['warmup']} warm-up, "
+            + ("with the current method (a fresh process and a flush for every case of every "
+               "repetition). " if fresh else "with an older method (a process per repetition). ")
+            + (f"{others} other full run{'s' if others != 1 else ''} of that method on that machine "
+               "feed the run-to-run checks of the verdicts." if others else
+               "No other full run of that method on that machine exists yet, so each verdict rests on "
+               "this run alone.") + "\n\n")
+
+
 def runs_section(ds: Dataset, prefix: str = "") -> str:
     """Every result file, newest first, with what the site uses it for."""
     if ds.empty:
@@ -38,7 +59,7 @@ def runs_section(ds: Dataset, prefix: str = "") -> str:
         "commit": f"`{r.commit[:7]}`" + (" dirty" if r.dirty else ""),
         "servers": len([e for e in r.doc["servers"] if e["measured"]]),
         "used for": role(ds, r.run_id)} for r in ds.runs.iloc[::-1].itertuples()])
-    return md_table(table) + "\n"
+    return baseline_note(ds) + md_table(table) + "\n"
 
 
 def environment(run: pd.Series) -> str:

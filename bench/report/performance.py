@@ -52,30 +52,65 @@ def variants(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def enqueue_section(ds: Dataset, prefix: str = "") -> str:
-    """One job per call and ``enqueue_many``: separate tables and charts, labelled by producers."""
-    out, run = [], None
-    for scenario, title, by in (("enqueue-single", "One job per call (`enqueue`)", []),
-                                ("enqueue-bulk", "In batches (`enqueue_many`)", ["producers"])):
-        found = run_rows(ds, scenario)
-        if found is None:
-            continue
-        run, rows = found
-        if by:  # files from before the producers parameter measured one producer
-            rows = rows.assign(producers=rows.get("producers", pd.Series(1, rows.index)).fillna(1))
-        rows = variants(rows)
-        table = wide(ds, rows, ["variant", *by], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
-        first = ds.cases[(ds.cases.run_id == run) & (ds.cases.scenario == scenario)].iloc[0]
-        fig = plot(rows[rows.metric == "jobs_per_s"], "variant", by[0] if by else None,
-                   lambda n: f"{n or 1} producer{'s' if n not in (None, 1) else ''}",
-                   title=f"{title.split(' (')[0]}: jobs/s by variant", category_x=True,
-                   x_title="variant (one thing changed from the baseline)", y_title="jobs/s")
-        out.append(f"### {title}\n\n{server_label(ds, run, rows.iloc[0].server)}, "
-                   f"{params_text(first.params, skip=('producers', 'jobs'))}; latency "
-                   f"{'per call' if scenario == 'enqueue-single' else 'per batch'}.\n\n{md_table(table)}\n\n"
-                   + chart(fig, scenario) + (ping_floor(ds, run) if scenario == "enqueue-single" else ""))
-    if run is None:
+    """One job per call and ``enqueue_many``: separate tables and charts, each row labelled by what
+    differs from the baseline (variant, callers and batching; producers)."""
+    parts = [found for found in (single_part(ds), bulk_part(ds)) if found]
+    if not parts:
         return no_data("the `enqueue-single` or `enqueue-bulk` scenario")
-    return "\n\n".join(out) + f"\n\n{source(ds, run, prefix)}\n"
+    return "\n\n".join(text for _, text in parts) + f"\n\n{source(ds, parts[-1][0], prefix)}\n"
+
+
+SWEEP_SKIP = ("callers", "batching", "min_seconds", "sweep_seconds", "jobs")
+
+
+def single_part(ds: Dataset) -> tuple[str, str] | None:
+    """``enqueue``: the table of every case, the callers sweep (batching off and on) and the
+    variants at one caller, each on its own chart."""
+    found = run_rows(ds, "enqueue-single")
+    if found is None:
+        return None
+    run, rows = found
+    rows = variants(rows)
+    if "callers" not in rows:  # files from before the sweep measured one caller, no batching
+        rows = rows.assign(callers=1, batching=False)
+    rows = rows.assign(callers=rows.callers.fillna(1), batching=rows.batching.fillna(False).map(
+        {True: "on", False: "off"}))
+    table = wide(ds, rows, ["variant", "callers", "batching"], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
+    rates = rows[rows.metric == "jobs_per_s"]
+    sweep = rates[rates.variant == "baseline"]
+    charts = [chart(plot(sweep, "callers", "batching", lambda b: f"batching {b}", category_x=True,
+                         title="One job per call: jobs/s by concurrent callers (baseline)",
+                         x_title="concurrent callers (asyncio tasks; 1: a sync Queue)",
+                         y_title="jobs/s"), "enqueue-single")]
+    lone = rates[(rates.callers == 1) & (rates.batching == "off")]
+    if lone.variant.nunique() > 1:
+        charts.append(chart(plot(lone, "variant", None, lambda _: "1 caller, batching off", category_x=True,
+                                 title="One job per call: jobs/s by variant, one caller",
+                                 x_title="variant (one thing changed from the baseline)", y_title="jobs/s"),
+                            "enqueue-single-variants"))
+    first = ds.cases[(ds.cases.run_id == run) & (ds.cases.scenario == "enqueue-single")].iloc[0]
+    text = (f"### One job per call (`enqueue`)\n\n{server_label(ds, run, rows.iloc[0].server)}, "
+            f"{params_text(first.params, skip=SWEEP_SKIP)}; latency per call.\n\n{md_table(table)}\n\n"
+            + "\n\n".join(charts) + ping_floor(ds, run))
+    return run, text
+
+
+def bulk_part(ds: Dataset) -> tuple[str, str] | None:
+    """``enqueue_many``: a table and a chart by variant, a trace per producer count."""
+    found = run_rows(ds, "enqueue-bulk")
+    if found is None:
+        return None
+    run, rows = found
+    # files from before the producers parameter measured one producer
+    rows = variants(rows.assign(producers=rows.get("producers", pd.Series(1, rows.index)).fillna(1)))
+    table = wide(ds, rows, ["variant", "producers"], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
+    first = ds.cases[(ds.cases.run_id == run) & (ds.cases.scenario == "enqueue-bulk")].iloc[0]
+    fig = plot(rows[rows.metric == "jobs_per_s"], "variant", "producers",
+               lambda n: f"{n} producer{'s' if n != 1 else ''}", title="In batches: jobs/s by variant",
+               category_x=True, x_title="variant (one thing changed from the baseline)", y_title="jobs/s")
+    return run, (f"### In batches (`enqueue_many`)\n\n{server_label(ds, run, rows.iloc[0].server)}, "
+                 f"{params_text(first.params, skip=('producers', 'jobs'))}; latency per batch.\n\n"
+                 f"{md_table(table)}\n\n{chart(fig, 'enqueue-bulk')}")
 
 
 PING_FLOOR = {"jobs_per_s": "enqueue (jobs/s)", "ping_client_ops_per_s": "client.ping() (calls/s)",

@@ -134,7 +134,8 @@ def commit_note(commit: str) -> str:
         moved = int(out.stdout.strip() or 0)
     except (OSError, subprocess.SubprocessError):
         return f"at commit `{commit[:7]}` (not in this checkout's history)"
-    return f"at commit `{commit[:7]}`" + (f" (the library or benchmark changed in {moved} commits since)"
+    commits = "1 commit" if moved == 1 else f"{moved} commits"
+    return f"at commit `{commit[:7]}`" + (f" (the library or benchmark changed in {commits} since)"
                                           if moved else "")
 
 

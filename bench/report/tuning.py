@@ -47,15 +47,28 @@ def memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
                       for v in ("shown", "million"))
     fig = plot(rows, "payload", "config", lambda c: f"hash-max-listpack-value {LIMITS[c].split()[1]}",
                title="Memory per waiting job by payload", x_title="payload", y_title="B/job", category_x=True)
-    found = versus(rows[rows.config == LISTPACK], rows[rows.config == "default"], "payload_bytes")
-    saved = [f"{p} B ({pct(1 - r)} less)" for p, r, n in zip(found.payload_bytes, found.ratio, found.noise,
-                                                              strict=True) if not n and r < 1]
+    runs = list(dict.fromkeys([run, *same_method_runs(ds, run)]))
+    saving = [listpack_savings(ds, r, rows.iloc[0].server) for r in runs]
+    held = sorted(set.intersection(*[set(s) for s in saving]))  # payloads saving in every run
+    saved = [f"{p} B ({pct(1 - saving[0][p])} less)" for p in held]
+    where = (f"in each of {len(runs)} comparable runs" if len(runs) > 1
+             else "in this run (the only comparable one)")
     advice = ("**Recommendation:** with payloads up to 1 KiB, set `hash-max-listpack-value 1024`: memory per "
-              f"job drops for payloads of {', '.join(saved)}." if saved else
-              "No payload size shows a memory difference beyond noise between the two limits.")
+              f"job drops beyond noise {where} for payloads of {', '.join(saved)}." if saved else
+              f"No payload size uses less memory with the 1024 limit beyond noise {where}.")
     return (f"{server_label(ds, run, rows.iloc[0].server)}; B/job ± MAD (hash encoding of a sample job).\n\n"
             f"{md_table(table)}\n\nMemory for 1 million waiting jobs:\n\n{md_table(million)}\n\n"
             f"{chart(fig, 'memory')}\n\n{advice}")
+
+
+def listpack_savings(ds: Dataset, run: str, server: str) -> dict[int, float]:
+    """Payload size -> memory ratio (1024 listpack limit over the default) where it is lower beyond
+    noise, in one run on ``server``."""
+    rows = select(ds.summary, run_id=run, scenario="memory", metric="bytes_per_job", server=server,
+                  protocol=3, parser="hiredis")
+    found = versus(rows[rows.config == LISTPACK], rows[rows.config == "default"], "payload_bytes")
+    return {int(p): r for p, r, n in zip(found.payload_bytes, found.ratio, found.noise, strict=True)
+            if not n and r < 1}
 
 
 def aof_ratios(ds: Dataset, run: str) -> pd.DataFrame:
@@ -92,6 +105,10 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     advice = ("**Measured in every comparable run:** " + "; ".join(
         f"{r['mode']} {r['this run']} in {r.scenario}" for _, r in costly.iterrows()) + "."
         if not costly.empty else "No AOF cost holds in every comparable run.")
+    if table["this run"].str.startswith("gains").any():
+        advice += (" AOF only adds work to each write: a row where it *gains* beyond the repetitions' "
+                   "ranges shows how far the machine drifted between the two cells (measured minutes "
+                   "apart), not a speed-up from AOF; read it as this run's noise floor.")
     fig = ratio_bars({mode: part.assign(point=part.scenario)
                       for mode, part in found.groupby("mode", sort=False)}, "Throughput with AOF",
                      "persistence off")
@@ -112,7 +129,10 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
                                  ("probe_p99_ms", "Another client's PING p99 during sweeps")),
                           lambda name: f"maint-{name}", lambda _, unit: unit, x="batch", series="backlog",
                           x_title="maintenance_batch", name=lambda k: f"backlog {k:,}")
-    default = defaults_note(ds, run, {"queue.maintenance_batch": QueueSettings().maintenance_batch})
+    # the lease sets how soon a crashed worker's jobs come due for the recovery these sweeps do
+    settings = QueueSettings()
+    default = defaults_note(ds, run, {"queue.maintenance_batch": settings.maintenance_batch,
+                                      "queue.lease": settings.lease})
     return f"{server_label(ds, run, server)}. {default}\n\n{md_table(table)}\n\n" + "\n\n".join(charts)
 
 

@@ -27,7 +27,7 @@ NEEDS_CONVEYOR = False
 HEADLINE_CASE = {"metric": "evalsha_cN_ops_per_s", "params": {},
                  "conditions": "trivial script (return 1), 32 concurrent callers, one command "
                                "in flight each, RESP3, hiredis"}
-DEFAULTS: dict[str, Any] = {"seconds": 0.5, "concurrency": 32, "pipeline": 100}
+DEFAULTS: dict[str, Any] = {"seconds": 2.0, "concurrency": 32, "pipeline": 100}
 QUICK: dict[str, Any] = {"seconds": 0.1, "concurrency": 32, "pipeline": 100}
 SCRIPT = "return 1"
 

@@ -205,6 +205,8 @@ TRACES = """() => Array.from(document.querySelectorAll('.cv-chart')).map(d => ({
   names: (d.data || []).map(t => t.name),
   barmode: d._fullLayout ? d._fullLayout.barmode : null,
   bars: (d.data || []).filter(t => t.type === 'bar').length,
+  repeated: (d.data || []).filter(t => new Set((t.x || []).map(String)).size !== (t.x || []).length)
+    .map(t => t.name),
 }))"""
 
 OVERFLOW = """() => Array.from(document.querySelectorAll(
@@ -225,6 +227,7 @@ def test_chart_traces_are_labelled_and_never_stacked(browser: Any, site: tuple[s
     for chart in page.evaluate(TRACES):
         names = chart["names"]
         assert len(set(names)) == len(names) and all(names), chart
+        assert not chart["repeated"], chart  # two measurements drawn at one x of one trace
         if chart["bars"] > 1:
             # grouped bars side by side: stacking would add unrelated measurements
             assert chart["barmode"] == "group", chart

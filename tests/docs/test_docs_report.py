@@ -21,7 +21,7 @@ from conveyor import QueueSettings
 from docs_synthetic import make_dragonfly_run, make_run, metric
 
 from bench import report
-from bench.report import ReportError, common, compare, figures, servers, text
+from bench.report import ReportError, common, compare, connections, figures, servers, text
 from bench.report.load import Dataset, same_method
 from bench.results import ResultsError
 
@@ -167,6 +167,12 @@ def test_a_stacked_bar_chart_is_refused() -> None:
         figures.chart(fig, "x")
 
 
+def test_a_trace_with_two_values_at_one_x_is_refused() -> None:
+    fig = go.Figure([go.Bar(x=["baseline", "baseline"], y=[5651, 62078], name="1 producer")])
+    with pytest.raises(ReportError, match="two values at one x"):
+        figures.chart(fig, "x")
+
+
 def chart_specs(markdown: str) -> list[dict[str, Any]]:
     return [json.loads(html.unescape(m)) for m in re.findall(r'data-cv-chart="([^"]*)"', markdown)]
 
@@ -191,6 +197,24 @@ def test_enqueue_labels_producers_and_keeps_single_and_bulk_apart(tmp_path: Path
     bulk = chart_specs(out)[1]
     assert sorted(t["name"] for t in bulk["data"]) == ["1 producer", "4 producers"]
     assert len(chart_specs(out)) == 2
+
+
+def test_one_job_per_call_labels_callers_and_batching_apart_from_variants(tmp_path: Path) -> None:
+    doc = make_run()
+    single = next(r for r in doc["results"] if r["scenario"] == "enqueue-single")
+    single["params"].update(callers=1, batching=False)
+    for callers, batching in ((1, True), (32, False), (32, True)):
+        doc["results"].append({**copy.deepcopy(single), "params": {**single["params"], "callers": callers,
+                                                                   "batching": batching}})
+    doc["results"].append({**copy.deepcopy(single), "protocol": 2})
+    out = render(dataset(tmp_path, doc), "enqueue_section")
+    sweep, lone = chart_specs(out)[:2]
+    assert {t["name"]: t["x"] for t in sweep["data"]} == {"batching off": [1, 32], "batching on": [1, 32]}
+    assert [t["x"] for t in lone["data"]] == [["baseline", "RESP2"]]
+    rows = [line.split("|")[1:4] for line in out.splitlines() if line.startswith(("| baseline", "| RESP2"))]
+    labels = [tuple(cell.strip() for cell in row) for row in rows]
+    assert len(set(labels)) == len(labels) == 5 + 2  # 4 single cases + RESP2, 2 bulk rows
+    assert "callers 1" not in out and "batching False" not in out
 
 
 def test_lone_enqueue_is_shown_against_the_pings_of_its_own_case_per_server(tmp_path: Path) -> None:
@@ -267,6 +291,59 @@ def test_a_verdict_that_flips_between_runs_is_not_a_recommendation(tmp_path: Pat
     out = render(dataset(tmp_path, make_run(), older), "persistence_section")
     assert "**differs**" in out
     assert "appendfsync always costs" not in out.split("Measured in every comparable run")[-1]
+
+
+def with_repeated_memory(doc: dict[str, Any], saving_at_1024: bool = True) -> dict[str, Any]:
+    """Memory rows with 3 repetitions (synthetic ones have 1: never beyond noise)."""
+    for row in (r for r in doc["results"] if r["scenario"] == "memory" and "bytes_per_job" in r["metrics"]):
+        value = row["metrics"]["bytes_per_job"]["median"]
+        if not saving_at_1024 and row["config"] == "listpack-1024" and row["params"]["payload_bytes"] == 1024:
+            value = 1500.0  # as much as the default limit: no saving in this run
+        row["metrics"]["bytes_per_job"] = metric(value, "B", spread=0.001)
+    return doc
+
+
+def test_the_memory_recommendation_needs_every_comparable_run(tmp_path: Path) -> None:
+    alone = render(dataset(tmp_path / "one", with_repeated_memory(make_run())), "memory_section")
+    assert "1024 B (27% less)" in alone and "the only comparable one" in alone
+    older = with_repeated_memory(make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z"), False)
+    both = render(dataset(tmp_path / "two", with_repeated_memory(make_run()), older), "memory_section")
+    assert "Recommendation" not in both
+    assert "uses less memory with the 1024 limit beyond noise in each of 2 comparable runs" in both
+
+
+def test_an_aof_gain_beyond_noise_is_read_as_drift_not_as_a_speed_up(tmp_path: Path) -> None:
+    doc = make_run()
+    for row in doc["results"]:
+        if row["config"] == "aof-everysec":
+            for name, m in row["metrics"].items():
+                if name.endswith("_per_s"):
+                    row["metrics"][name] = metric(m["median"] * 1.5 / 0.98, m["unit"])
+    out = render(dataset(tmp_path, doc), "persistence_section")
+    assert "gains" in out and "not a speed-up from AOF" in out
+    assert "not a speed-up" not in render(dataset(tmp_path / "plain", make_run()), "persistence_section")
+
+
+def test_pool_advice_says_within_the_noise_with_the_ratio_and_its_spread() -> None:
+    rows = pd.DataFrame([{"concurrency": 32, "pool_size": p, "median": m, "min": m * 0.8, "max": m * 1.1,
+                          "n": 3} for p, m in ((1, 500.0), (2, 1120.0), (32, 1000.0))])
+    advice = connections.pool_advice(rows)
+    assert "a pool of 2 is within the noise of a pool of 32: jobs/s ratio 1.12x" in advice
+    assert "reaches" not in advice and "112%" not in advice
+
+
+def test_methodology_names_the_baseline_and_how_many_runs_back_its_verdicts(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path / "one", make_run()), "runs_section")
+    assert "**The baseline.**" in out and "`20261129T201500Z-ab12cd`" in out
+    assert "3 repetitions after 1 warm-up" in out and "rests on this run alone" in out
+    older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
+    out = render(dataset(tmp_path / "two", make_run(), older), "runs_section")
+    assert "1 other full run of that method" in out
+
+
+def test_the_lease_default_is_shown_next_to_the_maintenance_advice(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run()), "maintenance_section")
+    assert f"`lease={QueueSettings().lease}`" in out
 
 
 def test_exactly_once_accounting_is_shown_per_row(tmp_path: Path) -> None:
