@@ -39,13 +39,13 @@ def baseline_note(ds: Dataset) -> str:
     fresh = method.get("process_per_case") and method.get("flush_per_case")
     others = len(same_method_runs(ds, main)) - 1
     return (f"**The baseline.** The pages' figures come from run `{main}` (a section that reads another "
-            "run, such as Dragonfly, peers, runtimes or history, names it), measured on {run.created[:10]} "
+            f"run, such as Dragonfly, peers, runtimes or history, names it), measured on {run.created[:10]} "
             f"{commit_note(run.commit)} on {len(servers)} servers ({', '.join(servers)}), "
             f"{method['repetitions']} repetitions after {method['warmup']} warm-up, "
             + ("with the current method (a fresh process and a flush for every case of every "
                "repetition). " if fresh else "with an older method (a process per repetition). ")
             + (f"{others} other full run{'s' if others != 1 else ''} of that method on that machine "
-               "feed the run-to-run checks of the verdicts." if others else
+               f"{'feed' if others != 1 else 'feeds'} the run-to-run checks of the verdicts." if others else
                "No other full run of that method on that machine exists yet, so each verdict rests on "
                "this run alone.") + "\n\n")
 

@@ -75,7 +75,9 @@ def single_part(ds: Dataset) -> tuple[str, str] | None:
         rows = rows.assign(callers=1, batching=False)
     rows = rows.assign(callers=rows.callers.fillna(1), batching=rows.batching.fillna(False).map(
         {True: "on", False: "off"}))
-    table = wide(ds, rows, ["variant", "callers", "batching"], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
+    rows = rows.assign(calls=[f"{n}, {b}" for n, b in zip(rows.callers, rows.batching, strict=True)])
+    table = wide(ds, rows, ["variant", "callers", "calls"], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
+    table = table.drop(columns="callers").rename(columns={"calls": "callers, batching"})
     rates = rows[rows.metric == "jobs_per_s"]
     sweep = rates[rates.variant == "baseline"]
     charts = [chart(plot(sweep, "callers", "batching", lambda b: f"batching {b}", category_x=True,
@@ -129,8 +131,10 @@ def ping_floor(ds: Dataset, run: str) -> str:
                                              ordered=True),
                        batching=rows.batching.map({True: "on", False: "off"}))
     units = dict(zip(rows.metric, rows.unit, strict=False))
-    table = wide(ds, rows, ["server", "batching"], list(PING_FLOOR)).rename(
-        columns={metric_label(m, units.get(m, "")): label for m, label in PING_FLOOR.items()})
+    labels = {metric_label(m, units.get(m, "")): label for m, label in PING_FLOOR.items()}
+    rates, ratios = ([m for m in PING_FLOOR if m.startswith("vs_") == want] for want in (False, True))
+    tables = [md_table(wide(ds, rows, ["server", "batching"], part).rename(columns=labels))
+              for part in (ratios, rates)]
     return ("\n\n#### One enqueue per call against a bare PING\n\nThe lone caller above, on every "
             "server, next to bare `PING`s sent one at a time on the same client, two ways: "
             "`client.ping()` (redis-py's usual path, a pool checkout per call, as the reference "
@@ -138,7 +142,8 @@ def ping_floor(ds: Dataset, run: str) -> str:
             "a lone enqueue with batching on also holds its connection). Each way runs for a quarter of "
             "the case's time just before the enqueue calls and a quarter just after, so both sides see "
             "the same machine. A ratio is the median of the repetitions' own ratios; 1 would be a "
-            "script call as cheap as a PING.\n\n" + md_table(table) + "\n\n")
+            "script call as cheap as a PING. The rates behind the ratios follow.\n\n"
+            + "\n\n".join(tables) + "\n\n")
 
 
 @scenario_section("process")

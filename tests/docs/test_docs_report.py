@@ -232,12 +232,15 @@ def test_lone_enqueue_is_shown_against_the_pings_of_its_own_case_per_server(tmp_
                            "ping_held_ops_per_s": metric(8000, "1/s"),
                            "vs_ping_held": metric(rate / 8000, "ratio")}
     out = render(dataset(tmp_path / "new", doc), "enqueue_section")
-    table = [line for line in out.splitlines() if line.startswith(("| valkey", "| redis"))]
-    assert [line.split("|")[1].strip() for line in table] == ["valkey-9.1", "valkey-9.1", "redis-7.0"]
-    assert "| off " in table[0] and "| on " in table[1]
-    header = next(line for line in out.splitlines() if "enqueue ÷ client.ping()" in line)
-    assert "enqueue ÷ PING held" in header
-    assert "0.375" in table[0] and "0.600" in table[0]  # 3,000 jobs/s over 8,000 and 5,000 PINGs/s
+    lines = out.splitlines()
+    header = lines.index(next(line for line in lines if "enqueue ÷ client.ping()" in line))
+    ratios = lines[header + 2:header + 5]  # the ratios table, then the rates behind them
+    assert [line.split("|")[1].strip() for line in ratios] == ["valkey-9.1", "valkey-9.1", "redis-7.0"]
+    assert "| off " in ratios[0] and "| on " in ratios[1]
+    assert "enqueue ÷ PING held" in lines[header]
+    assert "0.600" in ratios[0] and "0.375" in ratios[0]  # 3,000 jobs/s over 5,000 and 8,000 PINGs/s
+    rates = next(line for line in lines if "client.ping() (calls/s)" in line)
+    assert "PING, held (calls/s)" in rates and "enqueue (jobs/s)" in rates
 
 
 def test_bulk_takeaway_compares_one_producer_with_one_producer(tmp_path: Path) -> None:
@@ -338,7 +341,8 @@ def test_methodology_names_the_baseline_and_how_many_runs_back_its_verdicts(tmp_
     assert "3 repetitions after 1 warm-up" in out and "rests on this run alone" in out
     older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
     out = render(dataset(tmp_path / "two", make_run(), older), "runs_section")
-    assert "1 other full run of that method" in out
+    assert "1 other full run of that method on that machine feeds the run-to-run checks" in out
+    assert "measured on 2026-11-29 at commit" in out and "{" not in out.split("|")[0]
 
 
 def test_the_lease_default_is_shown_next_to_the_maintenance_advice(tmp_path: Path) -> None:
