@@ -98,10 +98,12 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
 def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     """Which options are measured, then one row per scenario and one column per measured option."""
     found = ratios(ds)
-    partly = "; — in the ratios: not measured yet"
+    def missing(option: Any) -> str:
+        absent = [s for s in SCENARIOS if s not in found[option]["ratios"]]
+        return f"; not measured yet: {', '.join(absent)} (— below)" if absent else ""
+
     status = [{"CPython · loop · driver": o.short + (" (baseline)" if o == BASELINE else ""),
-               "status": (f"measured on {found[o]['server']}"
-                          + (partly if len(found[o]["ratios"]) < len(SCENARIOS) else "")
+               "status": (f"measured on {found[o]['server']}{missing(o)}"
                           if o in found else f"not measured yet: command {n} below")}
               for n, o in enumerate(OPTIONS, 1)]
     measured = [o for o in OPTIONS if o in found and o != BASELINE]
