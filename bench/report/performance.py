@@ -60,6 +60,7 @@ def enqueue_section(ds: Dataset, prefix: str = "") -> str:
     return "\n\n".join(text for _, text in parts) + f"\n\n{source(ds, parts[-1][0], prefix)}\n"
 
 
+ON_OFF = {True: "on", False: "off"}  # how the batching parameter reads in tables and legends
 SWEEP_SKIP = ("callers", "batching", "min_seconds", "sweep_seconds", "jobs")
 
 
@@ -73,8 +74,7 @@ def single_part(ds: Dataset) -> tuple[str, str] | None:
     rows = variants(rows)
     if "callers" not in rows:  # files from before the sweep measured one caller, no batching
         rows = rows.assign(callers=1, batching=False)
-    rows = rows.assign(callers=rows.callers.fillna(1), batching=rows.batching.fillna(False).map(
-        {True: "on", False: "off"}))
+    rows = rows.assign(callers=rows.callers.fillna(1), batching=rows.batching.fillna(False).map(ON_OFF))
     rows = rows.assign(calls=[f"{n}, {b}" for n, b in zip(rows.callers, rows.batching, strict=True)])
     table = wide(ds, rows, ["variant", "callers", "calls"], ["jobs_per_s", "p50_ms", "p99_ms"], once=True)
     table = table.drop(columns="callers").rename(columns={"calls": "callers, batching"})
@@ -129,7 +129,7 @@ def ping_floor(ds: Dataset, run: str) -> str:
     rows = rows[rows.server.isin(rows[rows.metric == "vs_ping_held"].server)]
     rows = rows.assign(server=pd.Categorical(rows.server, sorted(rows.server.unique(), key=server_rank),
                                              ordered=True),
-                       batching=rows.batching.map({True: "on", False: "off"}))
+                       batching=rows.batching.map(ON_OFF))
     units = dict(zip(rows.metric, rows.unit, strict=False))
     labels = {metric_label(m, units.get(m, "")): label for m, label in PING_FLOOR.items()}
     rates, ratios = ([m for m in PING_FLOOR if m.startswith("vs_") == want] for want in (False, True))

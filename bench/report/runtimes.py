@@ -98,7 +98,7 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
 def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     """Which options are measured, then one row per scenario and one column per measured option."""
     found = ratios(ds)
-    def missing(option: Any) -> str:
+    def missing(option: Option) -> str:
         absent = [s for s in SCENARIOS if s not in found[option]["ratios"]]
         return f"; not measured yet: {', '.join(absent)} (— below)" if absent else ""
 

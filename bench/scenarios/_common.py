@@ -327,3 +327,13 @@ def run_for(min_seconds: float, step: Any) -> tuple[int, float]:
         elapsed = time.perf_counter() - start
         if elapsed >= min_seconds:
             return done, elapsed
+
+
+def run_calls(min_seconds: float, call: Any) -> tuple[int, float]:
+    """Call ``call()`` one at a time until ``min_seconds`` passed; (calls, seconds)."""
+
+    def step() -> int:
+        call()
+        return 1
+
+    return run_for(min_seconds, step)

@@ -37,6 +37,7 @@ from bench.scenarios._common import (
     metric,
     payload_of,
     run_async,
+    run_calls,
     run_for,
 )
 from bench.scenarios.reference import ping_of
@@ -125,15 +126,7 @@ def one_at_a_time(queue: Any, params: dict[str, Any], against_ping: bool = False
 
 def ping_rates(client: Any, seconds: float) -> dict[str, tuple[int, float]]:
     """(PINGs, seconds) of each way of sending bare PINGs (see the module docstring)."""
-    return {"client": run_for(seconds, counted(ping_of(client))), "held": ping_held(client, seconds)}
-
-
-def counted(call: Callable[[], Any]) -> Callable[[], int]:
-    """A :func:`run_for` step that makes one ``call``."""
-    def step() -> int:
-        call()
-        return 1
-    return step
+    return {"client": run_calls(seconds, ping_of(client)), "held": ping_held(client, seconds)}
 
 
 def ping_held(client: Any, seconds: float) -> tuple[int, float]:
@@ -142,10 +135,10 @@ def ping_held(client: Any, seconds: float) -> tuple[int, float]:
     multiplexed connection and no pool: its ``ping`` is that already."""
     pool = getattr(client, "connection_pool", None)
     if pool is None:
-        return run_for(seconds, counted(ping_of(client)))
+        return run_calls(seconds, ping_of(client))
     conn = pool.get_connection()
     try:
-        return run_for(seconds, counted(lambda: (conn.send_command("PING"), conn.read_response())))
+        return run_calls(seconds, lambda: (conn.send_command("PING"), conn.read_response()))
     finally:
         pool.release(conn)
 

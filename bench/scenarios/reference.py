@@ -20,7 +20,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.scenarios._common import Target, Variant, metric, run_async, run_for
+from bench.scenarios._common import Target, Variant, metric, run_async, run_calls, run_for
 
 NAME = "reference"
 NEEDS_CONVEYOR = False
@@ -42,11 +42,7 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
 def _sync_rate(fn: Any, seconds: float) -> float:
     """Operations per second of sequential calls of ``fn`` for ``seconds``."""
 
-    def one() -> int:
-        fn()
-        return 1
-
-    done, elapsed = run_for(seconds, one)
+    done, elapsed = run_calls(seconds, fn)
     return done / elapsed
 
 
