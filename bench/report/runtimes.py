@@ -2,9 +2,10 @@
 
 The baseline is redis-py (with hiredis) on CPython 3.11 with the standard asyncio loop. An option differs
 from it in one dimension; its cells are like-for-like ratios on the same server (configuration
-``default``, RESP3, the same case parameters), from the same run when it holds both (the pure-Python
-parser variant), else from the newest baseline run on the same machine. Options without data name the
-command that measures them; the recommendation is computed from the ratios, never typed.
+``default``, RESP3, the same case parameters), taken from the option's newest run on that server and
+paired with the same run when it holds both, else with the baseline run nearest in time on the same
+machine (the commands measure the baseline before and after the options). Options without data name
+the command that measures them; the recommendation is computed from the ratios, never typed.
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ from bench.report.text import cell, md_table, times
 SCENARIOS = {"reference": ("evalsha_cN_ops_per_s", False), "enqueue-single": ("jobs_per_s", False),
              "enqueue-bulk": ("jobs_per_s", False), "process": ("jobs_per_s", False),
              "latency": ("p99_ms", True)}
-BENCH = f"--scenarios {','.join(SCENARIOS)} --servers valkey-9.1,redis-8.2 --configs default"
+SERVERS = ("valkey-9.1", "redis-8.2")  # the servers the commands below measure, the page's scope
+BENCH = (f"--scenarios {','.join(SCENARIOS)} --servers {','.join(SERVERS)} --configs default "
+         "--protocols 3 --parsers hiredis --repetitions 3")
 DRIVERS = {"redis-py": "redis-py + hiredis", "redis-py-pure": "redis-py, pure-Python parser",
            "glide": "valkey-glide"}
+
+
+AGAIN = "baseline again (drift)"
+BASELINE_PYTHON = "3.11"
 
 
 class Option(NamedTuple):
@@ -43,11 +50,19 @@ class Option(NamedTuple):
         return f"{self.python} · {self.loop} · {DRIVERS[self.driver]}"
 
     @property
+    def differs(self) -> str:
+        """The one dimension in which the option differs from the baseline (a ratio column)."""
+        parts = [f"CPython {self.python}" if self.python != BASELINE_PYTHON else "",
+                 self.loop if self.loop != "asyncio" else "",
+                 DRIVERS[self.driver] if self.driver != "redis-py" else ""]
+        return " · ".join(p for p in parts if p) or "baseline"
+
+    @property
     def label(self) -> str:
         return f"CPython {self.short}"
 
 
-BASELINE = Option("3.11")
+BASELINE = Option(BASELINE_PYTHON)
 OPTIONS = (BASELINE, Option("3.12"), Option("3.13"), Option("3.11", "uvloop", args=" --loop uvloop"),
            Option("3.11", driver="redis-py-pure", args=" --driver redis-py-pure"),
            Option("3.11", driver="glide", args=" --driver glide"))
@@ -74,83 +89,150 @@ def tagged(ds: Dataset) -> pd.DataFrame:
         machine=runs.machine.tolist(), created=runs.created.tolist())
 
 
-def ratios(ds: Dataset) -> dict[Option, dict[str, Any]]:
-    """Per option: its server, the geometric-mean ratio per scenario (above 1: better), noise, runs."""
+def pairs_of(mine: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
+    """One option's rows from its newest run on a server, each paired with the baseline case of the
+    same key: from the same run when it holds both, else from the baseline run nearest in time on
+    the same machine (older runs of the option are left out: their cases may have other params)."""
+    newest = mine.sort_values(["created", "run_id"]).run_id.iloc[-1]
+    pairs = versus(mine[mine.run_id == newest], base, ["server", "scenario", "key", "machine"])
+    gap = (pd.to_datetime(pairs.created) - pd.to_datetime(pairs.created_base)).abs()
+    pairs = pairs.assign(same=pairs.run_id == pairs.run_id_base, gap=gap)
+    pairs = pairs.sort_values(["same", "gap"], ascending=[False, True]).groupby(["scenario", "key"]).head(1)
+    return pairs[(pairs["median"] > 0) & (pairs.median_base > 0)]
+
+
+def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
+    """Per option and server (display order): the geometric-mean ratio per scenario (above 1:
+    better), whether each is noise, the option's run and the baseline runs it is paired with."""
     rows = tagged(ds)
+    rows = rows[rows.server.isin(SERVERS)]
     base = rows[rows.option == BASELINE.short]
-    out: dict[Option, dict[str, Any]] = {}
+    out: dict[Option, dict[str, dict[str, Any]]] = {}
     for option in OPTIONS:
-        pairs = versus(rows[rows.option == option.short], base, ["server", "scenario", "key", "machine"])
-        if pairs.empty:  # prefer the same run, else the newest baseline run on the machine
-            continue
-        pairs = pairs.assign(same=pairs.run_id == pairs.run_id_base).sort_values(["same", "created_base"])
-        pairs = pairs.groupby(["server", "scenario", "key"], sort=False).tail(1)
-        server = min(pairs.server.unique(), key=server_rank)
-        pairs = pairs[(pairs.server == server) & (pairs["median"] > 0) & (pairs.median_base > 0)]
-        lower = pairs.scenario.map(lambda s: SCENARIOS[s][1]).astype(bool)
-        per = pairs.assign(log=np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))).groupby("scenario")
-        if not pairs.empty:
-            out[option] = {"server": server, "ratios": np.exp(per.log.mean()).to_dict(),
-                           "noise": per.noise.all().to_dict()}
+        mine = rows[rows.option == option.short]
+        for server in sorted(mine.server.unique(), key=server_rank):
+            pairs = pairs_of(mine[mine.server == server], base)
+            if not pairs.empty:
+                out.setdefault(option, {})[server] = summed(pairs)
     return out
 
 
-def runtimes_table(ds: Dataset, prefix: str = "") -> str:
-    """Which options are measured, then one row per scenario and one column per measured option."""
-    found = ratios(ds)
-    def missing(option: Option) -> str:
-        absent = [s for s in SCENARIOS if s not in found[option]["ratios"]]
-        return f"; not measured yet: {', '.join(absent)} (— below)" if absent else ""
+def summed(pairs: pd.DataFrame) -> dict[str, Any]:
+    """Geometric-mean ratio and noise per scenario of paired cases, and the runs they pair."""
+    lower = pairs.scenario.map(lambda s: SCENARIOS[s][1]).astype(bool)
+    logs = np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))
+    per = pairs.assign(log=logs).groupby("scenario")
+    return {"ratios": np.exp(per.log.mean()).to_dict(), "noise": per.noise.all().to_dict(),
+            "run": pairs.run_id.iloc[0], "base": sorted(set(pairs.run_id_base)),
+            "minutes": float(pairs.gap.max().total_seconds() / 60)}
 
-    status = [{"CPython · loop · driver": o.short + (" (baseline)" if o == BASELINE else ""),
-               "status": (f"measured on {found[o]['server']}{missing(o)}"
-                          if o in found else f"not measured yet: command {n} below")}
-              for n, o in enumerate(OPTIONS, 1)]
+
+def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
+    """Per server: the newest baseline run against the baseline run nearest to it (the same
+    configuration measured twice), the run-to-run drift an option's ratio must exceed."""
+    rows = tagged(ds)
+    base = rows[(rows.option == BASELINE.short) & rows.server.isin(SERVERS)]
+    out = {}
+    for server in sorted(base.server.unique(), key=server_rank):
+        mine = base[base.server == server]
+        newest = mine.sort_values(["created", "run_id"]).run_id.iloc[-1]
+        pairs = pairs_of(mine[mine.run_id == newest], base[base.run_id != newest])
+        if not pairs.empty:
+            out[server] = summed(pairs)
+    return out
+
+
+def short_id(run_id: str) -> str:
+    """A run's id as the status table shows it: the suffix after the timestamp."""
+    return run_id.rsplit("-", 1)[-1]
+
+
+def status_rows(option: Option, found: dict[str, dict[str, Any]] | None, number: int) -> list[dict[str, str]]:
+    """Per server an option is measured on: its run, the baseline runs paired with it (and how far
+    apart they started), the scenarios still missing; one "not measured yet" row when it has none."""
+    name = option.short + (" (baseline)" if option == BASELINE else "")
+    if not found:
+        return [{"CPython · loop · driver": name, "server": "—", "runs": "—",
+                 "status": f"not measured yet: command {number} below"}]
+    rows = []
+    for server, v in found.items():
+        absent = [s for s in SCENARIOS if s not in v["ratios"]]
+        runs = short_id(v["run"]) if v["base"] == [v["run"]] else (
+            f"{short_id(v['run'])} vs {', '.join(map(short_id, v['base']))} ({v['minutes']:.0f} min apart)")
+        missing = f"not measured yet: {', '.join(absent)} (— below)" if absent else "measured"
+        rows.append({"CPython · loop · driver": name, "server": server, "runs": runs, "status": missing})
+    return rows
+
+
+def runtimes_table(ds: Dataset, prefix: str = "") -> str:
+    """Which options are measured (and from which runs), then one row per scenario and server and
+    one column per measured option."""
+    found = ratios(ds)
+    again = drift(ds)
+    runs = {o: (again or found.get(o)) if o == BASELINE else found.get(o) for o in OPTIONS}
+    listed = pd.DataFrame([row for n, o in enumerate(OPTIONS, 1) for row in status_rows(o, runs[o], n)])
     measured = [o for o in OPTIONS if o in found and o != BASELINE]
-    table = pd.DataFrame({"scenario": list(SCENARIOS), **{
-        o.short: [times(r) + (" (noise)" if found[o]["noise"][s] or abs(r - 1) <= THRESHOLD else "")
-                  if (r := found[o]["ratios"].get(s)) is not None else "—" for s in SCENARIOS]
-        for o in measured}})
-    shown = md_table(table) if measured else "*No option besides the baseline is measured yet.*"
-    return f"{md_table(pd.DataFrame(status))}\n\n{shown}\n"
+    servers = sorted({s for o in measured for s in found[o]}, key=server_rank)
+
+    def shown(v: dict[str, Any] | None, scenario: str, server: str) -> str:
+        if v is None or (r := v["ratios"].get(scenario)) is None:
+            return "—"
+        moved = again.get(server, {}).get("ratios", {}).get(scenario, 1.0)
+        inside = abs(np.log(r)) <= abs(np.log(moved))  # no further from 1 than the baseline's own drift
+        return times(r) + (" (noise)" if v["noise"][scenario] or abs(r - 1) <= THRESHOLD or inside else "")
+
+    def row(name: str, v: dict[str, Any] | None, server: str) -> dict[str, str]:
+        return {"vs baseline": name, **{s: shown(v, s, server) for s in SCENARIOS}}
+
+    tables = [f"**{server}**\n\n" + md_table(pd.DataFrame(
+                  ([row(AGAIN, again[server], "")] if server in again else [])
+                  + [row(o.differs, found[o].get(server), server) for o in measured]))
+              for server in servers]
+    shown_md = "\n\n".join(tables) if measured else "*No option besides the baseline is measured yet.*"
+    return f"{md_table(listed)}\n\n{shown_md}\n"
 
 
 def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
-    """Grouped bars: each measured option's ratio per scenario (the baseline is the line at 1)."""
-    found = {o: v["ratios"] for o, v in ratios(ds).items() if o != BASELINE}
+    """Grouped bars per server: each measured option's ratio per scenario (the baseline is the line at 1)."""
+    found = {o: v for o, v in ratios(ds).items() if o != BASELINE}
     if not found:
         return "*No chart yet: no option other than the baseline is measured.*\n"
-    bars = pd.DataFrame([{"option": o.label, "scenario": s, "median": r[s]}
-                         for o, r in found.items() for s in SCENARIOS if s in r])
-    fig = plot(bars, "scenario", "option", str, x_title="scenario", sort=False, category_x=True,
-               title="Speed relative to redis-py on CPython 3.11 (asyncio loop)",
-               y_title="ratio to baseline (above 1: faster)")
-    fig.add_hline(y=1.0, line_dash="dot")
-    return chart(fig, "runtimes-ratios") + "\n"
+    charts = []
+    for server in sorted({s for v in found.values() for s in v}, key=server_rank):
+        bars = pd.DataFrame([{"option": o.label, "scenario": s, "median": v[server]["ratios"][s]}
+                             for o, v in found.items() if server in v
+                             for s in SCENARIOS if s in v[server]["ratios"]])
+        fig = plot(bars, "scenario", "option", str, x_title="scenario", sort=False, category_x=True,
+                   title=f"Speed relative to redis-py on CPython 3.11 (asyncio loop), {server}",
+                   y_title="ratio to baseline (above 1: faster)")
+        fig.add_hline(y=1.0, line_dash="dot")
+        charts.append(chart(fig, f"runtimes-ratios-{server}"))
+    return "\n\n".join(charts) + "\n"
 
 
 def recommendation(ds: Dataset, prefix: str = "") -> str:
-    """The option with the best geometric-mean ratio, if it beats the baseline beyond noise.
+    """The option with the best geometric-mean ratio over its servers and scenarios, if it beats
+    the baseline beyond noise.
 
     ``reference`` is left out: it times the raw client (PING, EVALSHA), not Conveyor, so a driver
     with a faster raw client but a slower queue must not be recommended on its strength.
     """
-    found = {o: (v["server"], {s: r for s, r in v["ratios"].items() if s != "reference"})
-             for o, v in ratios(ds).items() if o != BASELINE}
-    overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, (_, r) in found.items() if r}
+    found = {o: {(v, s): r for v, got in by.items() for s, r in got["ratios"].items() if s != "reference"}
+             for o, by in ratios(ds).items() if o != BASELINE}
+    overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items() if r}
     if not overall:
         return ("**No recommendation yet:** no runtime, loop or driver other than the baseline has been "
                 "measured. Until then the default (redis-py with hiredis) is the one Conveyor is tested and "
                 "measured with.\n")
     best = max(overall, key=overall.__getitem__)
-    scope = ", ".join(sorted(found[best][1]))
+    scope = (f"{', '.join(sorted({s for _, s in found[best]}))} "
+             f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}")
     if overall[best] <= 1 + THRESHOLD:
         return (f"**Keep the default.** No measured option beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "
                 f"(geometric mean over {scope}).\n")
     return (f"**{best.label}** is the fastest measured option: {times(overall[best])} the baseline "
-            f"(geometric mean over {scope}, on {found[best][0]}). Weigh it against the trade-offs below "
-            "before switching.\n")
+            f"(geometric mean over {scope}). Weigh it against the trade-offs below before switching.\n")
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:
@@ -168,7 +250,9 @@ def runtimes_commands(ds: Dataset, prefix: str = "") -> str:
     """The commands that produce this page's data."""
     lines = "\n".join(f"# {n}. {o.label}\n{cell(f'nox -s bench_python-{o.python} -- {BENCH}{o.args}')}"
                       for n, o in enumerate(OPTIONS, 1))
-    return f"```sh\n{lines}\n```\n"
+    again = (f"# {len(OPTIONS) + 1}. the baseline again, so each option has a baseline run near it\n"
+             + cell(f"nox -s bench_python-{BASELINE.python} -- {BENCH}"))
+    return f"```sh\n{lines}\n{again}\n```\n"
 
 
 SECTIONS = {"runtimes_table": runtimes_table, "runtimes_chart": runtimes_chart,

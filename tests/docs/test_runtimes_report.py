@@ -29,22 +29,30 @@ def variant_run(run_id: str, created: str, factor: float, python: str = "3.11.7"
     return doc
 
 
-def ratio_line(table: str, scenario: str) -> str:
-    return next(li for li in table.splitlines() if li.startswith(f"| {scenario} "))
+def ratio_cell(table: str, option: str, scenario: str) -> str:
+    """The cell of ``option`` (its row label) and ``scenario`` in the first server's ratio table."""
+    lines = table.splitlines()
+    at = next(i for i, li in enumerate(lines) if li.startswith("| vs baseline"))
+    columns = [c.strip() for c in lines[at].strip("|").split("|")]
+    line = next(li for li in lines[at:] if li.startswith(f"| {option} "))
+    return dict(zip(columns, [c.strip() for c in line.strip("|").split("|")], strict=True))[scenario]
 
 
 def test_only_the_baseline_run_leaves_other_options_not_measured(tmp_path: Path) -> None:
     ds = dataset(tmp_path, make_run())
     table = render(ds, "runtimes_table")
-    assert "measured on valkey-9.1" in next(li for li in table.splitlines() if "(baseline)" in li)
+    baseline = next(li for li in table.splitlines() if "(baseline)" in li)
+    assert "| valkey-9.1 " in baseline and "| ab12cd " in baseline and "| measured " in baseline
     for option in ("3.12 ·", "3.13 ·", "uvloop", "valkey-glide"):
         line = next(li for li in table.splitlines() if option in li)
         assert "not measured yet: command" in line, line
     # the pure-Python parser variant is in the baseline run itself: measured, like for like
-    pure = next(li for li in table.splitlines() if "pure-Python parser" in li and "measured" in li)
+    pure = next(li for li in table.splitlines() if "pure-Python parser" in li and "| valkey-9.1 " in li)
+    assert "| ab12cd " in pure and " vs " not in pure  # one run: nothing apart
     # process only: the status names the scenarios still missing (shown as — in the ratios)
     assert "not measured yet: reference, enqueue-single, enqueue-bulk, latency (— below)" in pure
-    assert "0.60x" in ratio_line(table, "process") and "—" in ratio_line(table, "reference")
+    pure = "redis-py, pure-Python parser"
+    assert ratio_cell(table, pure, "process") == "0.60x" and ratio_cell(table, pure, "reference") == "—"
     assert "No chart yet" not in render(ds, "runtimes_chart")
     assert "Keep the default" in render(ds, "runtimes_recommendation")
 
@@ -55,16 +63,12 @@ def test_a_faster_interpreter_is_a_ratio_and_the_recommendation(tmp_path: Path) 
                  variant_run("20261129T221500Z-ab12cf", "2026-11-29T22:15:00Z", 1.05, loop="uvloop"))
     found = runtimes.ratios(ds)
     py312 = next(o for o in found if o.python == "3.12")
-    assert {round(v, 6) for v in found[py312]["ratios"].values()} == {1.3}
-    assert set(found[py312]["ratios"]) == set(runtimes.SCENARIOS)
+    assert {round(v, 6) for v in found[py312]["valkey-9.1"]["ratios"].values()} == {1.3}
+    assert set(found[py312]["valkey-9.1"]["ratios"]) == set(runtimes.SCENARIOS)
     table = render(ds, "runtimes_table")
-    header = next(li for li in table.splitlines() if li.startswith("| scenario"))
-    columns = [c.strip() for c in header.strip("|").split("|")]
     for scenario in runtimes.SCENARIOS:
-        cells = [c.strip() for c in ratio_line(table, scenario).strip("|").split("|")]
-        by_option = dict(zip(columns, cells, strict=True))
-        assert by_option["3.12 · asyncio · redis-py + hiredis"] == "1.30x"
-        assert by_option["3.11 · uvloop · redis-py + hiredis"] == "1.05x (noise)"
+        assert ratio_cell(table, "CPython 3.12", scenario) == "1.30x"
+        assert ratio_cell(table, "uvloop", scenario) == "1.05x (noise)"
     advice = render(ds, "runtimes_recommendation")
     assert "CPython 3.12 · asyncio · redis-py + hiredis" in advice and "1.30x" in advice
     assert "data-cv-chart" in render(ds, "runtimes_chart")
@@ -109,7 +113,7 @@ def test_a_difference_inside_the_repetitions_spread_is_noise(tmp_path: Path) -> 
         for m in row["metrics"].values():
             m["values"] = [v * f for v, f in zip(m["values"], (0.5, 1.0, 1.5), strict=False)]
     table = render(dataset(tmp_path, make_run(), wide), "runtimes_table")
-    assert "1.20x (noise)" in ratio_line(table, "reference")
+    assert ratio_cell(table, "CPython 3.13", "reference") == "1.20x (noise)"
 
 
 def test_a_driver_run_never_becomes_the_run_other_pages_show(tmp_path: Path) -> None:
@@ -119,3 +123,57 @@ def test_a_driver_run_never_becomes_the_run_other_pages_show(tmp_path: Path) -> 
     ds = dataset(tmp_path, make_run(), glide)
     assert common.primary_run(ds, "process") == make_run()["run_id"]  # newer, yet a variant run
     assert "valkey-glide" in render(ds, "runtimes_table")
+
+
+def option_rows(table: str, option: str) -> list[str]:
+    return [li for li in table.splitlines() if li.startswith(f"| {option} ")]
+
+
+def test_an_option_pairs_its_newest_run_with_the_nearest_baseline_run(tmp_path: Path) -> None:
+    # Baseline runs at 20:15 and 23:15; a 3.12 run at 21:00 (older params era: other case keys)
+    # and its newest run at 22:45, nearer the second baseline (which is 1.5x faster).
+    late_base = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.5)
+    old = variant_run("20261129T210000Z-01d312", "2026-11-29T21:00:00Z", 0.5, "3.12.1", era=1)
+    new = variant_run("20261129T224500Z-4e7312", "2026-11-29T22:45:00Z", 1.8, "3.12.1")
+    ds = dataset(tmp_path, make_run(), late_base, old, new)
+    py312 = next(o for o in runtimes.OPTIONS if o.python == "3.12")
+    got = runtimes.ratios(ds)[py312]["valkey-9.1"]
+    # 1.8 / 1.5 against the nearer baseline; the older 3.12 run (0.5x) is left out
+    assert {round(v, 6) for v in got["ratios"].values()} == {1.2}
+    assert got["run"] == new["run_id"] and got["base"] == [late_base["run_id"]]
+    table = render(ds, "runtimes_table")
+    assert any("| 4e7312 vs ba5e02 (30 min apart) " in li for li in option_rows(table, "3.12 ·"))
+
+
+def on_two_servers(doc: dict[str, Any]) -> dict[str, Any]:
+    """The run's Valkey 9.1 rows of the compared scenarios measured on Redis 7.0 too."""
+    doc["results"] += [copy.deepcopy(r) | {"server": "redis-8.2"} for r in doc["results"]
+                       if r["server"] == "valkey-9.1" and r["scenario"] in runtimes.SCENARIOS]
+    return doc
+
+
+def test_every_server_an_option_ran_on_has_its_own_ratios(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, on_two_servers(make_run()), on_two_servers(
+        variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 1.3, "3.12.1")))
+    py312 = next(o for o in runtimes.OPTIONS if o.python == "3.12")
+    found = runtimes.ratios(ds)[py312]
+    assert list(found) == ["valkey-9.1", "redis-8.2"]  # display order
+    table = render(ds, "runtimes_table")
+    for server in found:
+        assert any(f"| {server} " in li for li in option_rows(table, "3.12 ·"))
+        assert f"**{server}**" in table
+    charts = render(ds, "runtimes_chart")
+    assert "runtimes-ratios-valkey-9.1" in charts and "runtimes-ratios-redis-8.2" in charts
+    assert "on valkey-9.1, redis-8.2" in render(ds, "runtimes_recommendation")
+
+
+def test_an_option_no_further_from_1_than_the_baselines_own_drift_is_noise(tmp_path: Path) -> None:
+    # The baseline measured again 1.3x faster; a 3.12 run 1.25x the nearer (first) baseline is
+    # beyond ±10% and beyond its spread, yet inside the run-to-run drift: noise.
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.3)
+    py312 = variant_run("20261129T203000Z-4e7312", "2026-11-29T20:30:00Z", 1.25, "3.12.1")
+    table = render(dataset(tmp_path, make_run(), again, py312), "runtimes_table")
+    assert ratio_cell(table, runtimes.AGAIN, "process") == "1.30x"
+    assert ratio_cell(table, "CPython 3.12", "process") == "1.25x (noise)"
+    base_rows = option_rows(table, "3.11 · asyncio · redis-py + hiredis")
+    assert any("| ba5e02 vs ab12cd (180 min apart) " in li for li in base_rows)
