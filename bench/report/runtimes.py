@@ -89,32 +89,25 @@ def tagged(ds: Dataset) -> pd.DataFrame:
         machine=runs.machine.tolist(), created=runs.created.tolist())
 
 
+def scoped(ds: Dataset) -> pd.DataFrame:
+    """The tagged rows on the servers the commands measure."""
+    rows = tagged(ds)
+    return rows[rows.server.isin(SERVERS)]
+
+
+def newest_run(rows: pd.DataFrame) -> str:
+    return str(rows.sort_values(["created", "run_id"]).run_id.iloc[-1])
+
+
 def pairs_of(mine: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     """One option's rows from its newest run on a server, each paired with the baseline case of the
     same key: from the same run when it holds both, else from the baseline run nearest in time on
     the same machine (older runs of the option are left out: their cases may have other params)."""
-    newest = mine.sort_values(["created", "run_id"]).run_id.iloc[-1]
-    pairs = versus(mine[mine.run_id == newest], base, ["server", "scenario", "key", "machine"])
+    pairs = versus(mine[mine.run_id == newest_run(mine)], base, ["server", "scenario", "key", "machine"])
     gap = (pd.to_datetime(pairs.created) - pd.to_datetime(pairs.created_base)).abs()
     pairs = pairs.assign(same=pairs.run_id == pairs.run_id_base, gap=gap)
     pairs = pairs.sort_values(["same", "gap"], ascending=[False, True]).groupby(["scenario", "key"]).head(1)
     return pairs[(pairs["median"] > 0) & (pairs.median_base > 0)]
-
-
-def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
-    """Per option and server (display order): the geometric-mean ratio per scenario (above 1:
-    better), whether each is noise, the option's run and the baseline runs it is paired with."""
-    rows = tagged(ds)
-    rows = rows[rows.server.isin(SERVERS)]
-    base = rows[rows.option == BASELINE.short]
-    out: dict[Option, dict[str, dict[str, Any]]] = {}
-    for option in OPTIONS:
-        mine = rows[rows.option == option.short]
-        for server in sorted(mine.server.unique(), key=server_rank):
-            pairs = pairs_of(mine[mine.server == server], base)
-            if not pairs.empty:
-                out.setdefault(option, {})[server] = summed(pairs)
-    return out
 
 
 def summed(pairs: pd.DataFrame) -> dict[str, Any]:
@@ -122,7 +115,9 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
     lower = pairs.scenario.map(lambda s: SCENARIOS[s][1]).astype(bool)
     logs = np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))
     per = pairs.assign(log=logs).groupby("scenario")
-    return {"ratios": np.exp(per.log.mean()).to_dict(), "noise": per.noise.all().to_dict(),
+    ratio = np.exp(per.log.mean())
+    noise = per.noise.all() | ((ratio - 1).abs() <= THRESHOLD)
+    return {"ratios": ratio.to_dict(), "noise": noise.to_dict(),
             "run": pairs.run_id.iloc[0], "base": sorted(set(pairs.run_id_base)),
             "minutes": float(pairs.gap.max().total_seconds() / 60)}
 
@@ -130,15 +125,35 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
 def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
     """Per server: the newest baseline run against the baseline run nearest to it (the same
     configuration measured twice), the run-to-run drift an option's ratio must exceed."""
-    rows = tagged(ds)
-    base = rows[(rows.option == BASELINE.short) & rows.server.isin(SERVERS)]
+    rows = scoped(ds)
+    base = rows[rows.option == BASELINE.short]
     out = {}
     for server in sorted(base.server.unique(), key=server_rank):
         mine = base[base.server == server]
-        newest = mine.sort_values(["created", "run_id"]).run_id.iloc[-1]
-        pairs = pairs_of(mine[mine.run_id == newest], base[base.run_id != newest])
+        pairs = pairs_of(mine, base[base.run_id != newest_run(mine)])
         if not pairs.empty:
             out[server] = summed(pairs)
+    return out
+
+
+def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
+    """Per option and server (display order): the geometric-mean ratio per scenario (above 1:
+    better), whether each is noise (within ±10%, the repetitions' ranges, or no further from 1
+    than the baseline's own drift), the option's run and the baseline runs it is paired with."""
+    rows = scoped(ds)
+    base = rows[rows.option == BASELINE.short]
+    moved = {server: v["ratios"] for server, v in drift(ds).items()}
+    out: dict[Option, dict[str, dict[str, Any]]] = {}
+    for option in OPTIONS:
+        mine = rows[rows.option == option.short]
+        for server in sorted(mine.server.unique(), key=server_rank):
+            pairs = pairs_of(mine[mine.server == server], base)
+            if pairs.empty:
+                continue
+            got = out.setdefault(option, {})[server] = summed(pairs)
+            if option != BASELINE:
+                for s, r in got["ratios"].items():
+                    got["noise"][s] |= abs(np.log(r)) <= abs(np.log(moved.get(server, {}).get(s, 1.0)))
     return out
 
 
@@ -174,19 +189,17 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     measured = [o for o in OPTIONS if o in found and o != BASELINE]
     servers = sorted({s for o in measured for s in found[o]}, key=server_rank)
 
-    def shown(v: dict[str, Any] | None, scenario: str, server: str) -> str:
+    def shown(v: dict[str, Any] | None, scenario: str) -> str:
         if v is None or (r := v["ratios"].get(scenario)) is None:
             return "—"
-        moved = again.get(server, {}).get("ratios", {}).get(scenario, 1.0)
-        inside = abs(np.log(r)) <= abs(np.log(moved))  # no further from 1 than the baseline's own drift
-        return times(r) + (" (noise)" if v["noise"][scenario] or abs(r - 1) <= THRESHOLD or inside else "")
+        return times(r) + (" (noise)" if v["noise"][scenario] else "")
 
-    def row(name: str, v: dict[str, Any] | None, server: str) -> dict[str, str]:
-        return {"vs baseline": name, **{s: shown(v, s, server) for s in SCENARIOS}}
+    def row(name: str, v: dict[str, Any] | None) -> dict[str, str]:
+        return {"vs baseline": name, **{s: shown(v, s) for s in SCENARIOS}}
 
     tables = [f"**{server}**\n\n" + md_table(pd.DataFrame(
-                  ([row(AGAIN, again[server], "")] if server in again else [])
-                  + [row(o.differs, found[o].get(server), server) for o in measured]))
+                  ([row(AGAIN, again[server])] if server in again else [])
+                  + [row(o.differs, found[o].get(server)) for o in measured]))
               for server in servers]
     shown_md = "\n\n".join(tables) if measured else "*No option besides the baseline is measured yet.*"
     return f"{md_table(listed)}\n\n{shown_md}\n"
