@@ -52,7 +52,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n 2 --dist loadgroup`), keep each server kind's tests on one worker.
+    """Under pytest-xdist (`-n 4 --dist loadgroup`), keep each server kind's tests (per driver) on one worker.
 
     Every xdist worker is its own process with its own server pool, so grouping by kind means each
     worker starts only the servers of its groups (and each server's tests run one at a time, as
@@ -69,7 +69,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # the stall watch (chaos/_stallwatch.py) names it if it happens again.
             item.add_marker(pytest.mark.xdist_group("chaos"))
         elif kind is not None:
-            item.add_marker(pytest.mark.xdist_group(str(kind)))
+            # One group per kind and driver: a run of one server with both drivers (CI's newest
+            # Python) then spreads over two workers instead of queueing on one.
+            driver = callspec.params.get("driver", "redis-py")
+            item.add_marker(pytest.mark.xdist_group(f"{kind}-{driver}"))
 
 
 class _ServerPool:
