@@ -52,11 +52,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n 4 --dist loadgroup`), keep each server kind's tests (per driver) on one worker.
+    """Under pytest-xdist (`--dist loadgroup`), keep each server kind's tests, per driver, on one worker.
 
-    Every xdist worker is its own process with its own server pool, so grouping by kind means each
-    worker starts only the servers of its groups (and each server's tests run one at a time, as
-    without xdist); tests without a server spread freely. The chaos tests form one group.
+    Every xdist worker is its own process with its own server pool, so grouping by kind and driver
+    means each worker starts only the servers of its groups (and each server's tests run one at a
+    time, as without xdist); a run of one server with both drivers (CI's newest Python) still
+    spreads over two workers. Tests without a server spread freely. The chaos tests form one group.
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -69,8 +70,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             # the stall watch (chaos/_stallwatch.py) names it if it happens again.
             item.add_marker(pytest.mark.xdist_group("chaos"))
         elif kind is not None:
-            # One group per kind and driver: a run of one server with both drivers (CI's newest
-            # Python) then spreads over two workers instead of queueing on one.
             driver = callspec.params.get("driver", "redis-py")
             item.add_marker(pytest.mark.xdist_group(f"{kind}-{driver}"))
 
