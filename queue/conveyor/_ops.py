@@ -33,7 +33,7 @@ _ENQUEUE = Scripts.ENQUEUE.value  # (an Enum member's .value is a descriptor cal
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
-CLAIM_FIELDS = 8  # as in _lua/_lib.lua
+CLAIM_FIELDS = 2  # a header and the payload per claimed job, as in _lua/_lib.lua
 LEASE_STATUS = {
     0: "the token does not hold the lease (the job was redelivered or already settled)",
     -1: "the lease expired",  # no longer returned: a matching token is accepted even when late
@@ -64,6 +64,15 @@ def text(value: Any) -> str:
 
 def raw(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+def whole(number: str) -> int:
+    """An integer a script wrote as text. Servers turn a script's numbers into text their own way
+    (Redis and Valkey write ``1764748800123``); one that writes an exponent is still read right."""
+    try:
+        return int(number)
+    except ValueError:
+        return int(float(number))
 
 
 def lease_error(action: str, job: Job, status: int) -> LeaseLostError:
@@ -187,28 +196,29 @@ class QueueCore:
 
     # -- claim / ack ------------------------------------------------------------------------------
     def _parse_claimed(self, reply: Sequence[Any], start: int) -> list[Job]:
+        """Jobs from a claim or ack reply: a header and the payload per job (claimed_entry in
+        _lua/_lib.lua)."""
         serializer = self.settings.serializer
         jobs = []
         for i in range(start, len(reply), CLAIM_FIELDS):
-            job_id, token, task, payload, attempts, max_attempts, enqueued, limit = reply[
-                i : i + CLAIM_FIELDS
-            ]
-            if type(job_id) is bytes:
-                job_id, token, task = job_id.decode(), token.decode(), task.decode()
-            else:
-                job_id, token, task, payload = str(job_id), str(token), str(task), raw(payload)
+            header, payload = reply[i], reply[i + 1]
+            if type(header) is bytes:
+                header = header.decode()
+            else:  # a client that decodes replies (valkey-glide, decode_responses)
+                header, payload = str(header), raw(payload)
+            job_id, token, attempts, max_attempts, enqueued, limit, task = header.split("{", 6)
             jobs.append(
                 Job(
                     job_id,
                     task,
                     "active",
                     payload,
-                    attempts,
-                    max_attempts,
-                    enqueued / 1000,
+                    whole(attempts),
+                    whole(max_attempts),
+                    whole(enqueued) / 1000,
                     token,
                     serializer=serializer,
-                    time_limit=limit / 1000 if limit else None,
+                    time_limit=ms / 1000 if (ms := whole(limit)) else None,
                 )
             )
         return jobs

@@ -78,6 +78,33 @@ async def test_claim_replay_returns_the_same_batch(api):
     assert [j.token for j in replayed[1]] == [j.token for j in nxt[1]]
 
 
+async def test_claimed_jobs_keep_every_field_through_claim_ack_and_replay(api):
+    """A claimed job comes back packed in one header string per job (claimed_entry in _lib.lua):
+    a payload holding the separator ('{'), the task name, the attempt count, max attempts,
+    the enqueue time and a time limit must all come out as they went in, from a claim, from an
+    ack's claim and from a re-sent ack's replay."""
+    q = api.queue()
+    before = time.time()
+    specs = [JobSpec("a.b:c-d", {"x": "{y}"}, max_attempts=4, time_limit=2.5),
+             JobSpec("plain", [1], max_attempts=2), JobSpec("t", "{", max_attempts=3)]
+    await q.enqueue_many(specs)
+    core = q.inner.core
+
+    def fields(jobs):
+        return [(j.task, j.payload, j.attempts, j.max_attempts, j.time_limit) for j in jobs]
+
+    claimed, _ = await q._run(core.claim(1, None))
+    assert fields(claimed) == [("a.b:c-d", {"x": "{y}"}, 1, 4, 2.5)]
+    assert before - 1 <= claimed[0].enqueued_at <= time.time() + 1
+    _, acked, _ = await q._run(core.ack(claimed, 2, request=("w-1", 1)))
+    _, replayed, _ = await q._run(core.ack(claimed, 2, request=("w-1", 1), resend=True))
+    want = [("plain", [1], 1, 2, None), ("t", "{", 1, 3, None)]
+    assert fields(acked) == want
+    assert fields(replayed) == want
+    assert [(j.id, j.token, j.enqueued_at) for j in replayed] == [
+        (j.id, j.token, j.enqueued_at) for j in acked]
+
+
 async def test_worker_rides_out_a_stall_longer_than_its_socket_timeout(api):
     """4: the pump's ack+claim times out while the server is stalled, but the server runs it once
     the stall ends; the re-sent call must get that batch instead of leaving it orphaned (the job

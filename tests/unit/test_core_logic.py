@@ -22,7 +22,7 @@ from conveyor import (
     redact_url,
 )
 from conveyor._keys import queue_keys, validate_job_id, validate_name
-from conveyor._ops import MAX_ERROR_CHARS, QueueCore
+from conveyor._ops import MAX_ERROR_CHARS, QueueCore, whole
 from conveyor._retry import retry_delay_ms
 from conveyor._serialize import JSON, encode_payload
 from redis.crc import key_slot
@@ -361,3 +361,11 @@ def test_the_reused_json_encoder_refuses_what_json_refuses():
             encode_payload(JSON, "t", bad, 10_000)
     shared = {"a": [1, 2]}  # encoded again after the errors: no stale state
     assert encode_payload(JSON, "t", [shared, shared], 10_000) == b'[{"a":[1,2]},{"a":[1,2]}]'
+
+
+def test_a_scripts_number_text_is_read_with_or_without_an_exponent():
+    assert whole("1764748800123") == 1764748800123
+    assert whole("1.764748800123e+12") == 1764748800123
+    assert whole("0") == 0
+    with pytest.raises(ValueError):
+        whole("x")

@@ -362,11 +362,23 @@ local function timed_out(limit_ms)
   return 'timed out: the attempt exceeded its time limit of ' .. (tonumber(limit_ms) / 1000) .. ' s'
 end
 
--- Claim up to `count` waiting jobs with fresh tokens. Appends CLAIM_FIELDS fields per job to `out`:
--- id, token, task, payload, attempts, max attempts, enqueued at (ms), time limit (ms, 0 = none).
--- A job with a time limit gets its hard deadline h = now + limit. Returns the number claimed.
-local CLAIM_FIELDS = 8
-local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
+-- A claimed job in a reply: two values appended to `out` (CLAIM_FIELDS in _ops.py), a header
+-- 'id{token{attempts{max attempts{enqueued at (ms){time limit (ms, 0 = none){task' and the
+-- payload. One string instead of seven elements: each reply element costs the server about 1.2k
+-- instructions and a concatenation far less (claim and ack replies carry up to 1,000 jobs). Ids,
+-- tokens, task names and numbers never hold '{' (names refuse hash-tag characters), and the task
+-- goes last all the same; the payload stays apart (any bytes).
+local function claimed_entry(out, id, token, task, payload, attempts, max, enqueued, limit)
+  local o = #out
+  out[o + 1] = id .. '{' .. token .. '{' .. (attempts or '0') .. '{' .. (max or '1') .. '{' .. (enqueued or '0')
+    .. '{' .. (limit or '0') .. '{' .. task
+  out[o + 2] = payload
+end
+
+-- Claim up to `count` waiting jobs with fresh tokens, appending each to `out` (claimed_entry), and
+-- its id and token to `claimed` when given (the ack's request record). A job with a time limit
+-- gets its hard deadline h = now + limit. Returns the number claimed.
+local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
   if count <= 0 then return 0 end
   local ids = pop_ready(waiting, count)
   if #ids == 0 then return 0 end
@@ -377,7 +389,9 @@ local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now
   for i = 1, #ids do
     local id = ids[i]
     local key = jobs .. id
-    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g', 'gc', 'gr', 'rs')
+    -- A limit key's three settings are read only for a job that has one (most have none).
+    local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g')
+    if f[7] then f[8], f[9], f[10] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs')) end
     if f[1] and not (f[7] and held_back(limits, waiting, delayed, key, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
@@ -388,15 +402,11 @@ local function claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now
       end
       zargs[#zargs + 1] = deadline
       zargs[#zargs + 1] = id
-      local o = #out
-      out[o + 1] = id
-      out[o + 2] = token
-      out[o + 3] = f[1]
-      out[o + 4] = f[2]
-      out[o + 5] = attempts
-      out[o + 6] = tonumber(f[4]) or 1
-      out[o + 7] = tonumber(f[5]) or 0
-      out[o + 8] = tonumber(f[6]) or 0
+      claimed_entry(out, id, token, f[1], f[2], attempts, f[4], f[5], f[6])
+      if claimed then
+        claimed[#claimed + 1] = id
+        claimed[#claimed + 1] = token
+      end
     end
   end
   flush_limits(limits, waiting)

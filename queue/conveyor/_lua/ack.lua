@@ -8,7 +8,7 @@
 --       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off), 8 n acks (<= 1000),
 --       then n tuples: id, token, and (results on only) the success record, 'c:' .. serialised value
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
---          now, next due (-1 none), then CLAIM_FIELDS (8) fields per claimed job as in claim.lua}
+--          now, next due (-1 none), then 2 (CLAIM_FIELDS in _ops.py) values per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
 -- Retry safety: with a request id, the call records its ack statuses and claimed (id, token)
 -- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
@@ -39,10 +39,7 @@ local function replay(parts)
     local id, token = parts[i], parts[i + 1]
     local f = redis.call('HMGET', jobs .. id, 'k', 'n', 'd', 'a', 'm', 'e', 'x')
     if f[1] == token then
-      local o = #out
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, token, f[2], f[3]
-      out[o + 5], out[o + 6], out[o + 7] = tonumber(f[4]), tonumber(f[5]) or 1, tonumber(f[6]) or 0
-      out[o + 8] = tonumber(f[7]) or 0
+      claimed_entry(out, id, token, f[2], f[3], f[4], f[5], f[6], f[7])
     end
   end
   return out
@@ -61,6 +58,7 @@ if string.sub(request, 1, 1) == '+' then
 end
 
 local out, done, finished, freed = {}, {}, {}, {}
+local claimed = request ~= '' and {} or nil  -- claimed ids and tokens, for the record
 local records, expires = {}, nil
 if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
 for i = 1, n do
@@ -109,15 +107,12 @@ local next_pos = #out + 1
 out[next_pos] = -1
 if count > 0 then
   promote_due(delayed, waiting, jobs, now, promote_batch)
-  local got = claim_jobs(out, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
+  local got = claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
   if got < count then out[next_pos] = next_due(delayed) end
 end
 if request ~= '' then
-  local rec = {request, table.concat(out, ',', 1, n)}
-  for i = next_pos + 1, #out, CLAIM_FIELDS do
-    rec[#rec + 1] = out[i]
-    rec[#rec + 1] = out[i + 1]
-  end
-  redis.call('SET', record, table.concat(rec, '{'), 'PX', lease_ms)
+  local rec = request .. '{' .. table.concat(out, ',', 1, n)
+  if #claimed > 0 then rec = rec .. '{' .. table.concat(claimed, '{') end
+  redis.call('SET', record, rec, 'PX', lease_ms)
 end
 return out
