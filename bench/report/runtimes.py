@@ -96,7 +96,12 @@ def scoped(ds: Dataset) -> pd.DataFrame:
 
 
 def newest_run(rows: pd.DataFrame) -> str:
-    return str(rows.sort_values(["created", "run_id"]).run_id.iloc[-1])
+    """The newest run of ``rows`` (one option on one server) that measured every compared
+    scenario, so a later run of a few of them (``--scenarios enqueue-single``) never replaces a
+    full one; the newest of all while none is full (its status then names what is missing)."""
+    counts = rows.groupby("run_id").scenario.nunique()
+    full = rows[rows.run_id.isin(counts[counts == len(SCENARIOS)].index)]
+    return str((rows if full.empty else full).sort_values(["created", "run_id"]).run_id.iloc[-1])
 
 
 def pairs_of(mine: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:

@@ -177,3 +177,16 @@ def test_an_option_no_further_from_1_than_the_baselines_own_drift_is_noise(tmp_p
     assert ratio_cell(table, "CPython 3.12", "process") == "1.25x (noise)"
     base_rows = option_rows(table, "3.11 · asyncio · redis-py + hiredis")
     assert any("| ba5e02 vs ab12cd (180 min apart) " in li for li in base_rows)
+
+
+def test_a_newer_run_of_one_scenario_never_replaces_the_full_baseline_run(tmp_path: Path) -> None:
+    # `--scenarios enqueue-single` after the full measurement (a user checking one number): the
+    # page keeps the full runs and their drift instead of showing the baseline "not measured".
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.3)
+    partial = variant_run("20261130T091500Z-0e5c01", "2026-11-30T09:15:00Z", 2.0)
+    partial["results"] = [r for r in partial["results"] if r["scenario"] == "enqueue-single"]
+    table = render(dataset(tmp_path, make_run(), again, partial), "runtimes_table")
+    base_rows = option_rows(table, "3.11 · asyncio · redis-py + hiredis")
+    assert any("| ba5e02 vs ab12cd (180 min apart) | measured " in li for li in base_rows), base_rows
+    assert ratio_cell(table, runtimes.AGAIN, "process") == "1.30x"
+    assert "0e5c01" not in table
