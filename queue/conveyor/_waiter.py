@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from ._topology import is_cluster
 log = logging.getLogger("conveyor.worker")
 WAKE_MEMBER = "0"  # the member every wake-up adds to a marker (as wake() in _lua/_lib.lua does)
 JOIN_TIMEOUT = 2.0  # how long close() waits for the wait thread or task to end
+CLOSE_POLL = 0.05  # how often close() closes again while the wait thread runs on
 NOTHING, SIGNAL, SEND = range(3)  # what WaitSet.ask requires: nothing, a local signal, the wake key
 
 
@@ -183,15 +185,20 @@ class MarkerWaiter(_Shared):
 
     def close(self) -> None:
         """End the wait: closing the socket ends a BZPOPMIN in progress (no CLIENT UNBLOCK, which
-        Dragonfly lacks). A pass-on in flight can reopen a connection from the closed pool, so
-        close once more after the thread ended: a stopped worker leaves no connection behind."""
+        Dragonfly lacks). A wait or pass-on that began just after a close reopened a connection
+        from the closed pool, so close again every CLOSE_POLL until the thread ended (at most
+        JOIN_TIMEOUT), and once more after: a stopped worker leaves no connection behind."""
         self._closed.set()
         self._changed.set()
-        for _ in range(2):
+        thread, deadline = self._thread, time.monotonic() + JOIN_TIMEOUT
+        while True:
             with contextlib.suppress(Exception):
                 self.client.close()
-            if self._thread is not None:
-                self._thread.join(JOIN_TIMEOUT)
+            if thread is None or not thread.is_alive() or time.monotonic() >= deadline:
+                break
+            thread.join(CLOSE_POLL)
+        with contextlib.suppress(Exception):
+            self.client.close()
 
 
 class AsyncMarkerWaiter(_Shared):

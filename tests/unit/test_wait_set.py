@@ -97,3 +97,44 @@ def test_workers_starting_together_start_one_wait_thread(monkeypatch):
         caller.join()
     waiter.close()
     assert len(created) == 1
+
+
+class _ReopeningClient:
+    """A blocking pop ends when the client is closed while it waits (a socket closed under a
+    blocked BZPOPMIN); a pop that starts just after a close reopens a connection, as redis-py's
+    pool does, and blocks for its whole timeout unless the client is closed again."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+        self.changed = threading.Condition()
+        self.closed_once = threading.Event()
+        self.called = threading.Event()
+
+    def close(self) -> None:
+        with self.changed:
+            self.closes += 1
+            self.changed.notify_all()
+        self.closed_once.set()
+
+    def bzpopmin(self, keys, timeout):
+        self.called.set()
+        self.closed_once.wait(5)  # the race: this wait begins just after close()
+        with self.changed:
+            seen = self.closes
+            self.changed.wait_for(lambda: self.closes > seen, timeout)
+        raise ConnectionError("connection closed")
+
+
+def test_close_ends_a_wait_that_began_just_after_the_first_close():
+    """A worker stopped right after it started: its wait thread reached BZPOPMIN only after
+    close() had closed the client, on a reopened connection. close() used to wait JOIN_TIMEOUT
+    (2 s) for it before closing again, and a stop under CI load took over 3 s."""
+    client = _ReopeningClient()
+    waiter = MarkerWaiter(client, WaitSet("wake", 5.0))
+    waiter.watch("m", lambda: True, lambda: None)
+    waiter.ask("m")  # the worker's first idle moment: the thread starts its wait
+    assert client.called.wait(5)
+    started = time.monotonic()
+    waiter.close()
+    assert time.monotonic() - started < 0.5
+    assert waiter._thread is not None and not waiter._thread.is_alive()
