@@ -12,7 +12,11 @@ ways: ``client.ping()`` (redis-py's usual path, a pool checkout per call) and on
 the pool held for the loop (the round-trip floor). Each way runs for a quarter of
 ``min_seconds`` just before the enqueue calls and a quarter just after, so a drift of the machine
 hits both sides alike: ``ping_client_ops_per_s``, ``ping_held_ops_per_s``, and the enqueue's
-jobs/s over each, ``vs_ping_client`` and ``vs_ping_held``.
+jobs/s over each, ``vs_ping_client`` and ``vs_ping_held``. Where the difference goes:
+``ping_held_client_cpu_us`` (this process's CPU per held PING) next to ``client_cpu_us_per_job``,
+and ``server_script_us_per_call``, the server's own time per enqueue script call (the EVALSHA
+``usec`` of ``INFO commandstats`` over the timed calls, read from a separate connection; absent
+where the server does not report it).
 Params: ``min_seconds``, ``payload_bytes``, ``callers``, ``batching``, ``sweep_seconds``
 (the ``min_seconds`` of the concurrent cases, 2 s like the lone one; the quick run shortens both).
 Exactly-once here means stored once: after the clock stops, the waiting list must hold exactly the
@@ -39,6 +43,7 @@ from bench.scenarios._common import (
     run_async,
     run_calls,
     run_for,
+    server_info,
 )
 from bench.scenarios.reference import ping_of
 from bench.stats import latency_summary
@@ -90,7 +95,12 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     """Enqueue one job per call until ``min_seconds`` have passed."""
     if params.get("callers", 1) > 1:
         return run_async(target, run_concurrent(target, params))
-    return one_at_a_time(make_queue(target, NAME, **_batching(params)), params, against_ping=True)
+    stats = target.redis()
+    try:
+        return one_at_a_time(make_queue(target, NAME, **_batching(params)), params, against_ping=True,
+                             stats=stats)
+    finally:
+        stats.close()
 
 
 def _batching(params: dict[str, Any]) -> dict[str, bool]:
@@ -104,29 +114,56 @@ def _batching(params: dict[str, Any]) -> dict[str, bool]:
     return {}
 
 
-def one_at_a_time(queue: Any, params: dict[str, Any], against_ping: bool = False) -> dict[str, Any]:
+def one_at_a_time(queue: Any, params: dict[str, Any], against_ping: bool = False,
+                  stats: Any = None) -> dict[str, Any]:
     """One caller enqueueing one job per call on ``queue`` for ``min_seconds`` (also used by
     the scale-out and tls scenarios on the topologies they start); ``against_ping``: bracketed
-    by bare PINGs (see the module docstring)."""
+    by bare PINGs (see the module docstring); ``stats``: a client to read the server's script
+    time from."""
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
     quarter = params["min_seconds"] / 4
     before = ping_rates(queue.client, quarter) if against_ping else {}
+    scripts_before = script_time(stats)
     result = timed_calls(queue, params["min_seconds"], lambda: [queue.enqueue("noop", payload)],
                          close=False)
+    calls, usec = (now - was for now, was in zip(script_time(stats), scripts_before, strict=True))
     if against_ping:
         after, rate = ping_rates(queue.client, quarter), result["metrics"]["jobs_per_s"][0]
-        for way, (pings, seconds) in before.items():
+        for way, (pings, seconds, _) in before.items():
             pings_per_s = (pings + after[way][0]) / (seconds + after[way][1])
             result["metrics"] |= {f"ping_{way}_ops_per_s": metric(pings_per_s, "1/s"),
                                   f"vs_ping_{way}": metric(rate / pings_per_s, "ratio")}
+        held = [before["held"], after["held"]]
+        result["metrics"]["ping_held_client_cpu_us"] = cpu_per_job(sum(h[2] for h in held),
+                                                                   sum(h[0] for h in held))
+    if calls > 0:
+        result["metrics"]["server_script_us_per_call"] = metric(usec / calls, "us")
     queue.close()
     return result
 
 
-def ping_rates(client: Any, seconds: float) -> dict[str, tuple[int, float]]:
-    """(PINGs, seconds) of each way of sending bare PINGs (see the module docstring)."""
-    return {"client": run_calls(seconds, ping_of(client)), "held": ping_held(client, seconds)}
+def script_time(stats: Any) -> tuple[int, int]:
+    """The server's EVALSHA (calls, µs) so far, zeros without ``stats`` or where it reports none
+    (their difference across the timed calls is theirs: nothing else sends scripts meanwhile)."""
+    row = server_info(stats, "commandstats").get("cmdstat_evalsha") if stats is not None else None
+    if not isinstance(row, dict):
+        return 0, 0
+    return int(row.get("calls", 0)), int(row.get("usec", 0))
+
+
+def ping_rates(client: Any, seconds: float) -> dict[str, tuple[int, float, float]]:
+    """(PINGs, seconds, process CPU seconds) of each way of sending bare PINGs (see the module
+    docstring)."""
+    return {"client": with_cpu(lambda: run_calls(seconds, ping_of(client))),
+            "held": with_cpu(lambda: ping_held(client, seconds))}
+
+
+def with_cpu(measure: Callable[[], tuple[int, float]]) -> tuple[int, float, float]:
+    """``measure()``'s (calls, seconds) and the process CPU seconds it took."""
+    cpu = time.process_time()
+    calls, seconds = measure()
+    return calls, seconds, time.process_time() - cpu
 
 
 def ping_held(client: Any, seconds: float) -> tuple[int, float]:

@@ -38,9 +38,40 @@ def test_a_lone_caller_is_bracketed_by_both_kinds_of_ping(url: str, batching: bo
         assert result["metrics"][f"vs_ping_{way}"][1] == "ratio"
 
 
+def test_the_lone_callers_script_time_and_ping_cpu_are_measured(url: str) -> None:
+    stats = redis.Redis.from_url(url)
+    try:
+        result = enqueue_single.one_at_a_time(Queue.from_url(url, "costs"), PARAMS, against_ping=True,
+                                              stats=stats)
+        script, cpu = value(result, "server_script_us_per_call"), value(result, "ping_held_client_cpu_us")
+        # the server's time per enqueue script, below the whole round trip it is part of
+        assert 0 < script < 1e6 / value(result, "jobs_per_s")
+        # a PING costs this process CPU, but not more than its whole round trip
+        assert 0 < cpu < 1e6 / value(result, "ping_held_ops_per_s") * 1.5
+        assert result["metrics"]["server_script_us_per_call"][1] == "us"
+    finally:
+        stats.close()
+
+
+def test_script_time_counts_only_script_calls(url: str) -> None:
+    stats = redis.Redis.from_url(url)
+    try:
+        sha = stats.script_load("return 1")
+        before = enqueue_single.script_time(stats)
+        for _ in range(5):
+            stats.evalsha(sha, 0)
+            stats.ping()
+        calls, usec = (a - b for a, b in zip(enqueue_single.script_time(stats), before, strict=True))
+        assert calls == 5 and usec >= 0
+        assert enqueue_single.script_time(None) == (0, 0)
+    finally:
+        stats.close()
+
+
 def test_callers_of_one_at_a_time_elsewhere_measure_no_ping(url: str) -> None:
     result = enqueue_single.one_at_a_time(Queue.from_url(url, "no-ping"), PARAMS)
-    assert not set(PINGS) & set(result["metrics"])  # scale-out and tls cases stay as they were
+    # scale-out and tls cases stay as they were
+    assert not {*PINGS, "server_script_us_per_call", "ping_held_client_cpu_us"} & set(result["metrics"])
 
 
 def test_held_pings_use_one_connection_and_give_it_back(url: str) -> None:

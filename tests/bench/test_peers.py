@@ -111,8 +111,10 @@ def test_conveyor_row_end_to_end(redis_url: str) -> None:
     out = row.process(4, SMALL)
     assert out["jobs_per_s"]["median"] > 0 and out["_sizing"]["guess_from"] == "probe"
     assert out["_counts"]["completed"] == out["_sizing"]["jobs"][0]
-    # What a job cost: the server ran commands for it, the worker spent CPU on it.
-    assert out["per_job_commands"]["median"] > 0 and out["per_job_client_cpu_us"]["median"] > 0
+    # What a job cost: the server ran commands for it, the worker's CPU was read. (The kernel
+    # charges CPU in clock ticks, 10 ms: a drain this small on a busy machine can be charged none.)
+    assert out["per_job_commands"]["median"] > 0 and out["per_job_client_cpu_us"]["median"] >= 0
+    assert out["per_job_client_cpu_us"]["unit"] == "us/job"
     bulk = row.enqueue(0.2, "bulk")
     assert bulk["jobs_per_s"]["median"] > 0 and bulk["_sizing"]["jobs"][0] % 50 == 0
     assert bulk["per_job_reads"]["median"] < 1  # 50 jobs per round trip
