@@ -15,7 +15,8 @@ from bench.report.load import Dataset, ReportError, load, result_paths
 
 Section = Callable[[Dataset, str], str]
 PAGES = ("common", "home", "performance", "workload", "servers", "tuning",
-         "connections", "methodology", "history", "ha", "peers", "peers_goals", "production", "runtimes")
+         "connections", "methodology", "history", "ha", "peers", "peers_goals", "production", "runtimes",
+         "batching")
 
 
 def _sections() -> dict[str, Section]:

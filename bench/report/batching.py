@@ -1,0 +1,165 @@
+"""Tuning page, batching goals: the targets set for ``batch_enqueue`` and the lone ``enqueue``,
+met or not, and where not, why, computed from the same run's ``enqueue-single`` cases (per-call
+rates, percentiles, the producer's CPU per job, the held PINGs and the server's script time).
+Nothing here is typed in: every figure is read from the newest run with the callers sweep."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from bench.report.common import server_label, server_rank, source
+from bench.report.compare import BASELINE, select
+from bench.report.load import Dataset
+from bench.report.text import fmt, md_table, no_data, pct, times
+
+SCENARIO = "enqueue-single"
+CALLERS = 32  # the concurrent case the goals name
+PYTHON = "3.11"  # the default runtime (the Runtimes page's baseline)
+NEEDS = "the `enqueue-single` sweep (one caller with batching off, 32 callers with batching on)"
+
+
+class Goal(NamedTuple):
+    """A ratio of two cells of the sweep, ``(callers, batching, metric)`` each, and its bound."""
+
+    name: str
+    top: tuple[int, bool, str]
+    bottom: tuple[int, bool, str]
+    bound: float
+    at_least: bool  # True: the ratio must reach the bound; False: stay at or below it
+
+
+GOALS = (
+    Goal(f"{CALLERS} callers, batching on: jobs/s ÷ one caller, batching off", (CALLERS, True, "jobs_per_s"),
+         (1, False, "jobs_per_s"), 5.0, True),
+    Goal(f"{CALLERS} callers, batching on: p99 ÷ one caller's p99, batching off", (CALLERS, True, "p99_ms"),
+         (1, False, "p99_ms"), 2.0, False),
+    Goal("one caller: jobs/s with batching on ÷ off", (1, True, "jobs_per_s"), (1, False, "jobs_per_s"),
+         0.97, True),
+    Goal("one caller, batching off: enqueue ÷ a held PING", (1, False, "vs_ping_held"), (1, False, ""),
+         0.85, True),
+    Goal("one caller, batching on (the default): enqueue ÷ a held PING", (1, True, "vs_ping_held"),
+         (1, True, ""), 0.85, True),
+)
+
+
+def sweep_run(ds: Dataset) -> tuple[str, str] | None:
+    """(run, server) of the newest default-runtime run whose server measured both ends of the
+    sweep, or None."""
+    rows = select(ds.summary, scenario=SCENARIO, callers=CALLERS, batching=True, metric="p99_ms", **BASELINE)
+    for run_id in reversed(ds.runs.run_id.tolist()):  # runs are sorted by time
+        doc = ds.runs.loc[run_id].doc
+        default = (doc["method"].get("driver", "redis-py"), doc["method"].get("loop", "asyncio")) == (
+            "redis-py", "asyncio") and doc["environment"]["python"].startswith(PYTHON + ".")
+        found = rows[rows.run_id == run_id].server.unique().tolist()
+        if default and found:
+            return run_id, min(found, key=server_rank)
+    return None
+
+
+class Cells:
+    """Median (and MAD) of the sweep's cells on one server of one run."""
+
+    def __init__(self, rows: pd.DataFrame) -> None:
+        self.rows = rows
+
+    def get(self, callers: int, batching: bool, metric: str) -> float | None:
+        hit = self.rows[(self.rows.callers == callers) & (self.rows.batching == batching)
+                        & (self.rows.metric == metric)]
+        return None if hit.empty else float(hit.iloc[0]["median"])
+
+    def ratio(self, goal: Goal) -> float | None:
+        top = self.get(*goal.top)
+        bottom = self.get(*goal.bottom) if goal.bottom[2] else 1.0  # a ratio metric of its own
+        return None if top is None or bottom is None else top / bottom
+
+
+def _p99_why(c: Cells) -> str:
+    rate, lone = c.get(CALLERS, True, "jobs_per_s"), c.get(1, False, "p99_ms")
+    if rate is None or lone is None:
+        return ""
+    p50 = c.get(CALLERS, True, "p50_ms")
+    text = (f"Each of the {CALLERS} callers sends its next job only when its previous one returned (a closed "
+            f"loop), so the mean time per call is callers ÷ jobs/s (Little's law): {CALLERS} ÷ {fmt(rate)} "
+            f"jobs/s = {fmt(CALLERS / rate * 1e3)} ms (p50 measured {fmt(p50)} ms). "
+            f"A p99 within 2x the lone caller's {fmt(lone)} ms, {fmt(2 * lone)} ms, would need at least "
+            f"{fmt(CALLERS / (2 * lone) * 1e3)} jobs/s at {CALLERS} callers even with no spread at all.")
+    cpu = c.get(CALLERS, True, "client_cpu_us_per_job")
+    if cpu is not None:
+        text += (f" The producer spent {fmt(cpu)} µs of CPU per job there, {pct(cpu * rate / 1e6)} of one "
+                 "core at that rate: its calls, their futures and the callers' wake-ups take turns on one "
+                 "core while the server works.")
+    more = c.rows[(c.rows.callers > CALLERS) & (c.rows.batching == True) & (c.rows.metric == "jobs_per_s")]  # noqa: E712
+    if not more.empty:
+        top = more.sort_values("callers").iloc[-1]
+        text += (f" With {int(top.callers)} callers, whose calls carry more jobs each, the same run reached "
+                 f"{fmt(float(top['median']))} jobs/s.")
+    return text
+
+
+def _ping_why(c: Cells, batching: bool) -> str:
+    ping = c.get(1, batching, "ping_held_ops_per_s")
+    rate = c.get(1, batching, "jobs_per_s")
+    if ping is None or rate is None:
+        return ""
+    ping_us, call_us = 1e6 / ping, 1e6 / rate
+    text = (f"A held PING took {fmt(ping_us)} µs per round trip, so 0.85x allows an enqueue "
+            f"{fmt(ping_us / 0.85)} µs, {fmt(ping_us / 0.85 - ping_us)} µs more than a PING; it took "
+            f"{fmt(call_us)} µs, {fmt(call_us - ping_us)} µs more.")
+    script = c.get(1, batching, "server_script_us_per_call")
+    cpu, ping_cpu = c.get(1, batching, "client_cpu_us_per_job"), c.get(1, batching, "ping_held_client_cpu_us")
+    if script is None or cpu is None or ping_cpu is None:
+        return text + (" Where the difference goes (the server's script time, the producer's CPU per PING) "
+                       "was not recorded in this run: a run with the current suite records it.")
+    extra, rest = cpu - ping_cpu, call_us - ping_us - script - (cpu - ping_cpu)
+    how = ("building, encoding and checking the job, a longer request and reply" if batching else
+           "as with batching on, plus a pool checkout and release per call, which a held PING and a "
+           "lone call with batching on skip")
+    floor = ping_us / (ping_us + script + max(rest, 0.0))
+    return text + (f" Of that, the server ran the enqueue script for {fmt(script)} µs per call (`INFO "
+                   f"commandstats`, where a PING runs none), and the producer spent {fmt(extra)} µs more CPU "
+                   f"per call than per PING ({fmt(cpu)} against {fmt(ping_cpu)} µs: {how}); "
+                   f"{fmt(rest)} µs remain (the server reading and writing the larger command, wake-ups). "
+                   f"With no producer CPU beyond a PING's, the script and that remainder alone would leave "
+                   f"{times(floor)}.")
+
+
+def _why(goal: Goal, c: Cells) -> str:
+    if goal.top[2] == "p99_ms":
+        return _p99_why(c)
+    if goal.top[2] == "vs_ping_held":
+        return _ping_why(c, goal.top[1])
+    cpu = [c.get(*goal.top[:2], "client_cpu_us_per_job"), c.get(*goal.bottom[:2], "client_cpu_us_per_job")]
+    return "" if None in cpu else f"The producer's CPU per job: {fmt(cpu[0])} µs against {fmt(cpu[1])} µs."
+
+
+def _verdict(goal: Goal, ratio: float | None) -> str:
+    if ratio is None:
+        return "not measured in this run"
+    return "met" if (ratio >= goal.bound if goal.at_least else ratio <= goal.bound) else "**not met**"
+
+
+def batching_goals(ds: Dataset, prefix: str = "") -> str:
+    """Each goal: the ratio from the run, the bound, met or not, and why not."""
+    found = sweep_run(ds)
+    if found is None:
+        return no_data(NEEDS)
+    run, server = found
+    cells = Cells(select(ds.summary, run_id=run, scenario=SCENARIO, server=server, **BASELINE))
+    table: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for goal in GOALS:
+        ratio = cells.ratio(goal)
+        verdict = _verdict(goal, ratio)
+        bound = f"{'at least' if goal.at_least else 'at most'} {times(goal.bound)}"
+        table.append({"goal": goal.name, "bound": bound, "measured": times(ratio) if ratio else "—",
+                      "verdict": verdict})
+        if verdict == "**not met**" and (why := _why(goal, cells)):
+            notes.append(f"**{goal.name}: not met** ({times(ratio or 0)}, {bound}). {why}")
+    return "\n\n".join([f"{server_label(ds, run, server)}, medians of the repetitions; each ratio compares "
+                        "cases of the same run.", md_table(pd.DataFrame(table)), *notes,
+                        source(ds, run, prefix)])
+
+
+SECTIONS = {"batching_goals": batching_goals}

@@ -1,0 +1,97 @@
+"""The Tuning page's batching goals: ratios of one run's enqueue-single cases, met or not, and why."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from docs_synthetic import make_run, metric, row
+from test_docs_report import dataset, render
+
+# (callers, batching): jobs/s, p50 ms, p99 ms, producer CPU µs per job
+SWEEP = {(1, False): (8000, 0.12, 0.20, 60.0), (1, True): (8400, 0.11, 0.19, 55.0),
+         (32, True): (64000, 0.48, 0.90, 10.0), (128, True): (90000, 1.4, 2.1, 7.0)}
+
+
+def sweep_rows(costs: bool = True, held_ping: float = 11000.0) -> list[dict[str, Any]]:
+    rows = []
+    for (callers, batching), (rate, p50, p99, cpu) in SWEEP.items():
+        metrics = {"jobs_per_s": metric(rate, "1/s"), "p50_ms": metric(p50, "ms"),
+                   "p99_ms": metric(p99, "ms"), "client_cpu_us_per_job": metric(cpu, "us")}
+        if callers == 1:
+            metrics |= {"ping_held_ops_per_s": metric(held_ping, "1/s"),
+                        "vs_ping_held": metric(rate / held_ping, "ratio")}
+            if costs:
+                metrics |= {"server_script_us_per_call": metric(12.0, "us"),
+                            "ping_held_client_cpu_us": metric(42.0, "us")}
+        rows.append(row("enqueue-single", {"payload_bytes": 64, "callers": callers, "batching": batching},
+                        metrics))
+    return rows
+
+
+def sweep_run(run_id: str = "20261201T101500Z-bb0001", created: str = "2026-12-01T10:15:00Z",
+              python: str = "3.11.7", **method: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(make_run(run_id=run_id, created=created))
+    doc["results"] = sweep_rows()
+    doc["environment"]["python"] = python
+    doc["method"].update(method)
+    return doc
+
+
+def goal_line(out: str, start: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"| {start}"))
+
+
+def test_no_sweep_says_so(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run()), "batching_goals")
+    assert "No results yet" in out and "enqueue-single" in out
+
+
+def test_each_goal_is_a_ratio_of_the_runs_cases_with_its_verdict(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, make_run(), sweep_run()), "batching_goals")
+    assert "| 8.00x " in goal_line(out, "32 callers, batching on: jobs/s") and "| met " in out
+    assert "| 4.50x " in goal_line(out, "32 callers, batching on: p99")  # 0.90 / 0.20
+    assert "**not met**" in goal_line(out, "32 callers, batching on: p99")
+    lone = goal_line(out, "one caller: jobs/s")
+    assert "| 1.05x " in lone and "| met " in lone
+    # 8,400 / 11,000 held PINGs: not met; the run named is the sweep's, not the full run's
+    assert "| 0.76x " in goal_line(out, "one caller, batching on") and "bb0001" in out
+
+
+def test_the_p99_goal_says_what_littles_law_requires(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, sweep_run()), "batching_goals")
+    note = next(line for line in out.splitlines() if line.startswith("**32 callers, batching on: p99"))
+    # mean per call = 32 / 64,000 jobs/s = 0.5 ms; 2x the lone p99 (0.4 ms) needs 32 / 0.4 ms = 80,000 jobs/s
+    assert "0.500 ms" in note and "0.400 ms" in note and "80,000 jobs/s" in note
+    assert "64% of one core" in note  # 10 µs x 64,000 jobs/s
+    assert "With 128 callers" in note and "90,000 jobs/s" in note
+
+
+def test_the_ping_goal_splits_the_difference_and_bounds_the_ratio(tmp_path: Path) -> None:
+    out = render(dataset(tmp_path, sweep_run()), "batching_goals")
+    note = next(line for line in out.splitlines() if line.startswith("**one caller, batching on"))
+    # PING 90.9 µs, enqueue 119 µs: 28.1 more = 12 script + 13 CPU (55 - 42) + 3.14 remain
+    assert "90.9 µs per round trip" in note and "it took 119 µs, 28.1 µs more" in note
+    assert "script for 12 µs" in note and "13 µs more CPU" in note and "3.14 µs remain" in note
+    assert "would leave 0.86x" in note  # 90.9 / (90.9 + 12 + 3.14)
+    off = next(line for line in out.splitlines() if line.startswith("**one caller, batching off"))
+    assert "pool checkout and release per call" in off
+
+
+def test_a_run_without_the_cost_figures_says_they_were_not_recorded(tmp_path: Path) -> None:
+    doc = sweep_run()
+    doc["results"] = sweep_rows(costs=False)
+    out = render(dataset(tmp_path, doc), "batching_goals")
+    assert "was not recorded in this run" in out and "script for" not in out
+
+
+def test_a_run_on_another_runtime_never_replaces_the_default_runtimes_sweep(tmp_path: Path) -> None:
+    newer = [sweep_run("20261202T101500Z-bb0002", "2026-12-02T10:15:00Z", python="3.13.1"),
+             sweep_run("20261202T111500Z-bb0003", "2026-12-02T11:15:00Z", driver="glide")]
+    for doc in newer:
+        for r in doc["results"]:
+            r["metrics"]["jobs_per_s"] = metric(r["metrics"]["jobs_per_s"]["median"] * 2, "1/s")
+    out = render(dataset(tmp_path, sweep_run(), *newer), "batching_goals")
+    assert "bb0001" in out and "bb0002" not in out and "bb0003" not in out
+    assert "| 8.00x " in goal_line(out, "32 callers, batching on: jobs/s")
