@@ -59,10 +59,9 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
         self._direct: AsyncDirectScripts | None = AsyncDirectScripts.of(client)  # None: client.evalsha
-        self._lone = AsyncLoneScripts.of(client)  # the batcher's lone call's connection, in a roomy pool
+        self._lone = AsyncLoneScripts.of(client)  # one held connection, in a roomy pool (see _run)
         self._results = AsyncResults(self)
-        self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size),
-                                            run_lone=self._run_lone)  # fmt: skip
+        self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
 
     def _hold_connection(self) -> None:
         """For one caller at a time (a worker's pump): script calls keep their connection checked
@@ -131,17 +130,24 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             with contextlib.suppress(*REDIS_ERRORS):
                 await self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
-    async def _run(self, call: Call[T], lone: AsyncLoneScripts | None = None) -> T:
+    async def _run(self, call: Call[T]) -> T:
+        """One script call: on the held connection unless another task is using it (or the pool is
+        too small to hold one), else on a connection from the pool."""
+        lone = self._lone
+        if lone is not None and lone.take():
+            try:
+                return await self._run_on(call, lone)
+            finally:
+                lone.give()
+        return await self._run_on(call, self._direct)
+
+    async def _run_on(self, call: Call[T], direct: AsyncDirectScripts | None) -> T:
         try:
             if not self._ready:
                 await self._check_server()
-            return call.parse(await self._evalsha(call, lone or self._direct))
+            return call.parse(await self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
-
-    async def _run_lone(self, call: Call[T]) -> T:
-        """The batcher's lone call: one caller at a time, on the held connection when there is one."""
-        return await self._run(call, self._lone)
 
     async def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)

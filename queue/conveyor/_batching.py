@@ -72,10 +72,8 @@ class EnqueueBatcher:
     """Thread-safe batching for the synchronous ``Queue``: the first waiter of a batch sends it."""
 
     def __init__(self, core: QueueCore, run: Callable[[Call[list[Job]]], list[Job]],
-                 in_flight: int = IN_FLIGHT, run_lone: Callable[[Call[list[Job]]], list[Job]] | None = None,
-                 ) -> None:  # fmt: skip
+                 in_flight: int = IN_FLIGHT) -> None:  # fmt: skip
         self._core, self._run = core, run
-        self._run_lone = run_lone or run  # the lone call: never two at once (see HeldScripts)
         self._lock = threading.Lock()
         self._slots = Slots(in_flight)
         self._pending: list[Waiter] = []
@@ -93,7 +91,7 @@ class EnqueueBatcher:
                 self._hand(slots.take(self._pending))
         if lone:
             try:
-                return self._run_lone(self._core.enqueue_packed((group,)))[0]
+                return self._run(self._core.enqueue_packed((group,)))[0]
             finally:
                 self._next(1)
         waiter.event.wait()
@@ -151,10 +149,8 @@ class AsyncEnqueueBatcher:
     with N callers the calls would alternate between 1 and N-1 jobs.
     """
 
-    def __init__(self, core: QueueCore, run: AsyncRun, in_flight: int = IN_FLIGHT,
-                 run_lone: AsyncRun | None = None) -> None:  # fmt: skip
+    def __init__(self, core: QueueCore, run: AsyncRun, in_flight: int = IN_FLIGHT) -> None:
         self._core, self._run, self._limit = core, run, in_flight
-        self._run_lone = run_lone or run  # the lone call: never two at once in a loop
         self._slots = Slots(in_flight)
         self._scheduled = False
         self._pending: list[Pending] = []
@@ -170,7 +166,7 @@ class AsyncEnqueueBatcher:
         if not (slots.flying or self._scheduled):  # idle (anyone waiting is in flight or due)
             slots.flying, slots.jobs = 1, 1
             try:
-                return (await self._run_lone(self._core.enqueue_packed((group,))))[0]
+                return (await self._run(self._core.enqueue_packed((group,))))[0]
             finally:
                 self._done(1)
         future: asyncio.Future[Job] = loop.create_future()

@@ -58,10 +58,9 @@ class Queue(QueueBase[redis.Redis]):
     ) -> None:
         super().__init__(name, client, settings=settings, **overrides)
         self._direct = DirectScripts.of(client)  # None: every call goes through client.evalsha
-        self._held = HeldScripts.of(client)  # the batcher's lone call's connection, in a roomy pool
+        self._held = HeldScripts.of(client)  # one held connection, in a roomy pool (see _run)
         self._results = SyncResults(self)
-        self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size),
-                                       run_lone=self._run_lone)  # fmt: skip
+        self._batcher = EnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
 
     # -- execution --------------------------------------------------------------------------------
     def _evalsha(self, call: Call[Any], direct: DirectScripts | None) -> Any:
@@ -113,17 +112,24 @@ class Queue(QueueBase[redis.Redis]):
             with contextlib.suppress(*REDIS_ERRORS):
                 self.client.nodes_manager.initialize()  # type: ignore[attr-defined]
 
-    def _run(self, call: Call[T], held: HeldScripts | None = None) -> T:
+    def _run(self, call: Call[T]) -> T:
+        """One script call: on the held connection unless another thread is using it (or the pool
+        is too small to hold one), else on a connection from the pool."""
+        held = self._held
+        if held is not None and held.take():
+            try:
+                return self._run_on(call, held)
+            finally:
+                held.give()
+        return self._run_on(call, self._direct)
+
+    def _run_on(self, call: Call[T], direct: DirectScripts | None) -> T:
         try:
             if not self._ready:
                 self._check_server()
-            return call.parse(self._evalsha(call, held or self._direct))
+            return call.parse(self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
-
-    def _run_lone(self, call: Call[T]) -> T:
-        """The batcher's lone call: one caller at a time, on the held connection when there is one."""
-        return self._run(call, self._held)
 
     def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)

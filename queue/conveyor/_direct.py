@@ -17,6 +17,8 @@ Sentinel, valkey-glide, a subclass) keeps ``client.evalsha``. redis-py's own com
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,8 +87,8 @@ class DirectScripts(_Direct):
 
 
 class HeldScripts(DirectScripts):
-    """EVALSHA for one caller at a time (the sync enqueue batcher's lone call, see
-    ``_batching.py``): the connection stays checked out between calls. The pool's checkout and
+    """EVALSHA for one caller at a time (a sync ``Queue``'s script call whenever no other thread
+    is using it, see :meth:`take`): the connection stays checked out between calls. The pool's checkout and
     release (its lock, queue and metrics records) cost a script call about 15 us of client CPU on
     a ``ConnectionPool`` and 20 on a ``BlockingConnectionPool``, where the call itself (held)
     costs about 13 (a trivial script, 5 x 5,000 calls, one run on Valkey 9.1; a lone enqueue
@@ -98,12 +100,26 @@ class HeldScripts(DirectScripts):
     process never uses its parent's connection: after a fork, the next call takes one from the
     pool (which redis-py resets in the child)."""
 
-    __slots__ = ("_conn", "_pid")
+    __slots__ = ("__weakref__", "_conn", "_lock", "_pid")
 
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._conn: Any = None
         self._pid = 0
+        self._lock = threading.Lock()
+        _HELD.add(self)
+
+    def take(self) -> bool:
+        """Reserve the held connection for one call (then :meth:`give`), unless another thread
+        has it: that caller goes through the pool instead of waiting."""
+        return self._lock.acquire(blocking=False)
+
+    def give(self) -> None:
+        self._lock.release()
+
+    def _after_fork(self) -> None:
+        # A thread of the parent may have had it reserved; the child has no such thread.
+        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, client: Any) -> Any:
@@ -142,6 +158,18 @@ class HeldScripts(DirectScripts):
         conn, self._conn = self._conn, None
         if conn is not None and self._pid == os.getpid():
             self._pool.release(conn)
+
+
+_HELD: weakref.WeakSet[HeldScripts | AsyncLoneScripts] = weakref.WeakSet()  # reset in a forked child
+
+
+def _reset_after_fork() -> None:
+    for held in list(_HELD):
+        held._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class AsyncDirectScripts(_Direct):
@@ -197,23 +225,40 @@ class AsyncHeldScripts(AsyncDirectScripts):
 
 
 class AsyncLoneScripts(AsyncHeldScripts):
-    """EVALSHA for the asyncio enqueue batcher's lone call (never two at once in one event loop):
-    as :class:`HeldScripts` for the sync ``Queue``. The pool's checkout and release are awaited
+    """EVALSHA for one task at a time (an ``AsyncQueue``'s script call whenever no other task of
+    its event loop is using it, see :meth:`take`): as :class:`HeldScripts` for the sync
+    ``Queue``. The pool's checkout and release are awaited
     coroutines with a lock and metrics records: a trivial script call cost 129 us of client CPU
     through the pool and 72 held (5 x 5,000 calls, one run on Valkey 9.1, a loaded machine). Each
     call first runs the pool's own check (``ensure_connection``), so a connection behaves as one
     just taken from the pool. A child process never uses its parent's connection. (An asyncio
     client belongs to the event loop it first ran in, held or not: redis-py's rule.)"""
 
-    __slots__ = ("_pid",)
+    __slots__ = ("__weakref__", "_busy", "_pid")
 
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._pid = 0
+        self._busy = False
+        _HELD.add(self)
 
     @classmethod
     def of(cls, client: Any) -> Any:
         return _roomy(super().of(client))
+
+    def take(self) -> bool:
+        """Reserve the held connection for one call (then :meth:`give`), unless another task has
+        it: that caller goes through the pool instead of waiting. (One event loop: no lock.)"""
+        if self._busy:
+            return False
+        self._busy = True
+        return True
+
+    def give(self) -> None:
+        self._busy = False
+
+    def _after_fork(self) -> None:
+        self._busy = False
 
     async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         await self._ready_connection()

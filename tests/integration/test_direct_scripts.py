@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import threading
 from typing import Any
 
 import pytest
@@ -137,6 +138,44 @@ async def test_a_held_connection_is_kept_between_calls_and_replaced_after_a_brea
     admin.close()
 
 
+async def test_every_asyncio_call_uses_the_held_connection_when_no_other_task_has_it(server):
+    """Without batching too, one task's back-to-back calls take nothing from the pool (before,
+    only the batcher's lone enqueue held a connection)."""
+    client = aredis.Redis.from_url(server.url)
+    q = AsyncQueue("direct-aheld-every", client, batch_enqueue=False)
+    await q.enqueue("t", 0)
+    await q.ack((await q.claim(1))[0])  # each script's first call loads it (through the pool)
+    taken = _count_async_checkouts(client.connection_pool)
+    jobs = [await q.enqueue("t", i) for i in range(1, 4)]
+    claimed = await q.claim(3)
+    await q.ack(claimed[0])
+    assert taken == [] and [j.id for j in claimed] == [j.id for j in jobs]
+    lone = q._lone
+    assert lone is not None and lone.take()  # as another task in the middle of a call
+    try:
+        job = await q.enqueue("t", 4)  # goes through the pool
+        assert taken == [1] and (await q.get_job(job.id)).payload == 4
+    finally:
+        lone.give()
+    await q.aclose()
+
+
+async def test_tasks_enqueueing_at_once_without_batching_each_get_their_own_jobs(server):
+    q = AsyncQueue("direct-aheld-tasks", aredis.Redis.from_url(server.url), batch_enqueue=False)
+
+    async def producer(n: int) -> list[Any]:
+        return [await q.enqueue("t", {"p": n, "i": i}) for i in range(100)]
+
+    results = await asyncio.gather(*(producer(n) for n in range(16)))
+    ids = [job.id for jobs in results for job in jobs]
+    assert len(set(ids)) == len(ids) == 1600
+    for n, jobs in enumerate(results):
+        payloads = [(await q.get_job(j.id)).payload for j in jobs[::10]]
+        assert payloads == [{"p": n, "i": i} for i in range(0, 100, 10)]
+    assert (await q.counts())["waiting"] == 1600
+    await q.aclose()
+
+
 def _count_checkouts(pool: Any) -> list[int]:
     taken: list[int] = []
     get_connection = pool.get_connection
@@ -170,6 +209,83 @@ def test_a_lone_sync_enqueue_keeps_its_connection_and_survives_a_kill(server):
     q.close()
     assert not client.connection_pool._in_use_connections  # put back on close
     admin.close()
+
+
+def test_every_sync_call_uses_the_held_connection_when_no_other_thread_has_it(server):
+    """Without batching too, back-to-back calls of one thread take nothing from the pool (before,
+    only the batcher's lone enqueue held a connection: every other call checked one out)."""
+    client = redis.Redis.from_url(server.url)
+    q = Queue("direct-held-every", client, batch_enqueue=False)
+    q.enqueue("t", 0)
+    q.ack(q.claim(1)[0])  # each script's first call loads it (through the pool)
+    taken = _count_checkouts(client.connection_pool)
+    jobs = [q.enqueue("t", i) for i in range(1, 4)]
+    claimed = q.claim(3)
+    q.ack(claimed[0])
+    assert taken == []
+    assert [j.id for j in claimed] == [j.id for j in jobs]
+    assert q._held is not None and q._held.take()  # free again after the calls
+    q._held.give()
+    q.close()
+
+
+def test_a_call_while_another_thread_has_the_held_connection_goes_through_the_pool(server):
+    client = redis.Redis.from_url(server.url)
+    q = Queue("direct-held-busy", client, batch_enqueue=False)
+    q.enqueue("t", 0)
+    held = q._held
+    assert held is not None and held.take()  # as another thread in the middle of a call
+    try:
+        taken = _count_checkouts(client.connection_pool)
+        job = q.enqueue("t", 1)
+        assert taken == [1] and q.get_job(job.id).payload == 1
+    finally:
+        held.give()
+    q.close()
+
+
+def test_threads_enqueueing_at_once_without_batching_each_get_their_own_jobs(server):
+    """Eight threads share the held connection and the pool: every job is created once, each
+    caller reads its own reply (a shared connection would cross them)."""
+    q = Queue("direct-held-threads", redis.Redis.from_url(server.url), batch_enqueue=False)
+    results: dict[int, list[Any]] = {}
+
+    def producer(n: int) -> None:
+        results[n] = [q.enqueue("t", {"p": n, "i": i}) for i in range(150)]
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ids = [job.id for jobs in results.values() for job in jobs]
+    assert len(results) == 8 and len(set(ids)) == len(ids) == 1200
+    for n, jobs in results.items():
+        assert [q.get_job(j.id).payload for j in jobs] == [{"p": n, "i": i} for i in range(150)]
+    assert q.counts()["waiting"] == 1200
+    q.close()
+
+
+def test_a_child_forked_while_the_held_connection_was_taken_can_hold_its_own(server):
+    q = Queue("direct-held-fork", redis.Redis.from_url(server.url), batch_enqueue=False)
+    q.enqueue("t", 0)
+    held = q._held
+    assert held is not None and held.take()  # a parent thread mid-call at the fork
+
+    def child() -> None:
+        taken = _count_checkouts(q.client.connection_pool)
+        jobs = [q.enqueue("t", f"child-{i}") for i in range(20)]
+        assert len(taken) == 1  # one connection of its own, then held: not one per call
+        assert [q.get_job(j.id).payload for j in jobs] == [f"child-{i}" for i in range(20)]
+
+    try:
+        proc = multiprocessing.get_context("fork").Process(target=child)
+        proc.start()
+        proc.join(30)
+    finally:
+        held.give()
+    assert proc.exitcode == 0 and q.counts()["waiting"] == 21
+    q.close()
 
 
 def test_a_small_pool_is_not_held(server):
