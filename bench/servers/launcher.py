@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,13 +31,43 @@ from bench.servers.flags import _check_choice, build_flags
 START_TIMEOUT = 30.0
 
 
+_PR_SET_PDEATHSIG = 1  # prctl(2), Linux
+
+
+def _session_ending_with(parent: int) -> Callable[[], None] | None:
+    """A child's pre-exec step: its own session (as mirakuru's), and on Linux SIGTERM once
+    ``parent``'s starting thread ends, so a server outlives no process that dies without its
+    atexit hooks (SIGKILL, os._exit). Only from the main thread: the signal comes when the thread
+    that started the child ends, which for a worker thread can be long before the process."""
+    if sys.platform != "linux" or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def preexec() -> None:
+        os.setsid()
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request: nobody owns this server
+            os._exit(1)
+
+    return preexec
+
+
 class _PingExecutor(Executor):
-    """mirakuru executor whose readiness check is a real PING (LOADING counts as not ready)."""
+    """mirakuru executor whose readiness check is a real PING (LOADING counts as not ready), and
+    whose server ends with the process that started it (see :func:`_session_ending_with`)."""
 
     def __init__(self, argv: list[str], host: str, port: int, **kwargs: Any) -> None:
         super().__init__(argv, **kwargs)
         self.host = host
         self.port = port
+
+    @property
+    def _popen_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = super()._popen_kwargs
+        preexec = _session_ending_with(os.getpid())
+        if preexec is not None and kwargs.get("preexec_fn") is os.setsid:
+            kwargs["preexec_fn"] = preexec
+        return kwargs
 
     def pre_start_check(self) -> bool:
         """True if something already listens on the port: mirakuru then raises AlreadyRunning."""

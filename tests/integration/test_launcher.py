@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -23,6 +28,7 @@ from bench.servers import (
 )
 
 LOCAL = [k.id for k in KINDS if k.family != "dragonfly"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _require(kind: str) -> None:
@@ -204,3 +210,30 @@ def test_is_empty(server: RunningServer) -> None:
         c.set("x", 1)
         assert not is_empty(url)
         c.flushdb()
+
+
+_DIES_HOLDING_A_SERVER = """
+import os, sys
+from bench.servers import start_server
+held = start_server(sys.argv[1])  # kept: collecting it would stop the server
+srv = held.__enter__()
+print(srv.pid, flush=True)
+os._exit(0)  # no atexit hook runs, as after SIGKILL
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_server_ends_with_the_process_that_started_it_even_when_it_dies_abruptly() -> None:
+    """Before, a bench or test process killed (or ending with os._exit) left its servers running
+    for good: the bench's die-after-cells test left one behind in every full test run."""
+    kind = LOCAL[0]
+    _require(kind)
+    out = subprocess.run([sys.executable, "-c", _DIES_HOLDING_A_SERVER, kind], cwd=REPO,
+                         capture_output=True, text=True, timeout=60, check=True)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _gone(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"server pid {pid} outlived the process that started it")
