@@ -10,9 +10,9 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from bench.report.common import server_label, server_rank, source
-from bench.report.compare import BASELINE, select
+from bench.report.compare import BASELINE, THRESHOLD, ratio, select
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, pct, times
+from bench.report.text import fmt, md_table, no_data, pct, span, times
 
 SCENARIO = "enqueue-single"
 CALLERS = 32  # the concurrent case the goals name
@@ -59,37 +59,29 @@ def sweep_run(ds: Dataset) -> tuple[str, str] | None:
 
 
 class Cells:
-    """Median (and MAD) of the sweep's cells on one server of one run."""
+    """The sweep's cells (summary rows) on one server of one run."""
 
     def __init__(self, rows: pd.DataFrame) -> None:
         self.rows = rows
 
+    def row(self, callers: int, batching: bool, metric: str) -> pd.Series | None:
+        hit = select(self.rows, callers=callers, batching=batching, metric=metric)
+        return None if hit.empty else hit.iloc[0]
+
     def get(self, callers: int, batching: bool, metric: str) -> float | None:
-        hit = self.rows[(self.rows.callers == callers) & (self.rows.batching == batching)
-                        & (self.rows.metric == metric)]
-        return None if hit.empty else float(hit.iloc[0]["median"])
+        found = self.row(callers, batching, metric)
+        return None if found is None else float(found["median"])
 
-    def span(self, callers: int, batching: bool, metric: str) -> tuple[float, float] | None:
-        """The repetitions' (min, max) of a cell, None when it has one repetition or none."""
-        hit = self.rows[(self.rows.callers == callers) & (self.rows.batching == batching)
-                        & (self.rows.metric == metric)]
-        if hit.empty or int(hit.iloc[0]["n"]) < 2:
+    def compared(self, goal: Goal) -> dict[str, Any] | None:
+        """The goal's ratio: of its two cases as the project compares them (ratio of medians,
+        whiskers, noise; ``compare.ratio``), or a ratio metric of its own; None if not measured."""
+        top = self.row(*goal.top)
+        if top is None:
             return None
-        return float(hit.iloc[0]["min"]), float(hit.iloc[0]["max"])
-
-    def overlap(self, goal: Goal) -> tuple[tuple[float, float], tuple[float, float]] | None:
-        """Both cells' ranges when the goal compares two cases whose repetitions overlap."""
         if not goal.bottom[2]:
-            return None
-        top, bottom = self.span(*goal.top), self.span(*goal.bottom)
-        if top is None or bottom is None or top[0] > bottom[1] or bottom[0] > top[1]:
-            return None
-        return top, bottom
-
-    def ratio(self, goal: Goal) -> float | None:
-        top = self.get(*goal.top)
-        bottom = self.get(*goal.bottom) if goal.bottom[2] else 1.0  # a ratio metric of its own
-        return None if top is None or bottom is None else top / bottom
+            return {"ratio": float(top["median"]), "noise": False}
+        bottom = self.row(*goal.bottom)
+        return None if bottom is None else ratio(top, bottom)
 
 
 def _p99_why(c: Cells) -> str:
@@ -107,7 +99,8 @@ def _p99_why(c: Cells) -> str:
         text += (f" The producer spent {fmt(cpu)} µs of CPU per job there, {pct(cpu * rate / 1e6)} of one "
                  "core at that rate: its calls, their futures and the callers' wake-ups take turns on one "
                  "core while the server works.")
-    more = c.rows[(c.rows.callers > CALLERS) & (c.rows.batching == True) & (c.rows.metric == "jobs_per_s")]  # noqa: E712
+    more = select(c.rows, batching=True, metric="jobs_per_s")
+    more = more[more.callers > CALLERS]
     if not more.empty:
         top = more.sort_values("callers").iloc[-1]
         text += (f" With {int(top.callers)} callers, whose calls carry more jobs each, the same run reached "
@@ -140,11 +133,10 @@ def _ping_why(c: Cells, batching: bool) -> str:
                    f"{times(floor)}.")
 
 
-def _noise(goal: Goal, c: Cells, spans: tuple[tuple[float, float], tuple[float, float]]) -> str:
-    (top_lo, top_hi), (low, high) = spans
-    unit = "ms" if goal.top[2].endswith("_ms") else "jobs/s"
-    text = (f"The two cases' repetitions overlap ({fmt(top_lo)} to {fmt(top_hi)} against {fmt(low)} to "
-            f"{fmt(high)} {unit}): the difference is within this run's noise.")
+def _noise(goal: Goal, c: Cells, found: dict[str, Any]) -> str:
+    text = (f"From the worst to the best pairing of the two cases' repetitions the ratio runs "
+            f"{span(found['lo'], found['hi'])}: a difference within {pct(THRESHOLD)} or with the ranges "
+            "overlapping is this run's noise (the rule of every comparison on this site).")
     pings = [c.get(*goal.top[:2], "vs_ping_held"), c.get(*goal.bottom[:2], "vs_ping_held")]
     if None not in pings:
         text += (f" Against the PINGs measured in each case, which move with the machine, the ratio is "
@@ -152,9 +144,9 @@ def _noise(goal: Goal, c: Cells, spans: tuple[tuple[float, float], tuple[float, 
     return text
 
 
-def _why(goal: Goal, c: Cells) -> str:
-    if spans := c.overlap(goal):
-        return _noise(goal, c, spans)
+def _why(goal: Goal, c: Cells, found: dict[str, Any]) -> str:
+    if found["noise"]:
+        return _noise(goal, c, found)
     if goal.top[2] == "p99_ms":
         return _p99_why(c)
     if goal.top[2] == "vs_ping_held":
@@ -163,12 +155,12 @@ def _why(goal: Goal, c: Cells) -> str:
     return "" if None in cpu else f"The producer's CPU per job: {fmt(cpu[0])} µs against {fmt(cpu[1])} µs."
 
 
-def _verdict(goal: Goal, ratio: float | None, c: Cells) -> str:
-    if ratio is None:
+def _verdict(goal: Goal, found: dict[str, Any] | None) -> str:
+    if found is None:
         return "not measured in this run"
-    if ratio >= goal.bound if goal.at_least else ratio <= goal.bound:
+    if found["ratio"] >= goal.bound if goal.at_least else found["ratio"] <= goal.bound:
         return "met"
-    return "not met, within the noise" if c.overlap(goal) else "**not met**"
+    return "not met, within the noise" if found["noise"] else "**not met**"
 
 
 def batching_goals(ds: Dataset, prefix: str = "") -> str:
@@ -181,13 +173,13 @@ def batching_goals(ds: Dataset, prefix: str = "") -> str:
     table: list[dict[str, Any]] = []
     notes: list[str] = []
     for goal in GOALS:
-        ratio = cells.ratio(goal)
-        verdict = _verdict(goal, ratio, cells)
+        found = cells.compared(goal)
+        verdict = _verdict(goal, found)
         bound = f"{'at least' if goal.at_least else 'at most'} {times(goal.bound)}"
-        table.append({"goal": goal.name, "bound": bound, "measured": times(ratio) if ratio else "—",
-                      "verdict": verdict})
-        if verdict.startswith(("**not met", "not met")) and (why := _why(goal, cells)):
-            notes.append(f"**{goal.name}: {verdict.strip('*')}** ({times(ratio or 0)}, {bound}). {why}")
+        measured = times(found["ratio"]) if found else "—"
+        table.append({"goal": goal.name, "bound": bound, "measured": measured, "verdict": verdict})
+        if found and verdict != "met" and (why := _why(goal, cells, found)):
+            notes.append(f"**{goal.name}: {verdict.strip('*')}** ({measured}, {bound}). {why}")
     return "\n\n".join([f"{server_label(ds, run, server)}, medians of the repetitions; each ratio compares "
                         "cases of the same run.", md_table(pd.DataFrame(table)), *notes,
                         source(ds, run, prefix)])

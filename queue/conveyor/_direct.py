@@ -88,8 +88,8 @@ class DirectScripts(_Direct):
 
 class HeldScripts(DirectScripts):
     """EVALSHA for one caller at a time (a sync ``Queue``'s script call whenever no other thread
-    is using it, see :meth:`take`): the connection stays checked out between calls. The pool's checkout and
-    release (its lock, queue and metrics records) cost a script call about 15 us of client CPU on
+    is using it, see :meth:`take`): the connection stays checked out between calls. The pool's
+    checkout and release (its lock, queue and metrics records) cost a script call about 15 us of client CPU on
     a ``ConnectionPool`` and 20 on a ``BlockingConnectionPool``, where the call itself (held)
     costs about 13 (a trivial script, 5 x 5,000 calls, one run on Valkey 9.1; a lone enqueue
     went from 9,700 to 13,200 calls/s). What the pool checks at checkout is
@@ -227,8 +227,8 @@ class AsyncHeldScripts(AsyncDirectScripts):
 class AsyncLoneScripts(AsyncHeldScripts):
     """EVALSHA for one task at a time (an ``AsyncQueue``'s script call whenever no other task of
     its event loop is using it, see :meth:`take`): as :class:`HeldScripts` for the sync
-    ``Queue``. The pool's checkout and release are awaited
-    coroutines with a lock and metrics records: a trivial script call cost 129 us of client CPU
+    ``Queue``. The pool's checkout and release are awaited coroutines with a lock and metrics
+    records: a trivial script call cost 129 us of client CPU
     through the pool and 72 held (5 x 5,000 calls, one run on Valkey 9.1, a loaded machine). Each
     call first runs the pool's own check (``ensure_connection``), so a connection behaves as one
     just taken from the pool. A child process never uses its parent's connection. (An asyncio
