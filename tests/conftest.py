@@ -134,7 +134,7 @@ def glide_reply_loop(request: pytest.FixtureRequest) -> Iterator[None]:
 
     valkey-glide (asyncio) reads every reply of the process on the loop of the first glide client
     created, until that loop is closed (valkey-io/valkey-glide#7122, see `idle_reply_loop` in
-    _glide.py). Here that would be pytest-asyncio's session loop, idle during sync tests, so the
+    _glide_async.py). Here that would be pytest-asyncio's session loop, idle during sync tests, so the
     asyncio Runner's loop in a thread (test_shared_wait) got no reply once an async glide test had
     run first. A process with one loop at a time, as `conveyor worker`, does not need this.
     """

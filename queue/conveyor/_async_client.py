@@ -19,7 +19,8 @@ from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
 from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
-from ._ops import Call, settle_single
+from ._ops import Call
+from ._replies import settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values
 from ._scripts import is_noscript

@@ -28,7 +28,7 @@ from ._errors import LeaseLostError
 from ._handoff import Handoff
 from ._lanes import pump_count, split
 from ._models import Job
-from ._ops import TIMEOUT, held_token
+from ._replies import TIMEOUT, held_token
 from ._retry import RECONNECT
 from ._topology import ASYNC, role_client
 from ._waiter import AsyncMarkerWaiter, new_wait_set

@@ -21,17 +21,8 @@ import redis
 from ._errors import ConveyorError, PayloadTooLargeError, SerializationError
 from ._keys import validate_name
 from ._models import Job, QueueSettings
-from ._ops import (
-    CANCEL,
-    LEASE_STATUS,
-    MAX_BATCH,
-    NULL_RECORD,
-    STOP_STATUS,
-    TIMEOUT,
-    Call,
-    QueueCore,
-    held_token,
-)
+from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
+from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
 from ._results import encode_result
 
 log = logging.getLogger("conveyor.worker")

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._keys import validate_name
-from ._ops import MAX_BATCH, Call, QueueCore, text
+from ._ops import MAX_BATCH, Call, QueueCore
+from ._replies import text
 from ._scripts import Scripts
 
 LISTABLE = ("waiting", "delayed", "active", "completed", "failed", "cancelled")

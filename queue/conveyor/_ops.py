@@ -10,17 +10,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._errors import LeaseLostError, SchemaVersionError
+from ._errors import SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
 from ._models import (
-    MAX_PRIORITY,
-    STATES,
     Job,
     JobSpec,
     Limit,
     QueueSettings,
     check_priority,
     time_limit_ms,
+)
+from ._replies import (
+    claimed_jobs,
+    enqueued_jobs,
+    held_token,
+    lease_error,
+    queue_counts,
+    stored_job,
+    text,
+    until_due,
 )
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
@@ -33,17 +41,6 @@ _ENQUEUE = Scripts.ENQUEUE.value  # (an Enum member's .value is a descriptor cal
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
-CLAIM_FIELDS = 2  # a header and the payload per claimed job, as in _lua/_lib.lua
-LEASE_STATUS = {
-    0: "the token does not hold the lease (the job was redelivered or already settled)",
-    -1: "the lease expired",  # no longer returned: a matching token is accepted even when late
-    -2: "no such job",
-    2: "a cancel was requested while it ran",  # the lease was renewed to settle it with
-    3: "the attempt ran past its time limit (the lease is no longer renewed)",
-}
-# Why a worker stops a running attempt (Job.stop_reason), and the extend statuses that ask for it.
-CANCEL, TIMEOUT = "cancel", "timeout"
-STOP_STATUS = {2: CANCEL, 3: TIMEOUT}
 
 
 @dataclass(slots=True)
@@ -55,28 +52,6 @@ class Call(Generic[T_co]):
     keys: Sequence[str]
     args: Sequence[Any]
     parse: Callable[[Any], T_co]
-
-
-def text(value: Any) -> str:
-    """Reply element as str (replies are bytes unless the caller's client decodes them)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def raw(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
-def whole(number: str) -> int:
-    """An integer a script wrote as text. Servers turn a script's numbers into text their own way
-    (Redis and Valkey write ``1764748800123``); one that writes an exponent is still read right."""
-    try:
-        return int(number)
-    except ValueError:
-        return int(float(number))
-
-
-def lease_error(action: str, job: Job, status: int) -> LeaseLostError:
-    return LeaseLostError(f"{action} of job {job.id!r} refused: {LEASE_STATUS.get(status, status)}")
 
 
 class QueueCore:
@@ -150,79 +125,11 @@ class QueueCore:
         args: list[Any] = [self._window]
         for group in groups:
             args += group[:5]
-        return Call(_ENQUEUE, self._enqueue_keys, args, lambda reply: self._parse_enqueue(groups, reply))
-
-    def _parse_enqueue(self, groups: Sequence[tuple[Any, ...]], reply: Any) -> list[Job]:
-        """Jobs from the reply; a created job's fields come from its packed group (see pack)."""
-        if isinstance(reply, (bytes, str)):  # every job created: 'now{id{state{id{state...'
-            parts = (reply.decode() if isinstance(reply, bytes) else reply).split("{")
-            now = int(parts[0]) / 1000
-            return [self._created(g, parts[1 + 2 * i], parts[2 + 2 * i], now) for i, g in enumerate(groups)]
-        now = int(reply[0]) / 1000
-        jobs: list[Job] = []
-        extra = 1 + 3 * len(groups)
-        for i, g in enumerate(groups):
-            job_id, state = reply[1 + 3 * i], reply[3 + 3 * i]
-            if type(job_id) is bytes:
-                job_id, state = job_id.decode(), state.decode()
-            if reply[2 + 3 * i]:
-                jobs.append(self._created(g, job_id, state, now))
-                continue
-            f = reply[extra : extra + 5]
-            extra += 5
-            job = Job(
-                str(job_id),
-                text(f[0]),
-                STATES.get(state, state),
-                raw(f[1]),
-                int(f[2] or 0),
-                int(f[3] or 1),
-                int(f[4] or 0) / 1000,
-                created=False,
-                serializer=self.settings.serializer,
-            )
-            job._queue = self.owner
-            jobs.append(job)
-        return jobs
-
-    def _created(self, g: tuple[Any, ...], job_id: str, state: str, now: float) -> Job:
-        """The job this call created from its packed group ``g`` (see pack)."""
-        job = Job(job_id, g[1], STATES[state], g[2], 0, g[3], now, serializer=self.settings.serializer)
-        job.priority = g[5]
-        if g[6]:
-            job.time_limit = g[6] / 1000
-        job._queue = self.owner
-        return job
+        serializer = self.settings.serializer
+        return Call(_ENQUEUE, self._enqueue_keys, args,
+                    lambda reply: enqueued_jobs(groups, reply, serializer, self.owner))  # fmt: skip
 
     # -- claim / ack ------------------------------------------------------------------------------
-    def _parse_claimed(self, reply: Sequence[Any], start: int) -> list[Job]:
-        """Jobs from a claim or ack reply: a header and the payload per job (claimed_entry in
-        _lua/_lib.lua)."""
-        serializer = self.settings.serializer
-        jobs = []
-        for i in range(start, len(reply), CLAIM_FIELDS):
-            header, payload = reply[i], reply[i + 1]
-            if type(header) is bytes:
-                header = header.decode()
-            else:  # a client that decodes replies (valkey-glide, decode_responses)
-                header, payload = str(header), raw(payload)
-            job_id, token, attempts, max_attempts, enqueued, limit, task = header.split("{", 6)
-            jobs.append(
-                Job(
-                    job_id,
-                    task,
-                    "active",
-                    payload,
-                    whole(attempts),
-                    whole(max_attempts),
-                    whole(enqueued) / 1000,
-                    token,
-                    serializer=serializer,
-                    time_limit=ms / 1000 if (ms := whole(limit)) else None,
-                )
-            )
-        return jobs
-
     def claim(self, count: int, lease: float | None) -> Call[tuple[list[Job], float]]:
         """Claim up to ``count`` jobs; also returns seconds until the next delayed job is due (-1: none)."""
         if not 0 <= count <= MAX_BATCH:
@@ -232,7 +139,7 @@ class QueueCore:
             Scripts.CLAIM.value,
             (k.meta, k.waiting, k.delayed, k.active, k.marker, k.jobs),
             (count, self._lease_ms(lease), self.settings.maintenance_batch),
-            lambda r: (self._parse_claimed(r, 2), until_due(r[0], r[1])),
+            lambda r: (claimed_jobs(r, 2, self.settings.serializer), until_due(r[0], r[1])),
         )
 
     def _window_ms(self) -> int:
@@ -296,7 +203,11 @@ class QueueCore:
         n = len(jobs)
 
         def parse(r: Any) -> tuple[list[int], list[Job], float]:
-            return [int(s) for s in r[:n]], self._parse_claimed(r, n + 2), until_due(r[n], r[n + 1])
+            return (
+                [int(s) for s in r[:n]],
+                claimed_jobs(r, n + 2, self.settings.serializer),
+                until_due(r[n], r[n + 1]),
+            )
 
         record = k.requests if request is None else k.request(request[0])
         keys = (k.meta, k.waiting, k.delayed, k.active, k.completed, k.marker, k.jobs, record, k.dedup)
@@ -443,40 +354,10 @@ class QueueCore:
 
     # -- reads ------------------------------------------------------------------------------------
     def parse_counts(self, replies: Sequence[Any]) -> dict[str, int]:
-        """Replies of QueueBase._queue_counts: one LLEN per priority level, then the sets."""
-        levels = MAX_PRIORITY + 1
-        names = ("delayed", "active", "completed", "failed")
-        counts = {"waiting": sum(int(r) for r in replies[:levels])}
-        counts.update(zip(names, (int(r) for r in replies[levels : levels + 4]), strict=True))
-        totals = replies[levels + 4]
-        counts["waiting"] += int(replies[levels + 6] or 0)  # parked at a limit key's concurrency
-        counts["total_completed"] = int(totals[0] or 0)
-        counts["total_failed"] = int(totals[1] or 0)
-        counts["cancelled"] = int(replies[levels + 5])
-        return counts
+        return queue_counts(replies)
 
     def parse_job(self, job_id: str, fields: dict[Any, Any]) -> Job | None:
-        if not fields:
-            return None
-        f = {text(key): value for key, value in fields.items()}
-        job = Job(
-            job_id,
-            text(f.get("n", b"")),
-            STATES.get(text(f.get("s", b"")), "unknown"),
-            raw(f["d"]) if "d" in f else None,
-            int(f.get("a", 0)),
-            int(f.get("m", 1)),
-            int(f.get("e", 0)) / 1000,
-            None,  # the lease token stays with its holder: with it, anyone could ack the job
-            text(f["r"]) if "r" in f else None,
-            int(f["t"]) / 1000 if "t" in f else None,
-            created=False,
-        )
-        job.serializer, job._queue = self.settings.serializer, self.owner
-        job.priority = int(f.get("p", 0))
-        if "x" in f:
-            job.time_limit = int(f["x"]) / 1000
-        return job
+        return stored_job(job_id, fields, self.settings.serializer, self.owner)
 
     def check_layout(self, stored: Any) -> None:
         if stored is not None and text(stored) != LAYOUT_VERSION:
@@ -490,33 +371,3 @@ def packed_limit(limit: object) -> str:
     if not isinstance(limit, Limit):
         raise TypeError(f"limit must be a conveyor.Limit, got {limit!r}")
     return limit.packed()
-
-
-def until_due(now_ms: Any, due_ms: Any) -> float:
-    """Seconds from the server's now until the next delayed job is due; -1 when none is delayed."""
-    due = int(due_ms)
-    return -1.0 if due < 0 else max(0.0, (due - int(now_ms)) / 1000)
-
-
-def held_token(job: Job) -> str:
-    if job.token is None:
-        raise LeaseLostError(f"job {job.id!r} is not leased by this client (it has no token)")
-    return job.token
-
-
-def check_statuses(action: str, jobs: Sequence[Job], statuses: Sequence[int]) -> None:
-    """Raise LeaseLostError for the first refused job of a single-job API call."""
-    for job, status in zip(jobs, statuses, strict=True):
-        if status != 1:
-            raise lease_error(action, job, status)
-
-
-def settle_single(action: str, job: Job, statuses: Sequence[int], state: str) -> None:
-    """After a one-job ack/extend: raise if refused, else update the local job. An extend that
-    reports a cancel request renewed the lease: the job is marked (``job.cancelled``) instead."""
-    if statuses[0] == 2:
-        job.stop_reason = CANCEL
-        return
-    check_statuses(action, [job], statuses)
-    if state:
-        job.state, job.token = state, None

@@ -14,7 +14,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ._dispatch import RECOVERABLE, log
-from ._ops import Call, QueueCore, text
+from ._ops import Call, QueueCore
+from ._replies import text
 from ._schedule import Schedule
 from ._scripts import Scripts
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._ops import text
+from ._replies import text
 from ._retry import RECONNECT
 from ._topology import is_cluster
 

@@ -27,7 +27,7 @@ from ._dispatch import (
 )
 from ._errors import LeaseLostError
 from ._models import Job
-from ._ops import TIMEOUT
+from ._replies import TIMEOUT
 from ._retry import RECONNECT
 from ._topology import SYNC, role_client
 from ._waiter import MarkerWaiter, new_wait_set

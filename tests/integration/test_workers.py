@@ -348,6 +348,6 @@ async def test_stop_ends_an_idle_wait_at_once(api):
     await w.join(4)
     assert time.monotonic() - t0 < 1.0
     if api.driver == "glide":
-        return  # closing a glide client does not end a block: it sends CLIENT UNBLOCK (see _glide.py)
+        return  # closing a glide client does not end a block: it sends CLIENT UNBLOCK (see _glide_sync.py)
     stats = api.admin.info("commandstats")
     assert not [name for name in stats if "unblock" in name], "CLIENT UNBLOCK is missing on Dragonfly"

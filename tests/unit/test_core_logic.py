@@ -22,7 +22,8 @@ from conveyor import (
     redact_url,
 )
 from conveyor._keys import queue_keys, validate_job_id, validate_name
-from conveyor._ops import MAX_ERROR_CHARS, QueueCore, whole
+from conveyor._ops import MAX_ERROR_CHARS, QueueCore
+from conveyor._replies import whole
 from conveyor._retry import retry_delay_ms
 from conveyor._serialize import JSON, encode_payload
 from redis.crc import key_slot

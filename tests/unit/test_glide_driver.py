@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 from conveyor import ConveyorError, Queue, QueueSettings
-from conveyor._glide import SEAM, GlideSync, _info, idle_reply_loop, redis_error
+from conveyor._glide import SEAM, GlideSync
+from conveyor._glide_async import idle_reply_loop
+from conveyor._glide_common import _info, redis_error
 from redis import exceptions as redis_errors
 
 pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")

@@ -6,7 +6,7 @@ import time
 
 from conveyor import Job
 from conveyor._dispatch import Dispatcher, WorkerOptions, stopped
-from conveyor._ops import CANCEL, TIMEOUT
+from conveyor._replies import CANCEL, TIMEOUT
 
 
 def _job(job_id: str, limit: float | None = None) -> Job:

@@ -362,7 +362,7 @@ local function timed_out(limit_ms)
   return 'timed out: the attempt exceeded its time limit of ' .. (tonumber(limit_ms) / 1000) .. ' s'
 end
 
--- A claimed job in a reply: two values appended to `out` (CLAIM_FIELDS in _ops.py), a header
+-- A claimed job in a reply: two values appended to `out` (CLAIM_FIELDS in _replies.py), a header
 -- 'id{token{attempts{max attempts{enqueued at (ms){time limit (ms, 0 = none){task' and the
 -- payload. One string instead of seven elements: each reply element costs the server about 1.2k
 -- instructions and a concatenation far less (claim and ack replies carry up to 1,000 jobs). Ids,

@@ -1,7 +1,7 @@
 -- claim: lease up to `count` waiting jobs, promoting due delayed jobs first.
 -- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 marker, 6 jobs
 -- ARGV: 1 count (<= 1000), 2 lease ms, 3 promote batch
--- Returns: {now, next due (ms, -1 when no delayed job), then 2 (CLAIM_FIELDS in _ops.py) per claimed job:
+-- Returns: {now, next due (ms, -1 when no delayed job), then 2 (CLAIM_FIELDS in _replies.py) per claimed job:
 --          'id{token{attempts{max attempts{enqueued at{time limit ms (0 none){task', payload}
 --          (a job with a time limit gets its hard deadline, claim time + limit, in field h)
 -- Errors: CONVEYOR_BOUND when count exceeds 1000 or a promotion exceeds its batch.

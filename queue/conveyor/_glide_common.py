@@ -1,0 +1,228 @@
+"""What the valkey-glide driver's sync and async clients share: configuration from the URL,
+error mapping to redis-py's classes, reply shapes, the batch adapter and naming (see _glide.py)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from redis import exceptions as redis_errors
+
+from ._errors import ConveyorError
+from ._models import QueueSettings
+from ._scripts import Scripts
+
+SEAM = (
+    *("evalsha", "script_load", "pipeline", "execute_command"),  # scripts, batches
+    *("bzpopmin", "zadd"),  # the blocking wait on the marker
+    *("hgetall", "hmget", "zcard", "lrange", "zrange", "zrevrange", "info", "config_get"),
+    "xread",  # the result reader's blocking read (on a connection of its own)
+    *("close", "aclose", "set_retry"),
+)
+_SOURCES = {s.value.sha: s.value.source for s in Scripts}
+_URL_OPTIONS = ("ssl_ca_certs", "ssl_cert_reqs")
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConveyorError(
+            f"driver 'glide' needs {name.replace('_', '-')} (pip install 'conveyor[glide]'): {exc}"
+        ) from exc
+
+
+def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None, timeout: float) -> Any:
+    """A lazily connecting glide configuration for one server named by a redis:// or rediss:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConveyorError(
+            f"driver 'glide' supports redis:// and rediss:// URLs to one server, not {parts.scheme}:// "
+            "(Cluster, Sentinel and unix sockets need driver 'redis-py')"
+        )
+    options = dict(parse_qsl(parts.query))
+    unknown = sorted(set(options) - set(_URL_OPTIONS))
+    if unknown:
+        raise ConveyorError(f"driver 'glide' does not read the URL option(s) {', '.join(unknown)}")
+    tls = None
+    if parts.scheme == "rediss" and options:
+        ca = options.get("ssl_ca_certs")
+        tls = glide.TlsAdvancedConfiguration(
+            use_insecure_tls=options.get("ssl_cert_reqs", "").lower() == "none" or None,
+            root_pem_cacerts=Path(ca).read_bytes() if ca else None,
+        )
+    credentials = None
+    if parts.password is not None or parts.username:
+        credentials = glide.ServerCredentials(
+            unquote(parts.password or ""), unquote(parts.username) if parts.username else None
+        )
+    return glide.GlideClientConfiguration(
+        [glide.NodeAddress(parts.hostname or "localhost", parts.port or 6379)],
+        use_tls=parts.scheme == "rediss",
+        credentials=credentials,
+        request_timeout=max(1, round(timeout * 1000)),
+        client_name=name,
+        database_id=int(parts.path.strip("/") or 0),
+        protocol=glide.ProtocolVersion.RESP3 if settings.protocol == 3 else glide.ProtocolVersion.RESP2,
+        lazy_connect=True,
+        advanced_config=glide.AdvancedGlideClientConfiguration(
+            connection_timeout=max(1, round(settings.connect_timeout * 1000)), tls_config=tls
+        ),
+    )
+
+
+def _arg(value: Any) -> str | bytes:
+    return value if isinstance(value, (str, bytes)) else str(value)
+
+
+def _args(values: Sequence[Any]) -> list[str | bytes]:
+    return [_arg(v) for v in values]
+
+
+_UNREACHABLE = ("connect failed", "IoError", "Connection refused")
+_KINDS = {
+    "NoScriptError": redis_errors.NoScriptError,
+    "ResponseError": redis_errors.ResponseError,
+    "ExecAbortError": redis_errors.ExecAbortError,
+}
+
+
+def redis_error(exc: BaseException) -> Exception:
+    """The redis-py exception a glide error stands for (message kept, glide's preamble dropped)."""
+    kind = type(exc).__name__
+    message = str(exc)
+    if kind == "TimeoutError":
+        return redis_errors.TimeoutError(message)
+    if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
+        return redis_errors.ConnectionError(message)
+    head, sep, detail = message.partition(": - ")
+    if sep and head.startswith("An error was signalled by the server"):
+        name, _, text = detail.partition(": ")
+        return _KINDS.get(name, redis_errors.ResponseError)(text or detail)
+    if message.startswith("NOPERM"):
+        return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
+    return redis_errors.ResponseError(message)
+
+
+def _entries(reply: Any) -> Any:
+    """glide's {entry id: [[field, value], ...]} as redis-py's RESP2 [[entry id, [f, v, ...]], ...]."""
+    if not isinstance(reply, dict):
+        return reply
+    return [[entry, [x for pair in pairs for x in pair]] for entry, pairs in reply.items()]
+
+
+def reshape(command: str, reply: Any) -> Any:
+    """A custom command's reply in the shape redis-py gives: glide turns stream replies into maps."""
+    name = command.upper()
+    if name in ("XRANGE", "XREVRANGE"):
+        return _entries(reply)
+    if name == "XREAD" and isinstance(reply, dict):
+        return [[stream, _entries(entries)] for stream, entries in reply.items()]
+    return reply
+
+
+def _xread_args(streams: dict[str, str], count: int | None, block: int | None) -> list[Any]:
+    args: list[Any] = ["XREAD"]
+    args += ["COUNT", count] if count is not None else []
+    args += ["BLOCK", block] if block is not None else []
+    return [*args, "STREAMS", *streams, *streams.values()]
+
+
+def _info(reply: Any) -> Any:
+    """INFO text as the dict redis-py returns (only the fields Conveyor reads need to be right)."""
+    if not isinstance(reply, (bytes, str)):
+        return reply
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("#"))
+    return {key: value for key, value in pairs}
+
+
+class Pipeline:
+    """A non-atomic glide Batch filled through redis-py's pipeline method names."""
+
+    def __init__(self, owner: Any, batch: Any) -> None:
+        self._owner, self._batch = owner, batch
+        self._post: list[Callable[[Any], Any]] = []
+
+    def _add(self, post: Callable[[Any], Any] = lambda r: r) -> Any:
+        self._post.append(post)
+        return self._batch
+
+    def hsetnx(self, key: str, field: str, value: Any) -> None:
+        self._add().hsetnx(key, field, _arg(value))
+
+    def hget(self, key: str, field: str) -> None:
+        self._add().hget(key, field)
+
+    def get(self, key: str) -> None:
+        self._add().get(key)
+
+    def hgetall(self, key: str) -> None:
+        self._add().hgetall(key)
+
+    def hmget(self, key: str, fields: Sequence[str]) -> None:
+        self._add().hmget(key, list(fields))
+
+    def llen(self, key: str) -> None:
+        self._add().llen(key)
+
+    def zcard(self, key: str) -> None:
+        self._add().zcard(key)
+
+    def info(self) -> None:
+        self._add(_info).info()
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> None:
+        self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
+    def execute_command(self, *args: Any) -> None:
+        self._add(lambda reply: reshape(str(args[0]), reply)).custom_command(_args(args))
+
+    def results(self, replies: list[Any] | None, raise_on_error: bool) -> list[Any]:
+        """Replies in redis-py's shapes; errors raised (first one) or returned in place."""
+        out = [
+            redis_error(r) if isinstance(r, Exception) else post(r)
+            for r, post in zip(replies or [], self._post, strict=True)
+        ]
+        error = next((r for r in out if isinstance(r, Exception)), None)
+        if raise_on_error and error is not None:
+            raise error
+        return out
+
+
+class GlideDriver:
+    """What the sync and async adapters share: configuration, naming and the address."""
+
+    driver = "glide"
+    module = "glide_sync"
+
+    def __init__(self, url: str, settings: QueueSettings, name: str | None = None, timeout: float = 0.0):
+        self.url, self.settings, self.client_name = url, settings, name
+        self._glide = _module(self.module)
+        self._config = glide_config(self._glide, url, settings, name, timeout or settings.socket_timeout)
+        parts = urlsplit(url)
+        self.address = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
+
+    def role(self, queue: str, role: str, block_timeout: float) -> Any:
+        """A new client (own connection) for a worker role, named ``conveyor:<queue>:<role>``; the
+        waiter's request timeout outlasts its block."""
+        blocks = role in ("waiter", "")
+        timeout = block_timeout + 5.0 if blocks else self.settings.socket_timeout
+        return type(self)(self.url, self.settings, f"conveyor:{queue}:{role}" if role else None, timeout)
+
+    def set_retry(self, retry: Any) -> None:
+        """Nothing to turn off: glide does not re-send a command that timed out."""
+
+    def _script(self, sha: str) -> Any:
+        scripts: dict[str, Any] = self.__dict__.setdefault("_scripts", {})
+        if sha not in scripts:
+            scripts[sha] = self._glide.Script(_SOURCES[sha])
+        return scripts[sha]
+
+
+def _key_list(keys: str | Sequence[str]) -> list[str]:
+    """redis-py's bzpopmin takes one key or several; glide always a list."""
+    return [keys] if isinstance(keys, str) else list(keys)

@@ -1,0 +1,142 @@
+"""The valkey-glide driver's synchronous client (valkey-glide-sync; see _glide.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from redis import exceptions as redis_errors
+
+from ._glide_common import (
+    _SOURCES,
+    GlideDriver,
+    Pipeline,
+    _args,
+    _info,
+    _key_list,
+    _xread_args,
+    redis_error,
+    reshape,
+)
+
+
+class GlideSync(GlideDriver):
+    """valkey-glide-sync behind redis-py's synchronous method names (thread-safe, multiplexed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._id: Any = None
+        self._blocking = self._closed = False
+        self._inflight = 0
+        self._state = threading.Condition()
+        try:
+            self._client = self._glide.GlideClient.create(self._config)
+        except Exception as exc:
+            raise redis_error(exc) from exc
+
+    def _call(self, method: str, *args: Any) -> Any:
+        with self._state:  # close() waits for calls in flight: glide aborts closing under one
+            if self._closed:
+                raise redis_errors.ConnectionError(f"the client of {self.address} is closed")
+            self._inflight += 1
+        try:
+            return getattr(self._client, method)(*args)
+        except Exception as exc:
+            raise redis_error(exc) from exc
+        finally:
+            with self._state:
+                self._inflight -= 1
+                self._state.notify_all()
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        keys, args = _args(keys_and_args[:numkeys]), _args(keys_and_args[numkeys:])
+        if sha in _SOURCES:
+            return self._call("invoke_script", self._script(sha), keys, args)
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
+    def script_load(self, source: str) -> Any:
+        return self.execute_command("SCRIPT", "LOAD", source)
+
+    def execute_command(self, *args: Any) -> Any:
+        return reshape(str(args[0]), self._call("custom_command", _args(args)))
+
+    def xread(self, streams: dict[str, str], count: int | None = None, block: int | None = None) -> Any:
+        """XREAD on a connection of its own: a block on this multiplexed one would stall every call."""
+        reader = self.__dict__.get("_reader")
+        if reader is None:
+            reader = self._reader = self.role("", "", (block or 0) / 1000)
+        return reshape(
+            "XREAD", reader._blocking_call("custom_command", _args(_xread_args(streams, count, block)))
+        )
+
+    def pipeline(self, transaction: bool = False) -> SyncPipeline:
+        return SyncPipeline(self, self._glide.Batch(is_atomic=transaction))
+
+    def _blocking_call(self, method: str, *args: Any) -> Any:
+        if self._id is None:  # asked once, for close() to unblock this connection
+            self._id = ""  # an ACL refusing CLIENT ID: close() lets the block run out instead
+            with contextlib.suppress(redis_errors.ResponseError):
+                self._id = self.execute_command("CLIENT", "ID")
+        self._blocking = True
+        try:
+            return self._call(method, *args)
+        finally:
+            self._blocking = False
+
+    def bzpopmin(self, keys: str | Sequence[str], timeout: float) -> Any:
+        return self._blocking_call("bzpopmin", _key_list(keys), timeout)
+
+    def zadd(self, key: str, mapping: dict[str, float]) -> Any:
+        return self._call("zadd", key, mapping)
+
+    def hgetall(self, key: str) -> Any:
+        return self._call("hgetall", key)
+
+    def hmget(self, key: str, fields: Sequence[str]) -> Any:
+        return self._call("hmget", key, list(fields))
+
+    def zcard(self, key: str) -> Any:
+        return self._call("zcard", key)
+
+    def lrange(self, key: str, start: int, stop: int) -> Any:
+        return self._call("lrange", key, start, stop)
+
+    def zrange(self, key: str, start: int, stop: int) -> Any:
+        return self.execute_command("ZRANGE", key, start, stop)
+
+    def zrevrange(self, key: str, start: int, stop: int) -> Any:
+        return self.execute_command("ZREVRANGE", key, start, stop)
+
+    def info(self) -> Any:
+        return _info(self._call("info"))
+
+    def config_get(self, name: str) -> Any:
+        return self._call("config_get", [name])
+
+    def close(self) -> None:
+        """Close the client. Closing does not end a BZPOPMIN another thread is blocked in (it
+        would return at its timeout), so that one is ended with CLIENT UNBLOCK from a second,
+        short-lived connection; where the server or ACL refuses it, the block runs out instead."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+        if self._blocking and self._id:
+            other = GlideSync(self.url, self.settings)
+            with contextlib.suppress(redis_errors.RedisError):
+                other.execute_command("CLIENT", "UNBLOCK", self._id)
+            other.close()
+        with self._state:
+            idle = self._state.wait_for(lambda: not self._inflight, self.settings.socket_timeout)
+        if idle:  # else leave the connection to the process exit rather than abort
+            self._client.close()
+        if "_reader" in self.__dict__:
+            self._reader.close()
+
+
+class SyncPipeline(Pipeline):
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        replies = self._owner._call("exec", self._batch, False)
+        return self.results(replies, raise_on_error)
