@@ -6,9 +6,12 @@ import shlex
 
 import pandas as pd
 
+from bench.report.batching import PYTHON, sweep_run
 from bench.report.common import primary_run
 from bench.report.compare import same_method_runs
+from bench.report.ha import newest
 from bench.report.load import Dataset
+from bench.report.peers import peers_run
 from bench.report.servers import dragonfly_runs, flags
 from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
 
@@ -16,17 +19,38 @@ MAIN_SCENARIO = "process"
 
 
 def role(ds: Dataset, run: str) -> str:
-    """What the site uses a run for, in words."""
-    if run == primary_run(ds, MAIN_SCENARIO):
+    """What the site uses a run for, in words: the baseline, or each section that picks it."""
+    main = primary_run(ds, MAIN_SCENARIO)
+    if run == main:
         return "the figures on every page"
     if run in dragonfly_runs(ds):
         return "Dragonfly, as ratios to its own Valkey 9.1"
     if ds.runs.loc[run].quick:
         return "nothing (quick run)"
-    main = primary_run(ds, MAIN_SCENARIO)
+    uses = sections_reading(ds, run)
+    if uses:
+        return "; ".join(uses)
     if main is not None and run in same_method_runs(ds, main):
         return "run-to-run spread only: an older run of the same method and machine"
-    return "History only: an older method or another machine"
+    return "History only: an older run, another method or another machine"
+
+
+def sections_reading(ds: Dataset, run: str) -> list[str]:
+    """The sections other than the baseline's that pick ``run`` (each names it in its source line)."""
+    doc = ds.runs.loc[run].doc
+    uses = []
+    peers = peers_run(ds)
+    if peers is not None and peers.name == run:
+        uses.append("Peers, and its ratios on Home")
+    sweep = sweep_run(ds)
+    if sweep is not None and sweep[0] == run:
+        uses.append("Tuning: the goals for batching")
+    option = (doc["method"].get("driver", "redis-py"), doc["method"].get("loop", "asyncio"))
+    if option != ("redis-py", "asyncio") or not doc["environment"]["python"].startswith(PYTHON + "."):
+        uses.append("Runtimes and drivers")
+    if newest(ds, "failover")[0] == run:
+        uses.append("High availability: failover")
+    return uses
 
 
 def baseline_note(ds: Dataset) -> str:

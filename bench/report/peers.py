@@ -212,10 +212,16 @@ def limits(m: dict[str, Any]) -> str:
             + ("; each library and fault once per server" if m.get("limit_s") else ""))
 
 
+def concurrency_news(lib: dict[str, Any]) -> bool:
+    """Whether a library's concurrency note says something its caveat does not already (rq's
+    caveat is about its concurrency, and repeating it read as a duplicate)."""
+    return bool(lib.get("concurrency_note")) and "concurrency" not in lib.get("caveats", "").lower()
+
+
 def caveats(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """What each library does per job that Conveyor does not, and what could not be measured."""
     lines = [f"- **{n}**: {lib['caveats']}" + (f" Concurrency: {lib['concurrency_note']}."
-                                               if lib.get("concurrency_note") else "")
+                                               if concurrency_news(lib) else "")
              for n, lib in peers["libraries"].items()]
     failed = [f"- {r['server']} {r['library']} ({r['flavor']}) {r['scenario']} {r['params']}: {r['status']}: "
               f"{r.get('error', '')[:160]}" for r in peers["rows"] if r["status"] in ("failed", "timeout")]

@@ -462,7 +462,18 @@ def test_methodology_says_what_each_older_run_is_used_for(tmp_path: Path) -> Non
     other["method"]["repetitions"] = 5
     out = render(dataset(tmp_path, make_run(), older, other), "runs_section")
     assert "the figures on every page" in out
-    assert "run-to-run spread only" in out and "History only: an older method" in out
+    assert "run-to-run spread only" in out and "History only: an older run" in out
+
+
+def test_methodology_names_the_section_that_reads_a_run_apart_from_the_baseline(tmp_path: Path) -> None:
+    main = make_run()
+    del main["peers"]
+    peers = make_run("20261129T210000Z-000003", "2026-11-29T21:00:00Z")
+    peers["results"] = [r for r in peers["results"] if r["scenario"] == "reference"][:1]
+    peers["results"][0]["server"] = "redis-7.0"  # fewer servers: never the baseline
+    out = render(dataset(tmp_path, main, peers), "runs_section")
+    assert "Peers, and its ratios on Home" in out
+    assert "History only" not in out
 
 
 def test_features_case_is_compared_apart_from_the_baseline_grid(tmp_path: Path) -> None:

@@ -130,3 +130,13 @@ def test_conveyors_slower_multi_process_row_is_not_used(tmp_path: Path) -> None:
     ds = dataset(tmp_path, doc)
     assert "AsyncWorker tuned" not in render(ds, "peers_goals")
     assert "| Conveyor's row | Worker | Worker | Worker |" in " ".join(render(ds, "peers_speed").split())
+
+
+def test_a_concurrency_note_already_in_the_caveat_is_not_repeated(tmp_path: Path) -> None:
+    run = make_run()
+    libs = run["peers"]["libraries"]
+    libs["bullmq"].update(caveats="Concurrency is one process per slot.", concurrency_note="processes")
+    out = render(dataset(tmp_path, run), "peers_caveats")
+    assert "one process per slot." in out and "Concurrency: processes" not in out
+    libs["bullmq"]["caveats"] = "Keeps a lock per job."
+    assert "Concurrency: processes." in render(dataset(tmp_path / "again", run), "peers_caveats")
