@@ -228,13 +228,16 @@ class AsyncWorker:
                     failure, result = settle_return(self.queue.settings, job, await handler(job))
             except Exception as exc:
                 failure = failure_of(job, exc)
-            except asyncio.CancelledError:
-                if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
-                    d.running.discard(token)  # cancelled at the deadline: released as started
-                    del self._running[token]
-                    raise
-                threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
-                failure = stopped(job, job.stop_reason, still_running=threaded)
+            except asyncio.CancelledError as exc:
+                if job.stop_reason is None and not me.cancelling():  # raised by the handler itself
+                    failure = failure_of(job, exc)
+                else:
+                    if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
+                        d.running.discard(token)  # cancelled at the deadline: released as started
+                        del self._running[token]
+                        raise
+                    threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
+                    failure = stopped(job, job.stop_reason, still_running=threaded)
             if job.stop_reason is not None:
                 self._after_stop(me, timer)
             elif timer is not None:

@@ -170,7 +170,7 @@ class Worker:
                 else:
                     job.payload  # noqa: B018 - decode before the handler; a bad payload fails the job
                     failure, result = settle_return(self.queue.settings, job, handler(job))
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # sys.exit() in a handler ends it, not the slot
                 failure = failure_of(job, exc)
             with self._lock:
                 d.on_finished(job, failure, result)

@@ -351,3 +351,31 @@ async def test_stop_ends_an_idle_wait_at_once(api):
         return  # closing a glide client does not end a block: it sends CLIENT UNBLOCK (see _glide_sync.py)
     stats = api.admin.info("commandstats")
     assert not [name for name in stats if "unblock" in name], "CLIENT UNBLOCK is missing on Dragonfly"
+
+
+async def test_a_handler_escaping_exception_fails_its_attempt_and_keeps_its_slot(api):
+    """sys.exit() in a thread handler, or a CancelledError an async handler raises itself (a
+    cancelled future it awaited), is the handler's failure: before, the slot died with it and the
+    job stayed active, its lease renewed for ever."""
+    q = api.queue(max_attempts=1, keep_failed=-1)
+
+    if api.is_async:
+        async def escape(job):
+            future = asyncio.get_running_loop().create_future()
+            future.cancel()
+            await future
+    else:
+        def escape(job):
+            raise SystemExit(3)
+
+    w = api.worker(q, {"escape": escape, "work": api.handler(lambda j: None)}, concurrency=1)
+    bad = await q.enqueue("escape", None)
+    await wait_until(lambda: _settled(q, 0, 1), timeout=10, what="the escaping job to fail")
+    stored = await q.get_job(bad.id)
+    assert stored.state == "failed"
+    assert ("CancelledError" if api.is_async else "SystemExit: 3") in stored.error
+    await q.enqueue("work", None)  # the only slot still serves
+    await wait_until(lambda: _completed(q, 1), timeout=10, what="the next job on the same slot")
+    w.check_alive()
+    w.stop()
+    await w.join(10)
