@@ -232,11 +232,12 @@ class AsyncWorker:
                 if job.stop_reason is None and not me.cancelling():  # raised by the handler itself
                     failure = failure_of(job, exc)
                 else:
+                    threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
                     if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
-                        d.running.discard(token)  # cancelled at the deadline: released as started
+                        if not threaded:  # cancelled at the deadline: released as started
+                            d.running.discard(token)  # (a thread's lease is left to expire)
                         del self._running[token]
                         raise
-                    threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
                     failure = stopped(job, job.stop_reason, still_running=threaded)
             if job.stop_reason is not None:
                 self._after_stop(me, timer)

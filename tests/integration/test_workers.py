@@ -7,6 +7,7 @@ import itertools
 import random
 import time
 
+import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
@@ -379,3 +380,28 @@ async def test_a_handler_escaping_exception_fails_its_attempt_and_keeps_its_slot
     w.check_alive()
     w.stop()
     await w.join(10)
+
+
+async def test_a_thread_task_of_an_asyncio_worker_is_not_released_at_the_shutdown_deadline(api):
+    """A sync task on an AsyncWorker runs in a thread, which the deadline's cancel does not stop:
+    its lease is left to expire, as in the thread Worker. Before, it was released and another
+    worker could run the job while the thread still did."""
+    if not api.is_async:
+        pytest.skip("the thread Worker's case is test_graceful_shutdown_releases_what_it_cannot_finish")
+    from conveyor._hooks import in_thread  # noqa: PLC0415 - how AsyncWorker wraps a sync task
+
+    q = api.queue()
+    started: list[str] = []
+
+    async def nap(job):
+        started.append(job.id)
+        await asyncio.to_thread(time.sleep, 2.0)
+
+    w = api.worker(q, {"nap": in_thread(nap, threaded=True)}, concurrency=1, shutdown_timeout=0.3)
+    job = await q.enqueue("nap", None)
+    await wait_until(lambda: started == [job.id], timeout=10, what="the handler to start")
+    w.stop()
+    await w.join(5)
+    stored = await q.get_job(job.id)
+    assert (stored.state, stored.attempts) == ("active", 1)
+    assert await q.counts() == counts(active=1)
