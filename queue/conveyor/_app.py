@@ -8,10 +8,11 @@ from typing import Any, Literal, ParamSpec, TypeVar, overload
 from ._async_client import AsyncQueue
 from ._base import resolve_settings
 from ._client import Queue
-from ._errors import UnknownTaskError
+from ._errors import ConveyorError, UnknownTaskError
 from ._hooks import AsyncHandler, Hook, Hooks, SyncHandler, async_handler, sync_handler
 from ._models import Job, Limit, QueueSettings
 from ._schedule import Schedule
+from ._serialize import encode_payload
 from ._tasks import Task, TaskOptions
 
 P = ParamSpec("P")
@@ -143,6 +144,12 @@ class Conveyor:
                             spec.limit)  # fmt: skip
         if name in self.schedules:
             raise ValueError(f"schedule {name!r} is already registered")
+        try:  # its job is built at every fire: a payload that cannot be is refused now, not then
+            encode_payload(
+                self.settings.serializer, target.name, spec.payload, self.settings.max_payload_bytes
+            )
+        except ConveyorError as exc:
+            raise type(exc)(f"schedule {name!r}: {exc}") from exc
         self.schedules[name] = schedule
         return schedule
 

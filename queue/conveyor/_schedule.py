@@ -41,6 +41,12 @@ def _check_cron(expression: str) -> Any:
     return croniter
 
 
+def _period(every: object) -> bool:
+    """Whether ``every`` is a usable period: a finite number of seconds >= 0.001, not a bool."""
+    return (isinstance(every, int | float) and not isinstance(every, bool)
+            and math.isfinite(every) and every >= 0.001)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """When a task is enqueued, and with which arguments."""
@@ -63,8 +69,11 @@ class Schedule:
         validate_name("schedule", self.name)
         if (self.cron is None) == (self.every is None):
             raise ValueError(f"schedule {self.name!r}: give exactly one of cron= or every=")
-        if self.every is not None and not (isinstance(self.every, int | float) and self.every >= 0.001):
-            raise ValueError(f"schedule {self.name!r}: every must be >= 0.001 seconds, got {self.every!r}")
+        if self.every is not None and not _period(self.every):
+            raise ValueError(
+                f"schedule {self.name!r}: every must be a finite number of seconds >= 0.001, "
+                f"got {self.every!r}"
+            )
         if self.cron is not None:
             _check_cron(self.cron)
         _zone(self.tz)

@@ -8,12 +8,13 @@ each fire time exactly once. Fire times come from each scheduler's own clock: ke
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from ._dispatch import RECOVERABLE, log
+from ._dispatch import RECOVERABLE
 from ._ops import Call, QueueCore
 from ._replies import text
 from ._schedule import Schedule
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ._app import Conveyor
 
 FIRED = 1
+log = logging.getLogger("conveyor.scheduler")
 
 
 def fire_call(
@@ -75,10 +77,17 @@ class Scheduler:
             stored = queue.client.hmget(queue.core.keys.schedules, [s.name for s in schedules])
             for schedule, value in zip(schedules, stored, strict=True):
                 previous = None if value is None else int(text(value))
-                new_next, fire = schedule.decide(previous, now_ms)
+                try:  # one schedule's failure must not stop the others (a server error does)
+                    new_next, fire = schedule.decide(previous, now_ms)
+                    call = fire_call(queue.core, schedule, previous, new_next, fire)
+                except Exception as exc:
+                    log.error(
+                        "schedule %r skipped at this tick: %s: %s", schedule.name, type(exc).__name__, exc
+                    )
+                    continue
                 if previous is not None and new_next == previous:
                     continue  # not due: no script call
-                if queue._run(fire_call(queue.core, schedule, previous, new_next, fire)) == FIRED:
+                if queue._run(call) == FIRED:
                     assert fire is not None
                     created.append(schedule.job_id(fire))
         return created
@@ -92,4 +101,6 @@ class Scheduler:
                     log.info("scheduled job %s enqueued", job_id)
             except RECOVERABLE as exc:
                 log.warning("scheduler tick failed (%s); will retry", exc)
+            except Exception:  # never end the thread silently while the worker runs on
+                log.exception("scheduler tick failed; will retry")
             self._stop.wait(self.interval)

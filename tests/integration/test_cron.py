@@ -150,9 +150,12 @@ def test_bad_schedules_are_refused_naming_the_value(redis_url, queue_name):
         ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, ValueError, "unknown time zone 'Mars/Olympus'"),
         ({"every": 5, "tz": "../etc/passwd"}, ValueError, "unknown time zone '../etc/passwd'"),
         ({}, ValueError, "give exactly one of cron= or every="),
-        ({"every": 0}, ValueError, "every must be >= 0.001 seconds, got 0"),
+        ({"every": 0}, ValueError, "every must be a finite number of seconds >= 0.001, got 0"),
         ({"every": 5, "missed": "all"}, ValueError, "missed must be one of"),
         ({"every": 5, "args": ()}, TypeError, "task 'report'.*missing a required argument: 'kind'"),
+        ({"every": float("inf")}, ValueError, "every must be a finite number of seconds >= 0.001, got inf"),
+        ({"every": True}, ValueError, "every must be a finite number of seconds >= 0.001, got True"),
+        ({"every": 5, "args": ({1, 2},)}, Exception, "schedule 'x'.*cannot be serialized"),
     ]
     for options, error, message in cases:
         with pytest.raises(error, match=message):
@@ -190,4 +193,22 @@ def test_app_scheduler_and_job_listing_run_under_the_acl_rules(server, queue_nam
     assert app.queue(queue_name).counts()["total_completed"] == 3
     for state in ("waiting", "failed", "delayed"):  # LRANGE, ZREVRANGE, ZRANGE under the rules
         assert app.queue(queue_name).jobs(state, 0, 10) == []
+    app.close()
+
+
+def test_a_schedule_failing_at_a_tick_is_logged_by_name_and_the_others_still_fire(redis_url, queue_name,
+                                                                                  caplog):
+    """A schedule whose job cannot be built (here an infinite period: its next fire time overflows)
+    is skipped with an error naming it; before, it aborted the tick, so every schedule after it
+    never fired."""
+    app = _app(redis_url, queue_name)
+    broken = app.schedules["minutely"]
+    object.__setattr__(broken, "every", float("inf"))  # as registered before every was checked
+    object.__setattr__(broken, "cron", None)
+    scheduler = Scheduler(app)
+    scheduler.tick(now=T0)
+    with caplog.at_level("ERROR", logger="conveyor.scheduler"):
+        created = scheduler.tick(now=T0 + 40)
+    assert "cron:every-20s:" in " ".join(created)
+    assert any("schedule 'minutely'" in r.getMessage() for r in caplog.records)
     app.close()
