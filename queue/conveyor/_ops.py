@@ -6,6 +6,7 @@ function that turns the reply into a result. The sync and async clients only exe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -95,12 +96,10 @@ class QueueCore:
             max_attempts = settings.max_attempts
         if type(max_attempts) is not int or max_attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
-        if not delay >= 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {delay!r}")
         if time_limit is None:
             time_limit = settings.time_limit
         data = encode_payload(settings.serializer, task, payload, settings.max_payload_bytes)
-        delay_ms = round(delay * 1000) if delay else 0
+        delay_ms = 0 if delay == 0 and type(delay) is not bool else delay_ms_of(delay)
         level = check_priority(priority)
         limit_ms = 0 if time_limit is None else time_limit_ms(time_limit)
         keyed = "" if limit is None else packed_limit(limit)
@@ -110,7 +109,7 @@ class QueueCore:
 
     def enqueue(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> Call[list[Job]]:
         """Enqueue a batch; every spec is validated before anything is sent (nothing partial)."""
-        batch = [s if isinstance(s, JobSpec) else JobSpec(*s) for s in specs]
+        batch = [s if isinstance(s, JobSpec) else spec_of(s) for s in specs]
         if not batch or len(batch) > MAX_BATCH:
             raise ValueError(f"a batch holds 1..{MAX_BATCH} jobs, got {len(batch)}")
         pack = self.pack
@@ -365,6 +364,21 @@ class QueueCore:
                 f"queue {self.name!r} was written with data layout version {text(stored)}; this "
                 f"Conveyor reads version {LAYOUT_VERSION}. Upgrade Conveyor or use another queue name."
             )
+
+
+def delay_ms_of(delay: object) -> int:
+    """A delay in seconds as whole ms, refused with its name unless a finite number >= 0."""
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf:
+        raise ValueError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+    return round(delay * 1000)
+
+
+def spec_of(item: object) -> JobSpec:
+    """A job of ``enqueue_many`` given as a tuple (task, payload, ...): a string would be unpacked
+    letter by letter into task, payload and id."""
+    if not isinstance(item, tuple | list):
+        raise TypeError(f"each job of a batch is a JobSpec or a (task, payload, ...) tuple, got {item!r}")
+    return JobSpec(*item)
 
 
 def packed_limit(limit: object) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from ._errors import SerializationError
 from ._keys import validate_job_id, validate_name
 from ._models import Job, JobSpec, Limit, check_priority, is_time_limit
+from ._ops import delay_ms_of
 
 if TYPE_CHECKING:
     from ._app import Conveyor
@@ -52,8 +53,7 @@ class TaskOptions:
             raise TypeError(f"limit must be a conveyor.Limit, got {self.limit!r}")
         if self.max_attempts is not None and (type(self.max_attempts) is not int or self.max_attempts < 1):
             raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
-        if not self.delay >= 0:
-            raise ValueError(f"delay must be >= 0 seconds, got {self.delay!r}")
+        delay_ms_of(self.delay)
         if self.time_limit is not None and not is_time_limit(self.time_limit):
             raise ValueError(f"time_limit must be a number of seconds > 0, got {self.time_limit!r}")
         if self.job_id is not None:

@@ -41,7 +41,9 @@ BAD_ENQUEUES = [
     (("t", 1), {"job_id": "12345"}, InvalidNameError, "only of digits"),
     (("t", 1), {"job_id": ""}, InvalidNameError, "must not be empty"),
     (("t", 1), {"job_id": "x{1}"}, InvalidNameError, "hash tag"),
-    (("t", 1), {"delay": -0.5}, ValueError, "delay must be >= 0"),
+    (("t", 1), {"delay": -0.5}, ValueError, "delay must be a finite number of seconds >= 0, got -0.5"),
+    (("t", 1), {"delay": float("inf")}, ValueError, "delay must be a finite number of seconds >= 0, got inf"),
+    (("t", 1), {"delay": "5"}, ValueError, "delay must be a finite number of seconds >= 0, got '5'"),
     (("t", 1), {"max_attempts": 0}, ValueError, "max_attempts must be an int >= 1"),
 ]
 
@@ -52,6 +54,8 @@ async def _try_every_bad_input(api, q):
             await q.enqueue(*args, **kwargs)
     with pytest.raises(PayloadTooLargeError):
         await q.enqueue_many([JobSpec("t", 1), JobSpec("t", "y" * 1000)])
+    with pytest.raises(TypeError, match="a JobSpec or a \\(task, payload, ...\\) tuple, got 'xyz'"):
+        await q.enqueue_many([("t", 1), "xyz"])  # a string was unpacked: task x, payload y, id z
     with pytest.raises(InvalidNameError):
         await q.cancel("")
     with pytest.raises(ValueError, match="count must be in"):
