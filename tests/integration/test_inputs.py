@@ -54,7 +54,7 @@ async def _try_every_bad_input(api, q):
             await q.enqueue(*args, **kwargs)
     with pytest.raises(PayloadTooLargeError):
         await q.enqueue_many([JobSpec("t", 1), JobSpec("t", "y" * 1000)])
-    with pytest.raises(TypeError, match="a JobSpec or a \\(task, payload, ...\\) tuple, got 'xyz'"):
+    with pytest.raises(TypeError, match=r"a JobSpec or a \(task, payload, \.\.\.\) tuple, got 'xyz'"):
         await q.enqueue_many([("t", 1), "xyz"])  # a string was unpacked: task x, payload y, id z
     with pytest.raises(InvalidNameError):
         await q.cancel("")
