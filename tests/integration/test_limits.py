@@ -73,13 +73,15 @@ async def test_a_thread_past_its_limit_does_not_hold_up_the_shutdown(api):
     if api.is_async:
         pytest.skip("asyncio handlers are cancelled: nothing outlives the limit")
     q = api.queue(**FAST)
-    w = api.worker(q, {"stuck": api.handler(sleep=3.0)}, shutdown_timeout=0.5)  # ignores job.cancelled
+    w = api.worker(q, {"stuck": api.handler(sleep=6.0)}, shutdown_timeout=0.5)  # ignores job.cancelled
     job = await q.enqueue("stuck", time_limit=0.2)
     await wait_until(lambda: _state_is(q, job.id, "failed"), timeout=10, what="the job to time out")
     t0 = time.monotonic()
     w.stop()
     stats = await w.join(5)
-    assert time.monotonic() - t0 < 1.5  # within the shutdown deadline, its thread still running
+    # Well before the thread ends (>= 5.8 s after the stop); the margin over the 0.5 s deadline
+    # absorbs a loaded CI machine (the stop took 2.0 s twice under the full parallel suite).
+    assert time.monotonic() - t0 < 3.0
     assert stats["held"] == 1  # the thread's slot, never its job: that was settled at the limit
     assert await q.counts() == counts(failed=1, total_failed=1)
 
