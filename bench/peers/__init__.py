@@ -112,7 +112,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
         concurrency_note="processes, at most 16 (RQ has no in-process concurrency)",
         notes={"default": "Worker: forks a work horse per job",
                "tuned": "SimpleWorker: runs jobs in the worker process"},
-        caveats="Concurrency is one process per slot, capped at 16 on this host.",
+        caveats="Stores a job hash per job and tracks running jobs in a started-job registry (a sorted set).",
     ),
     Library(
         "dramatiq", ("dramatiq[redis]==2.2.1", "redis==8.1.0", "hiredis==3.5.0"), "dramatiq",

@@ -9,14 +9,13 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from bench.report.common import server_label, server_rank, source
+from bench.report.common import default_runtime, server_label, server_rank, source
 from bench.report.compare import BASELINE, THRESHOLD, ratio, select
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, no_data, pct, span, times
 
 SCENARIO = "enqueue-single"
 CALLERS = 32  # the concurrent case the goals name
-PYTHON = "3.11"  # the default runtime (the Runtimes page's baseline)
 NEEDS = "the `enqueue-single` sweep (one caller with batching off, 32 callers with batching on)"
 
 
@@ -49,11 +48,8 @@ def sweep_run(ds: Dataset) -> tuple[str, str] | None:
     sweep, or None."""
     rows = select(ds.summary, scenario=SCENARIO, callers=CALLERS, batching=True, metric="p99_ms", **BASELINE)
     for run_id in reversed(ds.runs.run_id.tolist()):  # runs are sorted by time
-        doc = ds.runs.loc[run_id].doc
-        default = (doc["method"].get("driver", "redis-py"), doc["method"].get("loop", "asyncio")) == (
-            "redis-py", "asyncio") and doc["environment"]["python"].startswith(PYTHON + ".")
         found = rows[rows.run_id == run_id].server.unique().tolist()
-        if default and found:
+        if found and default_runtime(ds.runs.loc[run_id].doc):
             return run_id, min(found, key=server_rank)
     return None
 

@@ -16,6 +16,19 @@ from bench.report.text import BENCH_COMMAND, admonition, fmt_stat, metric_label,
 DRAGONFLY = "dragonfly"
 REFERENCE_SERVER = "valkey-9.1"
 SERVER_ORDER = ("valkey-9.1", "valkey-8.1", "redis-8.2", "redis-7.0", DRAGONFLY)
+DEFAULT_PYTHON = "3.11"  # the default runtime's interpreter (the Runtimes page's baseline)
+
+
+def default_client(doc: dict[str, Any]) -> bool:
+    """Whether a result file measured the default client: redis-py on the standard asyncio loop
+    (not a ``--driver`` or ``--loop`` variant run, which feeds the Runtimes page)."""
+    method = doc["method"]
+    return method.get("driver", "redis-py") == "redis-py" and method.get("loop", "asyncio") == "asyncio"
+
+
+def default_runtime(doc: dict[str, Any]) -> bool:
+    """The default client on the default interpreter."""
+    return default_client(doc) and doc["environment"]["python"].startswith(DEFAULT_PYTHON + ".")
 
 
 def server_rank(server: str) -> tuple[int, str]:
@@ -49,8 +62,7 @@ def primary_run(ds: Dataset, scenario: str) -> str | None:
     runs = ds.runs[ds.runs.run_id.isin(rows.run_id)]
     runs = runs.assign(servers=[sum(e["measured"] and e["id"] != DRAGONFLY for e in doc["servers"])
                                 for doc in runs.doc])
-    plain = [doc["method"].get("driver", "redis-py") == "redis-py"
-             and doc["method"].get("loop", "asyncio") == "asyncio" for doc in runs.doc]
+    plain = [default_client(doc) for doc in runs.doc]
     runs = runs.assign(full=~runs.quick, plain=plain)
     runs = runs.sort_values(["plain", "full", "servers", "created", "run_id"])
     return str(runs.index[-1])

@@ -6,8 +6,8 @@ import shlex
 
 import pandas as pd
 
-from bench.report.batching import PYTHON, sweep_run
-from bench.report.common import primary_run
+from bench.report.batching import sweep_run
+from bench.report.common import default_runtime, primary_run
 from bench.report.compare import same_method_runs
 from bench.report.ha import newest
 from bench.report.load import Dataset
@@ -37,7 +37,6 @@ def role(ds: Dataset, run: str) -> str:
 
 def sections_reading(ds: Dataset, run: str) -> list[str]:
     """The sections other than the baseline's that pick ``run`` (each names it in its source line)."""
-    doc = ds.runs.loc[run].doc
     uses = []
     peers = peers_run(ds)
     if peers is not None and peers.name == run:
@@ -45,8 +44,7 @@ def sections_reading(ds: Dataset, run: str) -> list[str]:
     sweep = sweep_run(ds)
     if sweep is not None and sweep[0] == run:
         uses.append("Tuning: the goals for batching")
-    option = (doc["method"].get("driver", "redis-py"), doc["method"].get("loop", "asyncio"))
-    if option != ("redis-py", "asyncio") or not doc["environment"]["python"].startswith(PYTHON + "."):
+    if not default_runtime(ds.runs.loc[run].doc):
         uses.append("Runtimes and drivers")
     if newest(ds, "failover")[0] == run:
         uses.append("High availability: failover")

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from bench.report.common import server_rank
+from bench.report.common import DEFAULT_PYTHON, server_rank
 from bench.report.compare import THRESHOLD, versus
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
@@ -34,7 +34,7 @@ DRIVERS = {"redis-py": "redis-py + hiredis", "redis-py-pure": "redis-py, pure-Py
 
 
 AGAIN = "baseline again (drift)"
-BASELINE_PYTHON = "3.11"
+BASELINE_PYTHON = DEFAULT_PYTHON
 
 
 class Option(NamedTuple):
