@@ -15,7 +15,7 @@ from ._cli import EXIT_OK, BadInput, load_app
 from ._client import Queue
 from ._inspect import LISTABLE
 from ._models import Job
-from ._runner import Runner
+from ._runner import Runner, check_queues
 
 F = TypeVar("F", bound=Callable[..., Any])
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -37,13 +37,15 @@ def common(command: F) -> F:
     return click.argument("app_path", metavar="APP")(command)
 
 
-def _queues(app_queues: list[str], option: str | None) -> list[str]:
+def _queues(app: Conveyor, option: str | None) -> list[str]:
+    """The queues named by -q (default: every queue of the app); each must have a task of the app,
+    so that a misspelt name is an error instead of an empty queue's zeros."""
     if not option:
-        return app_queues
+        return app.queue_names()
     names = [name.strip() for name in option.split(",")]
     if "" in names:
         raise BadInput(f"queue list {option!r} has an empty name")
-    return names
+    return check_queues(app, names)
 
 
 def _setup_logging(level: str) -> None:
@@ -93,7 +95,7 @@ def worker(
     """
     _setup_logging(log_level)
     app = load_app(app_path)
-    queues = _queues(app.queue_names(), queues_option)
+    queues = _queues(app, queues_option)
     if metrics_port is not None:
         _serve_metrics(app, metrics_addr, metrics_port)
     runner = Runner(app, queues, scheduler=scheduler, concurrency=concurrency, burst=burst,
@@ -131,7 +133,7 @@ def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool
     """Jobs per state in each queue of APP."""
     _setup_logging(log_level)
     app = load_app(app_path)
-    rows = [{"queue": q, **app.queue(q).counts()} for q in _queues(app.queue_names(), queues_option)]
+    rows = [{"queue": q, **app.queue(q).counts()} for q in _queues(app, queues_option)]
     app.close()
     if as_json:
         for row in rows:
@@ -174,7 +176,8 @@ def jobs(
     time, completed and failed newest first."""
     _setup_logging(log_level)
     app = load_app(app_path)
-    rows = [_job_row(job) for job in app.queue(queue_name).jobs(state, offset, limit)]
+    queue = check_queues(app, [queue_name])[0]
+    rows = [_job_row(job) for job in app.queue(queue).jobs(state, offset, limit)]
     app.close()
     if as_json:
         for row in rows:
@@ -212,7 +215,8 @@ def failed_job_command(
                 raise BadInput(f"{action}: give job ids or --all (not both)")
             _setup_logging(log_level)
             app = load_app(app_path)
-            done = operation(app.queue(queue_name), list(job_ids) or None)
+            queue = check_queues(app, [queue_name])[0]
+            done = operation(app.queue(queue), list(job_ids) or None)
             app.close()
             click.echo(f"{verb} {done} failed job(s) of queue {queue_name}")
             return EXIT_OK

@@ -20,11 +20,11 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._app import Conveyor
 from ._async_worker import AsyncWorker
+from ._daemon_pool import DaemonThreadPool
 from ._dispatch import WorkerOptions
 from ._scheduler import Scheduler
 from ._topology import ASYNC, SYNC, Flavour, role_client
@@ -131,6 +131,8 @@ class Runner:
 
     def _run_threads(self) -> Stats:
         queues = [self.app.queue(q) for q in self.queues]
+        for queue in queues:
+            queue.counts()  # see _run_async
         waiters = self._waiters(SYNC, queues, MarkerWaiter)
         try:
             return self._serve_threads(queues, waiters)
@@ -171,6 +173,15 @@ class Runner:
 
     async def _run_async(self) -> Stats:
         queues = [self.app.async_queue(q) for q in self.queues]
+        try:
+            # One call per queue before any worker starts: a server that cannot be reached (or
+            # refuses the queue's layout) fails the run at once; a running worker instead
+            # outlives a server restart, retrying with backoff.
+            for queue in queues:
+                await queue.counts()
+        except BaseException:
+            await self.app.aclose()
+            raise
         waiters = self._waiters(ASYNC, queues, AsyncMarkerWaiter)
         try:
             return await self._serve_async(queues, waiters)
@@ -185,10 +196,11 @@ class Runner:
             for q, w in zip(queues, waiters, strict=True)
         }
         loop = asyncio.get_running_loop()
-        # Sync tasks run in the default executor: give it a thread per handler slot (the stock
-        # executor has min(32, CPUs + 4) threads, fewer than -c on small machines).
+        # Sync tasks run in the default executor: a thread per handler slot (the stock executor
+        # has min(32, CPUs + 4) threads, fewer than -c on small machines), daemon threads so that
+        # one still running past the deadline does not hold up the exit (see _daemon_pool.py).
         slots = int(self.worker_options.get("concurrency", 1)) * len(workers)
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=slots, thread_name_prefix="conveyor-task"))
+        loop.set_default_executor(DaemonThreadPool(max_workers=slots, thread_name_prefix="conveyor-task"))
 
         def stop_all() -> None:
             for worker in workers.values():

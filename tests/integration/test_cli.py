@@ -83,6 +83,21 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _sigterm_once_started(proc: subprocess.Popen, out: Path, timeout: float) -> tuple[str, float]:
+    """SIGTERM once the slow job started; the worker's stderr and the seconds until it exited."""
+    _wait(lambda: out.exists() and "slow started" in out.read_text(), 30, "the slow job to start")
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _, stderr = proc.communicate(timeout=timeout)
+    return stderr, time.monotonic() - signalled
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 @pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
 def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name, app_dir):
     cwd, module = app_dir
@@ -102,15 +117,9 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
         _wait(lambda: high.counts()["total_completed"] == 5 and default.counts()["total_completed"] == 5
               and default.counts()["failed"] == 1, 60, "both queues processed")
         slow = default.enqueue("slow", {"args": [1.5]})
-        _wait(lambda: "slow started" in out.read_text(), 30, "the slow job to start")
-        proc.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
-        _, stderr = proc.communicate(timeout=60)
-        stopped_after = time.monotonic() - signalled
+        stderr, stopped_after = _sigterm_once_started(proc, out, timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
     assert proc.returncode == 0, stderr
     assert stopped_after < 15, f"SIGTERM took {stopped_after:.1f} s with a 1.5 s job and a 30 s idle wait"
     assert "received SIGTERM: stopping gracefully" in stderr and "Traceback" not in stderr
@@ -161,9 +170,7 @@ def test_a_second_signal_exits_at_once_with_code_3(redis_url, queue_name, app_di
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
     assert proc.returncode == 3, stderr
     assert "received SIGINT again: exiting without waiting" in stderr and "Traceback" not in stderr
     assert default.counts()["active"] == 1  # still leased: lease recovery redelivers it later
@@ -205,3 +212,54 @@ def test_unreachable_server_is_exit_code_1(app_dir):
     assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "127.0.0.1:1" in result.stderr and "s3cret-pw" not in result.stderr
     assert result.stderr.startswith("conveyor: error: ")
+
+
+def test_an_asyncio_worker_exits_at_its_deadline_while_a_thread_task_runs_on(redis_url, queue_name, tmp_path):
+    # An app with an async task runs its sync tasks in threads; one still running at the deadline
+    # must not hold up the process exit (asyncio.run would wait for the executor's threads).
+    module = f"cliapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_SOURCE + ASYNC_TASK)
+    out = tmp_path / "out.txt"
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    proc = subprocess.Popen(
+        [*COMMAND, "worker", f"{module}:app", "-q", default.name, "--shutdown-timeout", "0.5"],
+        cwd=tmp_path, env=_env(redis_url, queue_name, out), stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        slow = default.enqueue("slow", {"args": [30]})
+        stderr, stopped_after = _sigterm_once_started(proc, out, timeout=40)
+    finally:
+        _reap(proc)
+    assert proc.returncode == 0, stderr
+    assert stopped_after < 10, f"the exit waited {stopped_after:.1f} s for a 30 s thread"
+    assert "slow done" not in out.read_text()
+    stored = default.get_job(slow.id)
+    assert stored is not None and stored.state != "completed"  # its lease is kept: redelivered later
+    default.close()
+
+
+@pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
+@pytest.mark.parametrize("burst", [False, True])
+def test_a_worker_that_cannot_reach_the_server_exits_1(app_dir, burst):
+    cwd, module = app_dir
+    url = "redis://admin:s3cret-pw@127.0.0.1:1/0"
+    args = ["worker", f"{module}:app", *(["--burst"] if burst else [])]
+    result = _run(args, cwd, _env(url, "q", cwd / "o"), timeout=30)
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("conveyor: error: ") and "127.0.0.1:1" in last, result.stderr
+    assert "s3cret-pw" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["info", "-q", "q-high,ghost"], ["jobs", "-q", "ghost"], ["retry", "-q", "ghost", "--all"],
+    ["purge", "-q", "ghost", "--all"],
+])
+def test_inspection_commands_refuse_a_queue_the_app_does_not_know(redis_url, app_dir, command):
+    cwd, module = app_dir
+    name, *rest = command
+    result = _run([name, f"{module}:app", *rest], cwd, _env(redis_url, "q", cwd / "o"))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "queue 'ghost' has no registered task (queues with tasks: q-default, q-high)" in result.stderr
+    assert result.stdout == ""
