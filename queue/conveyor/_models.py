@@ -10,6 +10,7 @@ from ._errors import ConveyorError
 from ._keys import validate_name
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
+from ._settings_checks import settings_problems
 
 STATES = {
     "w": "waiting",
@@ -101,28 +102,7 @@ class QueueSettings:
     driver: str = "redis-py"
 
     def __post_init__(self) -> None:
-        checks = {
-            "lease must be >= 0.05 s": self.lease >= 0.05,
-            "max_attempts must be >= 1": self.max_attempts >= 1,
-            "max_payload_bytes must be > 0": self.max_payload_bytes > 0,
-            "keep_completed must be >= -1": self.keep_completed >= -1,
-            "keep_failed must be >= -1": self.keep_failed >= -1,
-            "maintenance_batch must be in 1..100000": 1 <= self.maintenance_batch <= 100_000,
-            "maintenance_interval must be > 0": self.maintenance_interval > 0,
-            "pool_size must be >= 1": self.pool_size >= 1,
-            "protocol must be 2 or 3": self.protocol in (2, 3),
-            "dedup_window must be None or >= 0": self.dedup_window is None or self.dedup_window >= 0,
-            "wait_replicas must be >= 0": self.wait_replicas >= 0,
-            "wait_timeout must be > 0": self.wait_timeout > 0,
-            "result_ttl must be >= 0.001 s (a result expires this long after its job finished)": (
-                self.result_ttl >= 0.001
-            ),
-            "max_result_bytes must be > 0": self.max_result_bytes > 0,
-            "driver must be 'redis-py' or 'glide'": self.driver in ("redis-py", "glide"),
-        }
-        failed = [message for message, ok in checks.items() if not ok]
-        if self.time_limit is not None and not is_time_limit(self.time_limit):
-            failed.append(f"time_limit must be None or a number of seconds > 0, got {self.time_limit!r}")
+        failed = settings_problems(self)
         if failed:
             raise ValueError("invalid QueueSettings: " + "; ".join(failed))
 

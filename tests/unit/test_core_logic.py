@@ -211,20 +211,28 @@ def test_stored_payload_that_cannot_be_decoded():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"lease": 0.01}, "lease must be >= 0.05 s"),
-        ({"max_attempts": 0}, "max_attempts must be >= 1"),
-        ({"max_payload_bytes": 0}, "max_payload_bytes must be > 0"),
-        ({"keep_completed": -2}, "keep_completed must be >= -1"),
-        ({"keep_failed": -5}, "keep_failed must be >= -1"),
-        ({"maintenance_batch": 0}, r"maintenance_batch must be in 1..100000"),
-        ({"maintenance_batch": 100_001}, r"maintenance_batch must be in 1..100000"),
-        ({"maintenance_interval": 0}, "maintenance_interval must be > 0"),
-        ({"pool_size": 0}, "pool_size must be >= 1"),
-        ({"protocol": 1}, "protocol must be 2 or 3"),
+        ({"lease": 0.01}, r"lease must be a finite number of seconds >= 0\.05, got 0\.01"),
+        ({"lease": math.inf}, r"lease must be a finite number of seconds >= 0\.05, got inf"),
+        ({"lease": 1e12}, r"lease must be at most 1e\+09 s, got 1000000000000\.0"),
+        ({"result_ttl": math.inf}, r"result_ttl must be a finite .* >= 0\.001 \(.*\), got inf"),
+        ({"socket_timeout": -1}, "socket_timeout must be a finite number of seconds > 0, got -1"),
+        ({"maintenance_interval": math.nan}, "maintenance_interval must be a finite number .* > 0, got nan"),
+        ({"failed_max_age": "7d"}, "failed_max_age must be None or a finite .* >= 0, got '7d'"),
+        ({"max_attempts": 0}, "max_attempts must be an int >= 1, got 0"),
+        ({"max_attempts": 2.5}, r"max_attempts must be an int >= 1, got 2\.5"),
+        ({"max_payload_bytes": 0}, "max_payload_bytes must be an int >= 1, got 0"),
+        ({"keep_completed": -2}, "keep_completed must be an int >= -1, got -2"),
+        ({"keep_failed": True}, "keep_failed must be an int >= -1, got True"),
+        ({"maintenance_batch": 0}, r"maintenance_batch must be an int in 1\.\.100000, got 0"),
+        ({"maintenance_batch": 100_001}, r"maintenance_batch must be an int in 1\.\.100000, got 100001"),
+        ({"pool_size": 0}, "pool_size must be an int >= 1, got 0"),
+        ({"pool_size": 2.5}, r"pool_size must be an int >= 1, got 2\.5"),
+        ({"protocol": 1}, "protocol must be 2 or 3, got 1"),
+        ({"strict": "yes"}, "strict must be True or False, got 'yes'"),
     ],
 )
 def test_settings_validation_messages(kwargs, message):
-    with pytest.raises(ValueError, match=f"^invalid QueueSettings: {message}$"):
+    with pytest.raises(ValueError, match=f"^invalid QueueSettings: {message}"):
         QueueSettings(**kwargs)
 
 
