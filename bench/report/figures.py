@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from bench.report.compare import noise_label
 from bench.report.load import ReportError
 
 
@@ -72,19 +73,26 @@ def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], s
 
 def ratio_bars(columns: dict[str, pd.DataFrame], title: str, reference: str) -> go.Figure:
     """Grouped bars of ratios (columns ``point``, ``ratio``, ``lo``, ``hi``, ``noise``) with whiskers
-    from ``lo`` to ``hi``; noise bars are pale and labelled."""
-    fig = figure(f"{title} (pale: noise)", "", f"ratio to {reference} (above 1 = better)", category_x=True)
+    from ``lo`` to ``hi``; bars with no difference to call out are pale and labelled."""
+    fig = figure(f"{title} (pale: not called out)", "", f"ratio to {reference} (above 1 = better)",
+                 category_x=True)
     for name, found in columns.items():
         fig.add_trace(go.Bar(x=found.point.str.replace(", ", ",<br>"), y=found.ratio, name=name,
                              error_y={"type": "data", "symmetric": False, "visible": True,
                                       "array": (found.hi - found.ratio).tolist(),
                                       "arrayminus": (found.ratio - found.lo).tolist()},
-                             text=["noise" if n else "" for n in found.noise], textangle=0,
+                             text=_noise_labels(found), textangle=0,
                              textposition="inside", insidetextanchor="start", textfont={"size": 9},
                              marker={"opacity": [0.35 if n else 1.0 for n in found.noise]}))
     fig.add_hline(y=1, line_dash="dot")
     fig.update_xaxes(tickangle=0)
     return fig
+
+
+def _noise_labels(found: pd.DataFrame) -> list[str]:
+    """Bar labels: ``noise`` where the ranges overlap, ``within 10%`` where they are apart."""
+    rows = found.to_dict("records")
+    return [noise_label(row) if row["noise"] else "" for row in rows]
 
 
 def metric_lines(rows: pd.DataFrame, specs: tuple[tuple[str, str], ...], chart_id: Callable[[str], str],

@@ -18,7 +18,7 @@ from bench.report.load import Dataset, same_method
 from bench.report.points import COMPARED, NOT_MEASURED
 from bench.report.text import MISSING, md_table, no_data, params_text
 
-RATIO = ["point", "ratio", "lo", "hi", "noise"]
+RATIO = ["point", "ratio", "lo", "hi", "noise", "overlap"]
 
 
 def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> pd.DataFrame:

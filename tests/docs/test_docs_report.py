@@ -150,6 +150,18 @@ def test_ratio_within_the_ranges_is_noise_and_apart_is_not() -> None:
     assert found["lo"] == pytest.approx(140 / 110) and found["hi"] == pytest.approx(160 / 90)
 
 
+def test_a_small_difference_with_the_ranges_apart_is_not_called_noise() -> None:
+    # 5% apart with no overlap: below the 10% called out, but not noise either.
+    row = lambda m, lo, hi: pd.Series({"median": m, "min": lo, "max": hi})  # noqa: E731
+    small = compare.ratio(row(105, 104, 106), row(100, 99, 101))
+    assert small["noise"] and not small["overlap"]
+    assert compare.change(small) == "within 10% (gains 5.0%, ranges apart)"
+    assert compare.ratio_text(small).endswith(", within 10%")
+    overlapping = compare.ratio(row(105, 95, 115), row(100, 90, 110))
+    assert overlapping["overlap"] and compare.change(overlapping) == "within the noise"
+    assert compare.ratio_text(overlapping).endswith(", noise")
+
+
 # ------------------------------------------------------------------ figures
 
 
