@@ -9,6 +9,7 @@ import pandas as pd
 from bench.report.common import REFERENCE_SERVER, run_rows, server_label, source, stat_cell
 from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
+from bench.report.peers import peers_run
 from bench.report.points import COMPARED, ENQUEUE_MANY, LIFECYCLE, MEMORY, NOT_MEASURED, PROCESS, Point
 from bench.report.servers import cell, comparisons, dragonfly_runs, server_columns, verdict
 from bench.report.text import md_table, no_data, unit_of
@@ -73,9 +74,25 @@ def dragonfly_line(ds: Dataset) -> str:
     both = [p.label for p in COMPARED if p.label in set(hashtag.point) & set(glob.point)]
     if not both:
         return ""
-    return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run: "
-            f"{cell(hashtag, both[0])} with `--lock_on_hashtags`, {cell(glob, both[0])} with global locking "
-            "([Servers](servers.md#dragonfly)).")
+    return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run "
+            f"(`{runs[-1]}`, {machine(ds, runs[-1])}): {cell(hashtag, both[0])} with `--lock_on_hashtags`, "
+            f"{cell(glob, both[0])} with global locking ([Servers](servers.md#dragonfly)).")
+
+
+def machine(ds: Dataset, run: str) -> str:
+    """``vm, AMD EPYC, 2 cores``: what a run's absolute figures depend on."""
+    found = ds.runs.loc[run]
+    return f"{found.machine}, {found.cpu}, {found.cores} cores"
+
+
+def other_machine_note(ds: Dataset, run: str) -> str:
+    """A warning when the peer ratios shown above the table come from another machine than it."""
+    peers = peers_run(ds)
+    if peers is None or machine(ds, peers.run_id) == machine(ds, run):
+        return ""
+    return (f"The figures in this table come from run `{run}` ({machine(ds, run)}); the peer ratios "
+            f"above from run `{peers.run_id}` ({machine(ds, peers.run_id)}). Ratios travel between "
+            "machines, absolute figures do not: set no figure of this table against a peer's.\n\n")
 
 
 def headline(ds: Dataset, prefix: str = "") -> str:
@@ -85,7 +102,8 @@ def headline(ds: Dataset, prefix: str = "") -> str:
         return no_data("any of the headline scenarios")
     runs = list(dict.fromkeys(run for run, _ in found))
     servers = verdict(ds, runs[0]).replace("**From this run:** ", "") if server_columns(ds, runs[0]) else ""
-    return (f"{md_table(pd.DataFrame([row for _, row in found]))}\n\n- **Servers**: {servers} "
+    return (f"{md_table(pd.DataFrame([row for _, row in found]))}\n\n{other_machine_note(ds, runs[0])}"
+            f"- **Servers**: {servers} "
             f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n"
             + "\n\n".join(source(ds, r, prefix) for r in runs) + "\n")
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bench.report.load import Dataset
 from bench.report.peers import NO_PEERS, REF, peers_run
-from bench.report.text import MISSING, fmt, md_table, no_data, source_line, times
+from bench.report.text import MISSING, fmt, md_table, no_data, source_line, span, times
 
 # goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
 GOALS: list[tuple[str, str, dict[str, Any], str, bool, float]] = [
@@ -56,6 +56,31 @@ def _noted(peers: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
              or (flavor.get("settings") or {}).get("processes", 1) > 1)
     note = flavor.get("note") if tuned else None
     return {**row, "_note": note} if note else row
+
+
+def ratio_range(ref: dict[str, Any], peer: dict[str, Any], metric: str, higher: bool
+                ) -> tuple[float, float] | None:
+    """Conveyor's ratio to the peer from the worst to the best pairing of their repetitions, or
+    None when either has a single repetition (no spread to judge by)."""
+    a, b = ref["metrics"][metric], peer["metrics"][metric]
+    if min(int(a.get("count", 1)), int(b.get("count", 1))) < 2:
+        return None
+    if not higher:
+        a, b = b, a
+    return float(a["min"]) / float(b["max"]), float(a["max"]) / float(b["min"])
+
+
+def verdict(ratio: float, need: float, spread: tuple[float, float] | None) -> str:
+    """``met`` or ``**not met**``, qualified where the repetitions do not settle it."""
+    said = "met" if ratio >= need else "**not met**"
+    if spread is None:
+        return f"{said}, one repetition: no spread to judge by"
+    lo, hi = spread
+    if ratio >= need > lo:
+        return f"{said} at the medians, not at the worst pairing ({times(lo)})"
+    if hi >= need > ratio:
+        return f"{said} at the medians; the best pairing reaches {times(hi)}"
+    return said
 
 
 def _costs(rows: list[dict[str, Any]]) -> str:
@@ -115,11 +140,12 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
             peer = (max if higher else min)(others, key=lambda r: _figure(r, metric))
             ratio = (_figure(ref, metric) / _figure(peer, metric) if higher
                      else _figure(peer, metric) / _figure(ref, metric))
-            met = ratio >= need
+            met, spread = ratio >= need, ratio_range(ref, peer, metric, higher)
             table.append({"goal": f"{goal[0]}: {times(need)}",
                           "Conveyor": f"{fmt(_figure(ref, metric))} ({_label(ref)})",
                           "best peer": f"{fmt(_figure(peer, metric))} ({_label(peer)})",
-                          "ratio": times(ratio), "verdict": "met" if met else "**not met**"})
+                          "ratio": times(ratio) + (f" ({span(*spread)})" if spread else ""),
+                          "verdict": verdict(ratio, need, spread)})
             if not met:
                 recorded = any(m in r["metrics"] for r in (ref, peer) for m in COSTS)
                 notes += [f"**{goal[0]}: not met** ({times(ratio)} of {times(need)}). "

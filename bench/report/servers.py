@@ -95,12 +95,13 @@ def servers_table(ds: Dataset, run: str) -> str:
     rows, notes, elsewhere = [], [], dragonfly_runs(ds)
     for entry in servers(ds, run):
         status = "measured"
-        if not entry["measured"] and entry["id"] == DRAGONFLY and elsewhere:
-            status = f"in run `{elsewhere[-1]}`, [below](#dragonfly)"
-        elif not entry["measured"]:
+        if not entry["measured"]:
             notes.append(f"[^{entry['id']}]: {entry.get('reason') or 'no reason recorded'}. "
                          f"Measure with `{entry.get('command') or 'nox -s bench'}`.")
             status = f"not measured[^{entry['id']}]"
+            if entry["id"] == DRAGONFLY and elsewhere:  # the reason of this run stays visible
+                status = (f"not measured in this run[^{entry['id']}]; measured in run "
+                          f"`{elsewhere[-1]}`, [below](#dragonfly)")
         rows.append({"server": entry["id"], "version": entry.get("version") or MISSING,
                      "allocator": entry.get("allocator") or MISSING, "status": status})
     return md_table(pd.DataFrame(rows)) + ("\n\n" + "\n".join(notes) if notes else "")

@@ -291,6 +291,28 @@ def test_dragonfly_is_a_ratio_to_the_valkey_of_its_own_run(tmp_path: Path) -> No
     assert "Dragonfly" in home and "servers.md#dragonfly" in home
 
 
+def test_a_server_measured_in_another_run_keeps_this_runs_reason(tmp_path: Path) -> None:
+    ds = dataset(tmp_path, make_run(), make_dragonfly_run())
+    out = render(ds, "servers_section")
+    row = next(line for line in out.splitlines() if line.startswith("| dragonfly"))
+    assert "not measured in this run[^dragonfly]" in row and "20261130T181041Z-df0001" in row
+    assert "[^dragonfly]: no dragonfly binary (set DRAGONFLY_BIN)." in out
+
+
+def test_home_says_when_the_peer_ratios_come_from_another_machine(tmp_path: Path) -> None:
+    same = render(dataset(tmp_path / "same", make_run()), "headline")
+    assert "peer ratios above from run" not in same
+    table = make_run()
+    del table["peers"]
+    peers = make_run("20261128T090000Z-be0001", "2026-11-28T09:00:00Z")
+    peers["environment"]["cpu_model"] = "Other CPU"
+    home = render(dataset(tmp_path / "two", table, peers), "headline")
+    assert ("come from run `20261129T201500Z-ab12cd` (synthetic, Test CPU, 2 cores); the peer ratios "
+            "above from run `20261128T090000Z-be0001` (synthetic, Other CPU, 2 cores)") in home
+    dragonfly = render(dataset(tmp_path / "df", make_run(), make_dragonfly_run()), "headline")
+    assert "in its own run (`20261130T181041Z-df0001`, dragonfly-host, Test CPU, 2 cores)" in dragonfly
+
+
 def test_main_figures_never_come_from_a_two_server_dragonfly_run(tmp_path: Path) -> None:
     ds = dataset(tmp_path, make_run(), make_dragonfly_run())
     assert "20261130T181041Z-df0001" not in render(ds, "process_section")

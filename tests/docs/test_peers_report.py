@@ -11,6 +11,7 @@ from docs_synthetic import make_run, metric
 
 from bench import report
 from bench.report.load import Dataset
+from bench.report.peers_goals import ratio_range, verdict
 
 
 def dataset(tmp_path: Path, *docs: dict[str, Any]) -> Dataset:
@@ -65,6 +66,23 @@ def test_goals_say_which_are_not_met_and_why_from_per_job_costs(tmp_path: Path) 
     assert "server reads (round trips)" in goals
 
 
+def test_a_goal_met_on_one_repetition_or_only_at_the_medians_says_so(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    for row in doc["peers"]["rows"]:
+        if row["scenario"] == "memory":  # one repetition, as the memory rows of real runs have
+            row["metrics"]["bytes_per_job"] = metric(row["metrics"]["bytes_per_job"]["median"], "B", reps=1)
+    goals = render(dataset(tmp_path, doc), "peers_goals")
+    memory = next(line for line in goals.splitlines() if line.startswith("| memory per waiting job"))
+    assert "met, one repetition: no spread to judge by" in memory
+    assert verdict(3.1, 3.0, (2.9, 3.3)) == "met at the medians, not at the worst pairing (2.90x)"
+    assert verdict(2.9, 3.0, (2.7, 3.1)) == "**not met** at the medians; the best pairing reaches 3.10x"
+    assert verdict(3.5, 3.0, (3.2, 3.8)) == "met"
+    higher = {"metrics": {"m": {"count": 3, "min": 90, "max": 110, "median": 100}}}
+    lower = {"metrics": {"m": {"count": 3, "min": 9, "max": 11, "median": 10}}}
+    assert ratio_range(higher, lower, "m", higher=True) == (90 / 11, 110 / 9)
+    assert ratio_range(lower, higher, "m", higher=False) == (90 / 11, 110 / 9)  # smaller is better
+
+
 def test_a_goal_no_peer_can_be_compared_on_says_so(tmp_path: Path) -> None:
     doc = copy.deepcopy(make_run())
     doc["peers"]["rows"] = [r for r in doc["peers"]["rows"]
@@ -82,7 +100,7 @@ def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_setti
     tuned = [{**copy.deepcopy(r), "flavor": "tuned"} for r in peers["rows"]
              if r["library"] == "bullmq" and r["scenario"] == "process"]
     for row in tuned:
-        row["metrics"]["jobs_per_s"]["median"] *= 2
+        _scale(row["metrics"]["jobs_per_s"], 2)
     peers["rows"] += tuned
     peers["libraries"]["bullmq"]["flavors"]["tuned"] = {
         "settings": {"processes": 2}, "note": "2 worker processes",
@@ -95,13 +113,20 @@ def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_setti
             "process at concurrency 32") in render(ds, "peers_libraries")
 
 
+def _scale(figure: dict[str, Any], factor: float) -> None:
+    """Every repetition of a metric record times ``factor`` (median, range and MAD with them)."""
+    for key in ("median", "min", "max", "mad"):
+        figure[key] *= factor
+    figure["values"] = [v * factor for v in figure["values"]]
+
+
 def _conveyor_tuned(doc: dict[str, Any], factor: float) -> None:
     """Add Conveyor's multi-process row at concurrency 32, ``factor`` times its Worker row."""
     peers = doc["peers"]
     row = next(r for r in peers["rows"] if (r["library"], r["scenario"]) == ("conveyor", "process")
                and r["params"]["concurrency"] == 32)
     tuned = {**copy.deepcopy(row), "flavor": "AsyncWorker tuned"}
-    tuned["metrics"]["jobs_per_s"]["median"] *= factor
+    _scale(tuned["metrics"]["jobs_per_s"], factor)
     peers["rows"].append(tuned)
     peers["libraries"]["conveyor"]["flavors"]["AsyncWorker tuned"] = {
         "settings": {"worker": "async", "processes": 2}, "note": "2 AsyncWorker processes",
@@ -116,7 +141,7 @@ def test_conveyors_faster_multi_process_row_sets_its_ratios_and_is_named(tmp_pat
     ds = dataset(tmp_path, doc)
     goals = " ".join(render(ds, "peers_goals").split())
     assert ("| process at concurrency 32: 15.00x | 32,000 (conveyor (AsyncWorker tuned: 2 AsyncWorker "
-            "processes)) | 1,600 (bullmq (default)) | 20.00x | met |") in goals
+            "processes)) | 1,600 (bullmq (default)) | 20.00x (19.22\u201320.82) | met |") in goals
     assert "9,000 (conveyor (Worker))" in goals  # the other goals keep the Worker row, without a note
     speed = " ".join(render(ds, "peers_speed").split())
     assert "| Conveyor's row | Worker | AsyncWorker tuned | Worker |" in speed
