@@ -92,8 +92,10 @@ def noise_label(found: Any) -> str:
 
 
 def same_method_runs(ds: Dataset, run_id: str) -> list[str]:
-    """Full runs made with the method and on the machine of ``run_id`` (itself included)."""
+    """Full runs made with the method, on the machine and under the interpreter of ``run_id``
+    (itself included)."""
     ref = ds.runs.loc[run_id]
     same = ds.runs[(ds.runs.method == ref.method) & (ds.runs.machine == ref.machine)
-                   & (ds.runs.cpu == ref.cpu) & (ds.runs.cores == ref.cores) & ~ds.runs.quick]
+                   & (ds.runs.cpu == ref.cpu) & (ds.runs.cores == ref.cores)
+                   & (ds.runs.python == ref.python) & ~ds.runs.quick]
     return same.index.tolist()

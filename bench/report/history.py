@@ -1,9 +1,10 @@
 """History page: each headline metric over Conveyor versions, from every committed full run.
 
 A point is one run's median with its within-run MAD as error bar, at that run's version and commit.
-Points are joined by a line only within one group: the same machine (label, CPU, cores), method and
-case parameters, so no line suggests a trend across a change of setup. Where a group holds several
-runs, the spread across runs stands beside the typical within-run MAD: the run-to-run noise.
+Points are joined by a line only within one group: the same machine (label, CPU, cores),
+interpreter, method and case parameters, so no line suggests a trend across a change of setup.
+Where a group holds several runs, the spread across runs stands beside the typical within-run
+MAD: the run-to-run noise.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def points(ds: Dataset, h: Point) -> pd.DataFrame:
     methods, run = method_names(ds), ds.runs.loc[rows.run_id]
     rows = rows.assign(version=[d["conveyor_version"] for d in run.doc], commit=run.commit.str[:7].tolist(),
                        created=run.created.tolist(),
-                       group=[f"{r.machine} ({r.cpu}, {r.cores} cores), method {methods[r.method][0]}"
+                       group=[f"{r.machine} ({r.cpu}, {r.cores} cores), {r.python}, "
+                              f"method {methods[r.method][0]}"
                               for r in run.itertuples()]).sort_values(["created", "run_id"])
     rows["x"] = rows.version + " · " + rows.commit
     dup = rows.duplicated("x", keep=False)

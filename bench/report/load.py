@@ -26,7 +26,7 @@ CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
 # Method fields that differ between runs of one method (timings of the run itself).
 VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines",
                              "client_install_bytes"})
-RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores",
+RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores", "python",
                "quick", "repetitions", "method", "doc"]
 
 
@@ -68,6 +68,7 @@ def read(path: Path, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], 
                "commit": git.get("commit") or "", "dirty": bool(git.get("dirty")),
                "machine": env["machine_label"],
                "cpu": env["cpu_model"], "cores": int(env["cores"]), "quick": bool(method["quick"]),
+               "python": f"{env.get('implementation') or 'CPython'} {env['python']}",
                "repetitions": method["repetitions"], "doc": doc, "method": json.dumps(
                    {k: v for k, v in method.items() if k not in VOLATILE_METHOD}, sort_keys=True)}
         cases, tidy = [], []

@@ -31,7 +31,7 @@ def role(ds: Dataset, run: str) -> str:
     if uses:
         return "; ".join(uses)
     if main is not None and run in same_method_runs(ds, main):
-        return "run-to-run spread only: an older run of the same method and machine"
+        return "run-to-run spread only: an older run of the same method, machine and interpreter"
     return "History only: an older run, another method or another machine"
 
 

@@ -62,6 +62,16 @@ def test_a_different_method_is_never_joined(tmp_path: Path) -> None:
     assert len({t.name for t in fig.data}) == 2
 
 
+def test_another_interpreter_is_never_joined(tmp_path: Path) -> None:
+    newer = run("20261102T000000Z-bbbbbb", "2026-11-02T00:00:00Z", "b" * 40)
+    newer["environment"]["python"] = "3.13.0"
+    ds = dataset(tmp_path, run("20261101T000000Z-aaaaaa", "2026-11-01T00:00:00Z", "a" * 40), newer)
+    fig = history_figure(PROCESS, points(ds, PROCESS))
+    assert sorted(len(t.x) for t in fig.data) == [1, 1]
+    assert {t.name.split(", method")[0] for t in fig.data} == {
+        "synthetic (Test CPU, 2 cores), CPython 3.11.7", "synthetic (Test CPU, 2 cores), CPython 3.13.0"}
+
+
 def test_page_shows_spread_across_runs_beside_within_run_mad(tmp_path: Path) -> None:
     ds = dataset(tmp_path,
                  run("20261101T000000Z-aaaaaa", "2026-11-01T00:00:00Z", "a" * 40),
