@@ -228,14 +228,24 @@ def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
     return "\n\n".join(charts) + "\n"
 
 
+def drifting(ds: Dataset) -> dict[tuple[str, str], float]:
+    """(server, scenario) cells where the baseline measured twice differs beyond noise: a ratio of
+    another run there says nothing about the option, so no recommendation leans on it."""
+    return {(server, s): r for server, v in drift(ds).items() for s, r in v["ratios"].items()
+            if not v["noise"][s] and s != "reference"}
+
+
 def recommendation(ds: Dataset, prefix: str = "") -> str:
     """The option with the best geometric-mean ratio over its servers and scenarios, if it beats
-    the baseline beyond noise.
+    the baseline beyond noise. A ratio that is noise counts as 1 (no measured difference), and a
+    scenario the baseline itself drifts in on a server is left out (named in the text).
 
     ``reference`` is left out: it times the raw client (PING, EVALSHA), not Conveyor, so a driver
     with a faster raw client but a slower queue must not be recommended on its strength.
     """
-    found = {o: {(v, s): r for v, got in by.items() for s, r in got["ratios"].items() if s != "reference"}
+    moved = drifting(ds)
+    found = {o: {(v, s): 1.0 if got["noise"][s] else r for v, got in by.items()
+                 for s, r in got["ratios"].items() if s != "reference" and (v, s) not in moved}
              for o, by in ratios(ds).items() if o != BASELINE}
     overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items() if r}
     if not overall:
@@ -244,13 +254,26 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
                 "measured with.\n")
     best = max(overall, key=overall.__getitem__)
     scope = (f"{', '.join(sorted({s for _, s in found[best]}))} "
-             f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}")
+             f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}, noise counted as 1.00x"
+             f"{left_out(moved)}")
     if overall[best] <= 1 + THRESHOLD:
         return (f"**Keep the default.** No measured option beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "
                 f"(geometric mean over {scope}).\n")
     return (f"**{best.label}** is the fastest measured option: {times(overall[best])} the baseline "
             f"(geometric mean over {scope}). Weigh it against the trade-offs below before switching.\n")
+
+
+def left_out(moved: dict[tuple[str, str], float]) -> str:
+    """``; left out, where the baseline measured twice differs beyond noise: latency on valkey-9.1
+    (0.34x), ...`` for the cells the baseline drifts in."""
+    if not moved:
+        return ""
+    by: dict[str, list[str]] = {}
+    for server, scenario in sorted(moved, key=lambda k: server_rank(k[0])):
+        by.setdefault(scenario, []).append(f"{server} ({times(moved[server, scenario])})")
+    cells = "; ".join(f"{s} on {', '.join(v)}" for s, v in sorted(by.items()))
+    return f"; left out, where the baseline measured twice differs beyond noise: {cells}"
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:

@@ -74,6 +74,32 @@ def test_a_faster_interpreter_is_a_ratio_and_the_recommendation(tmp_path: Path) 
     assert "data-cv-chart" in render(ds, "runtimes_chart")
 
 
+def _scale_latency(doc: dict[str, Any], factor: float) -> None:
+    for row in doc["results"]:
+        if row["scenario"] == "latency":
+            for m in row["metrics"].values():
+                m["values"] = [v * factor for v in m["values"]]
+                for key in ("median", "mean", "min", "max", "p5", "p95", "mad"):
+                    if isinstance(m.get(key), int | float):
+                        m[key] *= factor
+
+
+def test_a_scenario_the_baseline_itself_drifts_in_is_left_out_of_the_recommendation(
+        tmp_path: Path) -> None:
+    # The baseline measured twice differs 3x in latency: the latency ratios of other runs say
+    # nothing, and a 0.30x there must not pull down an option 1.30x faster everywhere else.
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.0)
+    _scale_latency(again, 3.0)
+    py312 = variant_run("20261129T233000Z-4e7312", "2026-11-29T23:30:00Z", 1.3, "3.12.1")
+    _scale_latency(py312, 3.0 * 1.3 / 0.3)
+    ds = dataset(tmp_path, make_run(), again, py312)
+    assert ratio_cell(render(ds, "runtimes_table"), "CPython 3.12", "latency") == "0.30x"
+    advice = render(ds, "runtimes_recommendation")
+    assert "**CPython 3.12 · asyncio · redis-py + hiredis** is the fastest measured option: 1.30x" in advice
+    assert ("; left out, where the baseline measured twice differs beyond noise: latency on valkey-9.1 "
+            "(0.33x)") in advice
+
+
 def test_a_faster_raw_client_alone_is_not_the_recommendation(tmp_path: Path) -> None:
     # A driver whose raw client is 2x faster (reference) but whose queue is 0.85x is not advised.
     fast_raw = variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 0.85, driver="glide")
