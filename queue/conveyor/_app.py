@@ -23,8 +23,9 @@ H = TypeVar("H", bound=Hook)
 class Conveyor:
     """Tasks, hooks and schedules of an application, and its clients for the server at ``url``.
 
-    ``settings`` (or keyword overrides of :class:`QueueSettings`) apply to every queue of the app.
-    Queue clients are created on first use, one per queue name (sync and asyncio separately).
+    ``settings`` (or keyword overrides of [QueueSettings][conveyor.QueueSettings]) apply to every
+    queue of the app. Queue clients are created on first use, one per queue name (sync and asyncio
+    separately).
     """
 
     def __init__(
@@ -99,7 +100,8 @@ class Conveyor:
         return register if fn is None else register(fn)
 
     def get_task(self, name: str) -> Task[..., Any]:
-        """The registered task called ``name``; :class:`UnknownTaskError` names it otherwise."""
+        """The registered task called ``name``; [UnknownTaskError][conveyor.UnknownTaskError] names it
+        otherwise."""
         try:
             return self.tasks[name]
         except KeyError:
@@ -179,7 +181,7 @@ class Conveyor:
         return self.hooks.any_async() or any(t.is_async for q in queues for t in self._tasks_of(q))
 
     def handlers(self, queue: str) -> dict[str, SyncHandler]:
-        """Handlers for a thread :class:`Worker` on ``queue`` (every task there must be sync)."""
+        """Handlers for a thread [Worker][conveyor.Worker] on ``queue`` (every task there must be sync)."""
         if self.hooks.any_async():
             raise TypeError("an async hook is registered: run the worker on asyncio (AsyncWorker)")
         handlers: dict[str, SyncHandler] = {}
@@ -190,7 +192,7 @@ class Conveyor:
         return handlers
 
     def async_handlers(self, queue: str) -> dict[str, AsyncHandler]:
-        """Handlers for an :class:`AsyncWorker` on ``queue``; sync tasks run in threads."""
+        """Handlers for an [AsyncWorker][conveyor.AsyncWorker] on ``queue``; sync tasks run in threads."""
         return {task.name: async_handler(task, self.hooks) for task in self._tasks_of(queue)}
 
     # -- clients ----------------------------------------------------------------------------------
@@ -209,7 +211,7 @@ class Conveyor:
         return client
 
     def close(self) -> None:
-        """Close the synchronous clients (asyncio clients: :meth:`aclose`)."""
+        """Close the synchronous clients (asyncio clients: [aclose()][conveyor.Conveyor.aclose])."""
         for client in self._queues.values():
             client.close()
         self._queues.clear()

@@ -35,8 +35,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     Given a client (``AsyncQueue(name, client)``), Conveyor turns that client's own retries off
     (``set_retry``), because a command re-sent after a timeout may run twice. Give Conveyor a
     client of its own if other code needs retries. A call that times out (``TimeoutError`` or
-    :class:`ConnectionFailedError`) may or may not have run on the server: enqueue with
-    caller-given ``job_id`` values and re-send the same call, which is then idempotent.
+    [ConnectionFailedError][conveyor.ConnectionFailedError]) may or may not have run on the server:
+    enqueue with caller-given ``job_id`` values and re-send the same call, which is then idempotent.
     """
 
     @classmethod
@@ -66,7 +66,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     def _hold_connection(self) -> None:
         """For one caller at a time (a worker's pump): script calls keep their connection checked
-        out between calls, until ``_put_back()`` (see :class:`~conveyor._direct.AsyncHeldScripts`)."""
+        out between calls, until ``_put_back()`` (see ``_direct.AsyncHeldScripts``)."""
         if self._direct is not None:
             self._direct = AsyncHeldScripts.of(self.client)
 
@@ -179,7 +179,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
         ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``).
-        ``limit``: per-key concurrency and rate limits (:class:`Limit`)."""
+        ``limit``: per-key concurrency and rate limits ([Limit][conveyor.Limit])."""
         group = self.core.pack(task, payload, job_id, delay, max_attempts, priority=priority,
                                time_limit=time_limit, limit=limit)  # fmt: skip
         if self.settings.batch_enqueue:
@@ -229,7 +229,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def extend(self, job: Job, lease: float | None = None) -> None:
         """Push the job's lease deadline to now + ``lease`` (heartbeat). If a cancel of the job was
         requested, ``job.cancelled`` turns True: stop, then ``fail`` settles it as cancelled. Past
-        its time limit the lease is not renewed: :class:`LeaseLostError`."""
+        its time limit the lease is not renewed: [LeaseLostError][conveyor.LeaseLostError]."""
         settle_single("extend", job, await self._run(self.core.extend([job], lease)), "")
 
     async def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
@@ -250,11 +250,12 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     async def result(self, job_id: str, timeout: float | None = None) -> Any:
         """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)
-        without polling. Needs ``store_results``. Raises :class:`JobFailedError` (with the stored
-        error and attempts) if the job failed (also when its last attempt timed out: the error names
-        the time limit), :class:`JobCancelledError` if it ended cancelled, ``TimeoutError`` if it
-        has not finished in time, and :class:`ConveyorError` if its result is gone (expired,
-        trimmed, or never stored)."""
+        without polling. Needs ``store_results``. Raises [JobFailedError][conveyor.JobFailedError]
+        (with the stored error and attempts) if the job failed (also when its last attempt timed out:
+        the error names the time limit), [JobCancelledError][conveyor.JobCancelledError] if it ended
+        cancelled, ``TimeoutError`` if it has not finished in time, and
+        [ConveyorError][conveyor.ConveyorError] if its result is gone (expired, trimmed, or never
+        stored)."""
         return await self._results.wait(job_id, timeout)
 
     async def cancel(self, job_id: str) -> bool:

@@ -49,7 +49,7 @@ class AsyncWorker:
     workers in one process sharing the waiter; one lane's call is in flight while the other's
     handlers run (see ``_lanes.py`` for the measured gain). ``pumps=1`` keeps three connections.
 
-    Workers of several queues can share one ``waiter`` (an :class:`~conveyor._waiter.AsyncMarkerWaiter`, as
+    Workers of several queues can share one ``waiter`` (an ``AsyncMarkerWaiter``, as
     ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs

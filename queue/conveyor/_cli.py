@@ -26,7 +26,7 @@ class BadInput(ConveyorError, ValueError):
 
 
 def load_app(path: str) -> Conveyor:
-    """The :class:`Conveyor` named by ``module.path:attribute`` (the current directory is importable)."""
+    """The ``Conveyor`` named by ``module.path:attribute`` (the current directory is importable)."""
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise BadInput(f"app path {path!r} must look like 'package.module:app'")

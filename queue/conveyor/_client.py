@@ -34,8 +34,8 @@ class Queue(QueueBase[redis.Redis]):
     Given a client (``Queue(name, client)``), Conveyor turns that client's own retries off
     (``set_retry``), because a command re-sent after a timeout may run twice. Give Conveyor a
     client of its own if other code needs retries. A call that times out (``TimeoutError`` or
-    :class:`ConnectionFailedError`) may or may not have run on the server: enqueue with
-    caller-given ``job_id`` values and re-send the same call, which is then idempotent.
+    [ConnectionFailedError][conveyor.ConnectionFailedError]) may or may not have run on the server:
+    enqueue with caller-given ``job_id`` values and re-send the same call, which is then idempotent.
     """
 
     @classmethod
@@ -161,7 +161,7 @@ class Queue(QueueBase[redis.Redis]):
         """Enqueue one job. With ``job_id``, an existing job of that id is returned instead.
         ``priority`` (0..9, default 0): higher levels are claimed first, FIFO within a level.
         ``time_limit`` (seconds) bounds each attempt (default: the queue's ``time_limit``).
-        ``limit``: per-key concurrency and rate limits (:class:`Limit`)."""
+        ``limit``: per-key concurrency and rate limits ([Limit][conveyor.Limit])."""
         group = self.core.pack(task, payload, job_id, delay, max_attempts, priority=priority,
                                time_limit=time_limit, limit=limit)  # fmt: skip
         if self.settings.batch_enqueue:
@@ -214,7 +214,7 @@ class Queue(QueueBase[redis.Redis]):
     def extend(self, job: Job, lease: float | None = None) -> None:
         """Push the job's lease deadline to now + ``lease`` (heartbeat). If a cancel of the job was
         requested, ``job.cancelled`` turns True: stop, then ``fail`` settles it as cancelled. Past
-        its time limit the lease is not renewed: :class:`LeaseLostError`."""
+        its time limit the lease is not renewed: [LeaseLostError][conveyor.LeaseLostError]."""
         settle_single("extend", job, self._run(self.core.extend([job], lease)), "")
 
     def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
@@ -235,11 +235,12 @@ class Queue(QueueBase[redis.Redis]):
 
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)
-        without polling. Needs ``store_results``. Raises :class:`JobFailedError` (with the stored
-        error and attempts) if the job failed (also when its last attempt timed out: the error names
-        the time limit), :class:`JobCancelledError` if it ended cancelled, ``TimeoutError`` if it
-        has not finished in time, and :class:`ConveyorError` if its result is gone (expired,
-        trimmed, or never stored)."""
+        without polling. Needs ``store_results``. Raises [JobFailedError][conveyor.JobFailedError]
+        (with the stored error and attempts) if the job failed (also when its last attempt timed out:
+        the error names the time limit), [JobCancelledError][conveyor.JobCancelledError] if it ended
+        cancelled, ``TimeoutError`` if it has not finished in time, and
+        [ConveyorError][conveyor.ConveyorError] if its result is gone (expired, trimmed, or never
+        stored)."""
         return self._results.wait(job_id, timeout)
 
     def cancel(self, job_id: str) -> bool:

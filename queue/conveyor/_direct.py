@@ -88,7 +88,7 @@ class DirectScripts(_Direct):
 
 class HeldScripts(DirectScripts):
     """EVALSHA for one caller at a time (a sync ``Queue``'s script call whenever no other thread
-    is using it, see :meth:`take`): the connection stays checked out between calls. The pool's
+    is using it, see ``take()``): the connection stays checked out between calls. The pool's
     checkout and release (its lock, queue and metrics records) cost a script call about 15 us of client CPU on
     a ``ConnectionPool`` and 20 on a ``BlockingConnectionPool``, where the call itself (held)
     costs about 13 (a trivial script, 5 x 5,000 calls, one run on Valkey 9.1; a lone enqueue
@@ -110,7 +110,7 @@ class HeldScripts(DirectScripts):
         _HELD.add(self)
 
     def take(self) -> bool:
-        """Reserve the held connection for one call (then :meth:`give`), unless another thread
+        """Reserve the held connection for one call (then ``give()``), unless another thread
         has it: that caller goes through the pool instead of waiting."""
         return self._lock.acquire(blocking=False)
 
@@ -189,7 +189,7 @@ class AsyncDirectScripts(_Direct):
             await pool.release(conn)
 
     async def put_back(self) -> None:
-        """Nothing is held between calls here (see :class:`AsyncHeldScripts`)."""
+        """Nothing is held between calls here (see ``AsyncHeldScripts``)."""
 
 
 class AsyncHeldScripts(AsyncDirectScripts):
@@ -226,7 +226,7 @@ class AsyncHeldScripts(AsyncDirectScripts):
 
 class AsyncLoneScripts(AsyncHeldScripts):
     """EVALSHA for one task at a time (an ``AsyncQueue``'s script call whenever no other task of
-    its event loop is using it, see :meth:`take`): as :class:`HeldScripts` for the sync
+    its event loop is using it, see ``take()``): as ``HeldScripts`` for the sync
     ``Queue``. The pool's checkout and release are awaited coroutines with a lock and metrics
     records: a trivial script call cost 129 us of client CPU
     through the pool and 72 held (5 x 5,000 calls, one run on Valkey 9.1, a loaded machine). Each
@@ -247,7 +247,7 @@ class AsyncLoneScripts(AsyncHeldScripts):
         return _roomy(super().of(client))
 
     def take(self) -> bool:
-        """Reserve the held connection for one call (then :meth:`give`), unless another task has
+        """Reserve the held connection for one call (then ``give()``), unless another task has
         it: that caller goes through the pool instead of waiting. (One event loop: no lock.)"""
         if self._busy:
             return False

@@ -1,6 +1,6 @@
 """The valkey-glide driver: glide clients behind the subset of redis-py's API that Conveyor uses.
 
-The seam between Conveyor and a driver is that subset (see :data:`SEAM`): script calls
+The seam between Conveyor and a driver is that subset (see ``SEAM``): script calls
 (``evalsha``, ``script_load``), a non-transactional ``pipeline`` of a few reads plus EVALSHA and
 WAIT, the blocking wait on the marker (``bzpopmin``, ``zadd``), a few reads (``hgetall``, ``hmget``,
 ``zcard``, list/zset ranges, ``info``, ``config_get``), connection naming (per worker role) and
@@ -12,7 +12,7 @@ custom command and a NOSCRIPT reply is handled by the caller, as with redis-py.
 
 Differences, each explicit: one multiplexed connection per client instead of a pool
 (``pool_size``/``pool_timeout`` do not apply); one server only (Cluster, Sentinel and ``unix://``
-URLs raise :class:`ConveyorError`); of the URL options only ``ssl_ca_certs`` and
+URLs raise ``ConveyorError``); of the URL options only ``ssl_ca_certs`` and
 ``ssl_cert_reqs=none`` are read (others raise). glide never re-sends a command on its own here:
 Conveyor passes no retry settings, and its reconnect backoff only reopens the connection.
 """

@@ -54,7 +54,7 @@ class GlideAsync(GlideDriver):
 
     async def _connected(self) -> Any:
         """The client, created on first use; outside ``_call``'s error mapping, as a refusal to
-        connect here (:func:`idle_reply_loop`) is Conveyor's, not a server's."""
+        connect here (``idle_reply_loop()``) is Conveyor's, not a server's."""
         if self._client is None:
             self._creating = self._creating or asyncio.Lock()
             async with self._creating:

@@ -17,7 +17,7 @@ MAX_NAME_LENGTH = 200
 
 
 def validate_name(kind: str, name: object) -> str:
-    """Return ``name`` if it can be part of a key, else raise :class:`InvalidNameError`."""
+    """Return ``name`` if it can be part of a key, else raise ``InvalidNameError``."""
     if not isinstance(name, str):
         raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
     if not name:

@@ -142,7 +142,7 @@ class Limit:
 class JobSpec:
     """A job to enqueue. ``job_id`` makes the enqueue idempotent; ``delay`` is in seconds;
     ``priority`` is a level in 0..9 (default 0), higher levels are claimed first; ``limit`` caps
-    how many jobs of its key run at once and how often they start (:class:`Limit`)."""
+    how many jobs of its key run at once and how often they start ([Limit][conveyor.Limit])."""
 
     task: str
     payload: Any = None
@@ -160,7 +160,7 @@ class Job:
 
     ``time_limit``: seconds one attempt may run (None: no limit). ``stop_reason``: set by the
     worker running the job when it wants the handler to stop (``"cancel"`` or ``"timeout"``);
-    a sync handler cannot be interrupted and should check :attr:`cancelled` between steps.
+    a sync handler cannot be interrupted and should check [cancelled][conveyor.Job.cancelled] between steps.
     """
 
     id: str
@@ -203,8 +203,9 @@ class Job:
     def result(self, timeout: float | None = None) -> Any:
         """The job's return value, once it finished; waits up to ``timeout`` seconds (None: no limit).
 
-        From a :class:`Queue` this blocks; from an :class:`AsyncQueue` it returns an awaitable
-        (``await job.result(timeout=5)``). See :meth:`Queue.result` for what it raises.
+        From a [Queue][conveyor.Queue] this blocks; from an [AsyncQueue][conveyor.AsyncQueue] it
+        returns an awaitable (``await job.result(timeout=5)``). See
+        [Queue.result()][conveyor.Queue.result] for what it raises.
         """
         if self._queue is None:
             raise ConveyorError(f"job {self.id!r} was not returned by a queue; use queue.result(job_id)")

@@ -1,6 +1,6 @@
 """Sans-I/O core shared by Queue and AsyncQueue: builds script calls and parses their replies.
 
-A :class:`Call` is everything needed to run one transition (script, KEYS, ARGV) plus the pure
+A ``Call`` is everything needed to run one transition (script, KEYS, ARGV) plus the pure
 function that turns the reply into a result. The sync and async clients only execute calls.
 """
 
@@ -120,7 +120,7 @@ class QueueCore:
         ])  # fmt: skip
 
     def enqueue_packed(self, groups: Sequence[tuple[Any, ...]]) -> Call[list[Job]]:
-        """One enqueue call for already validated jobs (1..MAX_BATCH, see :meth:`pack`)."""
+        """One enqueue call for already validated jobs (1..MAX_BATCH, see ``pack()``)."""
         args: list[Any] = [self._window]
         for group in groups:
             args += group[:5]

@@ -64,7 +64,7 @@ class QueueDepth(Collector):
 
 
 class Metrics:
-    """The app's metrics in ``registry``; created by :func:`instrument`."""
+    """The app's metrics in ``registry``; created by ``instrument()``."""
 
     def __init__(self, app: Conveyor, registry: CollectorRegistry) -> None:
         self.app, self.registry = app, registry

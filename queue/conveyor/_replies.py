@@ -1,7 +1,7 @@
 """Reading script replies: jobs out of enqueue, claim and stored-job replies, lease statuses.
 
 Pure functions over what a client returned (bytes, or str from a client that decodes replies);
-:class:`~conveyor._ops.QueueCore` builds the calls whose ``parse`` step these are.
+``_ops.QueueCore`` builds the calls whose ``parse`` step these are.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class _Slot:
 
 
 class SyncResults:
-    """Result waiting for one :class:`Queue`."""
+    """Result waiting for one ``Queue``."""
 
     def __init__(self, queue: Any) -> None:
         self.queue = queue
@@ -120,7 +120,7 @@ class SyncResults:
 
 
 class AsyncResults:
-    """Result waiting for one :class:`AsyncQueue` (its reader is a task of the running loop)."""
+    """Result waiting for one ``AsyncQueue`` (its reader is a task of the running loop)."""
 
     def __init__(self, queue: Any) -> None:
         self.queue = queue

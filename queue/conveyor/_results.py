@@ -8,7 +8,7 @@ events name with read_results.lua (which hides expired records).
 
 No waiter can miss its event: a waiter registers first, then reads, in one script call, the
 stream's last id, the job's state and its record. If the job has not finished, its event comes
-after that stream id, and the reader reads from no later than it (see :meth:`Registry.start_from`).
+after that stream id, and the reader reads from no later than it (see ``Registry.start_from()``).
 """
 
 from __future__ import annotations

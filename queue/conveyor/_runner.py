@@ -49,7 +49,7 @@ def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
 
 
 class Runner:
-    """Workers for ``queues`` of ``app``; :meth:`run` blocks until :meth:`stop` or a signal."""
+    """Workers for ``queues`` of ``app``; ``run()`` blocks until ``stop()`` or a signal."""
 
     def __init__(
         self, app: Conveyor, queues: list[str], *, scheduler: bool = False, **worker_options: Any

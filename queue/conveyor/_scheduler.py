@@ -51,7 +51,7 @@ def fire_call(
 
 
 class Scheduler:
-    """Fires the schedules of ``app``; :meth:`run` ticks every ``interval`` seconds until stopped."""
+    """Fires the schedules of ``app``; ``run()`` ticks every ``interval`` seconds until stopped."""
 
     def __init__(self, app: Conveyor, interval: float = 1.0) -> None:
         if not interval > 0:
@@ -93,7 +93,7 @@ class Scheduler:
         return created
 
     def run(self) -> None:
-        """Tick until :meth:`stop`; a lost server is logged and retried on the next tick."""
+        """Tick until ``stop()``; a lost server is logged and retried on the next tick."""
         log.info("scheduler running %d schedule(s)", len(self.app.schedules))
         while not self._stop.is_set():
             try:

@@ -1,4 +1,4 @@
-"""What each field of :class:`~conveyor.QueueSettings` accepts, checked once when it is built.
+"""What each field of ``QueueSettings`` accepts, checked once when it is built.
 
 Every problem is reported at once, naming the field, the rule and the value given. Counts are
 ints (a bool or a float is refused: 2.5 connections means nothing); durations are finite numbers

@@ -30,7 +30,7 @@ R = TypeVar("R")
 class TaskOptions:
     """Per-task defaults; every enqueue may override ``job_id``, ``delay``, ``max_attempts`` and
     ``priority`` (a level in 0..9, higher claimed first) and ``limit`` (per-key concurrency and rate,
-    :class:`Limit`; for example one key per tenant) through :meth:`Task.with_options`.
+    ``Limit``; for example one key per tenant) through ``Task.with_options()``.
 
     ``time_limit`` (seconds) is stored in each job enqueued and bounds every attempt from its claim
     (see "Time limits" on the production page): an async task is cancelled at the limit; a sync
@@ -85,10 +85,11 @@ def unpack_arguments(job: Job) -> tuple[list[Any], dict[str, Any]]:
 
 
 class Task(Generic[P, R]):
-    """A function registered with :meth:`Conveyor.task`.
+    """A function registered with [Conveyor.task()][conveyor.Conveyor.task].
 
-    Calling the task runs the function here and now; :meth:`enqueue` (or :meth:`aenqueue` from
-    asyncio) sends it to a worker with the same arguments, checked by mypy through ``ParamSpec``.
+    Calling the task runs the function here and now; [enqueue()][conveyor.Task.enqueue] (or
+    [aenqueue()][conveyor.Task.aenqueue] from asyncio) sends it to a worker with the same arguments,
+    checked by mypy through ``ParamSpec``.
     """
 
     def __init__(self, app: Conveyor, name: str, fn: Callable[P, R], options: TaskOptions) -> None:

@@ -4,7 +4,7 @@ URLs: ``redis://`` / ``rediss://`` name one server; ``redis+cluster://h1:p1,h2:p
 startup nodes; ``redis+sentinel://h1:p1,h2:p2/<service>[/<db>]`` names Sentinels and the service they
 watch (``rediss+`` variants use TLS to the data nodes). Credentials and query options apply to the
 data nodes. Only construction lives here; the twins do the I/O. Sync and asyncio clients differ only
-in their classes, gathered in a :class:`Flavour`.
+in their classes, gathered in a ``Flavour``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A worker process serving several queues keeps one pump per queue (one round trip acks and claims)
 but one waiter for all of them on a server: a single ``BZPOPMIN`` over the markers of the queues,
 plus a wake key of its own. On Cluster a multi-key command must stay in one slot, so there is one
-waiter per slot among the served queues (in practice one per queue); see :func:`wait_groups`.
+waiter per slot among the served queues (in practice one per queue); see ``wait_groups()``.
 
 Which markers a wait covers: every watched queue, except one whose marker was popped while its
 worker could not use a wake-up (all its slots busy, or stopping). That wake-up is passed on (ZADD)
@@ -14,8 +14,8 @@ the wake key (one round trip on its pump connection; the key expires within seco
 returns and starts again over the new set. The markers' order rotates at every call: BZPOPMIN pops
 the first non-empty key, and the order of the queues sets no priority.
 
-:class:`WaitSet` holds that state (no I/O); :class:`MarkerWaiter` (a thread) and
-:class:`AsyncMarkerWaiter` (a task) run the wait.
+``WaitSet`` holds that state (no I/O); ``MarkerWaiter`` (a thread) and
+``AsyncMarkerWaiter`` (a task) run the wait.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class WaitSet:
         self.lock = threading.Lock()
 
     def add(self, marker: str, wants: Callable[[], bool], wake: Callable[[], None]) -> None:
-        """Watch a queue from its worker's first :meth:`ask` on (a wait in progress lacks it)."""
+        """Watch a queue from its worker's first ``ask()`` on (a wait in progress lacks it)."""
         with self.lock:
             self.watches[marker] = Watch(wants, wake, left_out=True)
 

@@ -45,7 +45,7 @@ class Worker:
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
     (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
     promotion, lease recovery, retention). Handler threads never touch the server. Workers of
-    several queues can share one ``waiter`` (a :class:`~conveyor._waiter.MarkerWaiter`, as
+    several queues can share one ``waiter`` (a ``MarkerWaiter``, as
     ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs

@@ -6,8 +6,10 @@ needs no browser itself and is skipped where mkdocs is not installed.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +91,17 @@ def test_build_is_deterministic_and_serves_raw_json(tmp_path: Path) -> None:
     assert served.read_bytes() == path.read_bytes()
     assert 'href="../results/v1/conveyor-0.1.0/' in (tmp_path / "a" / "performance" /
                                                       "index.html").read_text()
+
+
+def test_api_page_renders_no_raw_sphinx_roles(tmp_path: Path) -> None:
+    # mkdocstrings does not interpret Sphinx roles: :class:`Job` reaches the reader as ":class:Job".
+    (tmp_path / "results").mkdir()
+    proc = build(tmp_path / "results", tmp_path / "site")
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "site" / "api" / "index.html").read_text()
+    assert 'id="conveyor.Queue.result"' in page  # the docstrings were rendered at all
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    roles = re.findall(r":(?:class|meth|func|attr|exc|mod):\S*", text)
+    assert roles == [], roles
+    # What they became: links to objects on the page (an unresolved one fails the strict build).
+    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="#conveyor\.Limit"', page)
