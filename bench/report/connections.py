@@ -27,6 +27,10 @@ WORKER_ROLES = ROLES[:3]  # *other* is the command pools: what the process enque
 HEADROOM = 0.25  # spare share on top of the computed total for maxclients
 RESERVED = 10  # connections kept for admin tools and monitoring
 STEP_TOLERANCE = 0.05  # a line missing a measured count by more is shown as steps
+# What each kind of row measures (bench/scenarios/connections.py): the formulas name it, since an
+# AsyncWorker from concurrency 8 holds two pumps and two maints where a thread worker holds one.
+MEASURED_WORKER = {"roles": "one `AsyncWorker` (an app with an `async def` task)",
+                   "queues": "thread workers (an app whose tasks are all plain functions)"}
 SETTINGS = QueueSettings()
 WORKER_CONCURRENCY = next(f.default for f in fields(WorkerOptions) if f.name == "concurrency")
 
@@ -108,9 +112,14 @@ def queues_formula(ds: Dataset, prefix: str = "") -> str:
     served = _rows(ds, "queues")
     if served is None:
         return no_data("connection counts over several queues") + "\n"
-    return (f"Serving several queues (`conveyor worker -q a,b,c`), measured per worker process: "
+    slots = sorted({int(c) for c in served[1].get("concurrency", pd.Series(dtype=float)).dropna()})
+    at = f" at concurrency {', '.join(map(str, slots))}" if slots else ""
+    return (f"Serving several queues (`conveyor worker -q a,b,c`) with {MEASURED_WORKER['queues']}"
+            f"{at}, measured per worker process: "
             f"**{formula(fits(served[1], 'queues', WORKER_ROLES), 'queues')}** connections, plus the "
-            "command pools of the queues it enqueues to (*other*).\n"
+            "command pools of the queues it enqueues to (*other*). Asyncio workers over several queues "
+            "are not measured here: each queue's worker holds what one `AsyncWorker` holds at its "
+            "concurrency (two pumps and two maints from concurrency 8), with the one shared waiter.\n"
             f"{source(ds, served[0], prefix)}\n\n")
 
 
@@ -120,7 +129,8 @@ def sizing_formula(ds: Dataset, prefix: str = "") -> str:
     keys = {"queue.pool_size": SETTINGS.pool_size, "queue.pool_timeout": SETTINGS.pool_timeout,
             "worker.concurrency": WORKER_CONCURRENCY}
     defaults = defaults_note(ds, found[0] if found else None, keys)
-    measured = (f"Measured per worker process: **{formula(fits(found[1]))}** connections.\n\n"
+    measured = (f"Measured per worker process, for {MEASURED_WORKER['roles']}: "
+                f"**{formula(fits(found[1]))}** connections.\n\n"
                 if found else no_data("per-role connection counts") + "\n") + queues_formula(ds)
     return (measured + "Across a deployment:\n\n```text\nconnections = worker_processes x "
             "per_worker_process\n            + producer_processes x pool_size\nmaxclients >= "

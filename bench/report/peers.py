@@ -8,6 +8,7 @@ over one process per core), and the ratio tables name the row each ratio uses on
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -230,5 +231,19 @@ def caveats(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
 
 
 peers_caveats = peers_section(caveats, source=False)
-SECTIONS = {"peers_home": peers_home, "peers_libraries": peers_libraries, "peers_speed": peers_speed,
+def peers_reproduce(ds: Dataset, prefix: str = "") -> str:
+    """The command that made the shown peers run, as a user types it (``nox -s bench -- ...``)."""
+    run = peers_run(ds)
+    default = "nox -s bench -- --libraries all --servers valkey-9.1,redis-8.2"
+    if run is None:
+        return f"`{default}`"
+    command = list(run.doc.get("command") or [])
+    args = command[3:] if command[1:3] == ["-m", "bench"] else command[1:]
+    if not args:
+        return f"`{default}`"
+    return f"`nox -s bench -- {shlex.join(args)}` (the command of run `{run.run_id}`)"
+
+
+SECTIONS = {"peers_home": peers_home, "peers_reproduce": peers_reproduce, "peers_libraries": peers_libraries,
+            "peers_speed": peers_speed,
             "peers_crash": peers_crash, "peers_caveats": peers_caveats}

@@ -528,7 +528,12 @@ def test_connections_over_several_queues_are_fitted_per_queue(tmp_path: Path) ->
     ds = dataset(tmp_path, make_run())
     expected = "pump 1 x queues + waiter 1 + maint 1 x queues"
     assert f"**{expected}**" in render(ds, "queues_formula")
-    assert f"**{expected}**" in render(ds, "sizing_formula")
+    sizing = render(ds, "sizing_formula")
+    assert f"**{expected}**" in sizing
+    # each formula names the worker it was measured with: thread workers step no pump at 8
+    assert "Serving several queues (`conveyor worker -q a,b,c`) with thread workers" in sizing
+    assert "Measured per worker process, for one `AsyncWorker`" in sizing
+    assert "Asyncio workers over several queues are not measured here" in sizing
     table = render(ds, "connections_queues")
     calc = render(ds, "calculator")
     spec = json.loads(html.unescape(calc.split('data-cv-calc="')[1].split('"')[0]))

@@ -83,6 +83,13 @@ def test_a_goal_met_on_one_repetition_or_only_at_the_medians_says_so(tmp_path: P
     assert ratio_range(lower, higher, "m", higher=False) == (90 / 11, 110 / 9)  # smaller is better
 
 
+def test_the_reproduce_command_is_the_shown_runs_own(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    doc["command"] = ["python", "-m", "bench", "--libraries", "all", "--repetitions", "3"]
+    text = render(dataset(tmp_path, doc), "peers_reproduce")
+    assert text.startswith("`nox -s bench -- --libraries all --repetitions 3` (the command of run `")
+
+
 def test_a_goal_no_peer_can_be_compared_on_says_so(tmp_path: Path) -> None:
     doc = copy.deepcopy(make_run())
     doc["peers"]["rows"] = [r for r in doc["peers"]["rows"]
