@@ -2,8 +2,9 @@
 
     python _glide_loops.py idle URL QUEUE      # the first glide loop stays open, idle; a queue
                                                # used from a thread's loop then prints its outcome
-    python _glide_loops.py runner URL QUEUE    # same first loop; an asyncio Runner in a thread,
-                                               # stopped once its job's result is late
+    python _glide_loops.py runner URL QUEUE    # same first loop; an asyncio Runner in a thread
+                                               # (it refuses to start; else stopped once its
+                                               # job's result is late)
     python _glide_loops.py cli URL QUEUE       # the Runner in the main thread, the only loop, as
                                                # `conveyor worker` runs it: runs one async job
 
