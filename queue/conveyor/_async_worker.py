@@ -26,6 +26,7 @@ from ._dispatch import (
 )
 from ._errors import LeaseLostError
 from ._handoff import Handoff
+from ._hooks import thread_runs_on
 from ._lanes import pump_count, split
 from ._models import Job
 from ._replies import TIMEOUT, held_token
@@ -232,13 +233,15 @@ class AsyncWorker:
                 if job.stop_reason is None and not me.cancelling():  # raised by the handler itself
                     failure = failure_of(job, exc)
                 else:
-                    threaded = getattr(handler, "runs_in_thread", False)  # its thread runs on
+                    threaded = thread_runs_on(handler, job)
                     if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
                         if not threaded:  # cancelled at the deadline: released as started
                             d.running.discard(token)  # (a thread's lease is left to expire)
                         del self._running[token]
                         raise
                     failure = stopped(job, job.stop_reason, still_running=threaded)
+            except BaseException as exc:  # sys.exit(), KeyboardInterrupt or a library's own: the
+                failure = failure_of(job, exc)  # attempt's failure, never the end of the slot or loop
             if job.stop_reason is not None:
                 self._after_stop(me, timer)
             elif timer is not None:

@@ -6,6 +6,11 @@ already settled or released, so the process must be free to exit. The stock
 ``ThreadPoolExecutor`` forbids that twice: ``asyncio.run`` joins the default executor's threads
 before it returns, and the interpreter joins every such thread at exit. This pool's threads are
 daemon threads and its ``shutdown`` never waits for a call still running.
+
+It has no cap on threads: the worker's slots bound the calls its handlers wait for, but a slot
+is freed while a thread past its time limit runs on, and the next job must not wait behind it
+(with one thread per slot it did: its own limit passed in the queue, and it was failed as if its
+thread ran). An idle thread is reused before a new one starts.
 """
 
 from __future__ import annotations
@@ -21,15 +26,15 @@ _Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
 class DaemonThreadPool(ThreadPoolExecutor):
-    """Up to ``max_workers`` daemon threads, started as work arrives and no thread is idle.
+    """Daemon threads, one started whenever work arrives and no thread is idle.
 
     A ``ThreadPoolExecutor`` only because ``loop.set_default_executor`` accepts nothing else:
     ``submit`` and ``shutdown`` are its own, so none of the stock pool's threads ever start.
     """
 
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
-        super().__init__(max_workers, thread_name_prefix)  # checks max_workers
-        self._most, self._prefix = max_workers, thread_name_prefix
+    def __init__(self, thread_name_prefix: str) -> None:
+        super().__init__(1, thread_name_prefix)  # the stock pool's state, never used
+        self._prefix = thread_name_prefix
         self._pending: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         self._free = threading.Semaphore(0)
         self._guard = threading.Lock()
@@ -42,7 +47,7 @@ class DaemonThreadPool(ThreadPoolExecutor):
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             self._pending.put((future, fn, args, kwargs))
-            if not self._free.acquire(blocking=False) and len(self._daemons) < self._most:
+            if not self._free.acquire(blocking=False):
                 name = f"{self._prefix}_{len(self._daemons)}"
                 thread = threading.Thread(target=self._serve, name=name, daemon=True)
                 thread.start()

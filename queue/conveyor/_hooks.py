@@ -127,7 +127,8 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         args, kwargs = unpack_arguments(job)
         _CURRENT_JOB.set(job)  # in the slot task's context; to_thread copies it to the thread
         if not task.is_async:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            job._thread_running = False  # until a thread of the executor takes the call
+            return await asyncio.to_thread(_in_a_thread, job, fn, args, kwargs)
         return await fn(*args, **kwargs)
 
     if not hooks:
@@ -158,9 +159,26 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
     return in_thread(hooked, not task.is_async)
 
 
+def _in_a_thread(job: Job, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """Run a sync task's call, recording on ``job`` while its thread runs it: an attempt stopped
+    before a thread took it never ran, so it can be retried (see AsyncWorker)."""
+    job._thread_running = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        job._thread_running = False
+
+
 def in_thread(handler: AsyncHandler, threaded: bool) -> AsyncHandler:
     """Mark an asyncio worker's handler that runs its task in a thread: cancelling it does not
     stop the thread, so a stopped attempt of it is not retried (see AsyncWorker)."""
     if threaded:
         handler.runs_in_thread = True  # type: ignore[attr-defined]
     return handler
+
+
+def thread_runs_on(handler: Any, job: Job) -> bool:
+    """Whether a stopped attempt of ``job`` may still run in a thread: its handler is marked
+    ``runs_in_thread`` and did not record that no thread ran it (an app's sync task records it;
+    another marked handler is taken to run on)."""
+    return bool(getattr(handler, "runs_in_thread", False)) and job._thread_running is not False

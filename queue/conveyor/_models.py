@@ -181,6 +181,9 @@ class Job:
     _queue: Any = field(default=None, repr=False)  # the Queue or AsyncQueue that returned it
     time_limit: float | None = None
     stop_reason: str | None = field(default=None, repr=False)
+    # Whether an app's sync task's thread runs this attempt now (set by _hooks: False while the
+    # call waits for an executor thread, True while the thread runs it); None when not known.
+    _thread_running: bool | None = field(default=None, repr=False)
 
     @property
     def cancelled(self) -> bool:

@@ -196,11 +196,11 @@ class Runner:
             for q, w in zip(queues, waiters, strict=True)
         }
         loop = asyncio.get_running_loop()
-        # Sync tasks run in the default executor: a thread per handler slot (the stock executor
-        # has min(32, CPUs + 4) threads, fewer than -c on small machines), daemon threads so that
-        # one still running past the deadline does not hold up the exit (see _daemon_pool.py).
-        slots = int(self.worker_options.get("concurrency", 1)) * len(workers)
-        loop.set_default_executor(DaemonThreadPool(max_workers=slots, thread_name_prefix="conveyor-task"))
+        # Sync tasks run in the default executor: a thread for every call (the stock executor
+        # has min(32, CPUs + 4) threads, fewer than -c on small machines, and a thread past its
+        # time limit holds one while its slot serves the next job), daemon threads so that one
+        # still running past the deadline does not hold up the exit (see _daemon_pool.py).
+        loop.set_default_executor(DaemonThreadPool(thread_name_prefix="conveyor-task"))
 
         def stop_all() -> None:
             for worker in workers.values():

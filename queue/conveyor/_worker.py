@@ -170,8 +170,8 @@ class Worker:
                 else:
                     job.payload  # noqa: B018 - decode before the handler; a bad payload fails the job
                     failure, result = settle_return(self.queue.settings, job, handler(job))
-            except (Exception, SystemExit) as exc:  # sys.exit() in a handler ends it, not the slot
-                failure = failure_of(job, exc)
+            except BaseException as exc:  # sys.exit() or a library's BaseException ends the attempt,
+                failure = failure_of(job, exc)  # not the slot (which would leave the job active)
             with self._lock:
                 d.on_finished(job, failure, result)
             self._wake.set()

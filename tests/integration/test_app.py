@@ -235,3 +235,83 @@ def test_a_task_enqueued_through_the_app_returns_its_result(redis_url, queue_nam
     _run(app, [queue_name])
     assert job.result(timeout=5) == 5
     app.close()
+
+
+def test_a_sync_task_past_its_limit_does_not_starve_the_next_jobs_of_a_thread(redis_url, queue_name):
+    """An asyncio worker frees the slot of a sync task past its time limit while its thread runs
+    on: the next jobs must still get a thread of their own. Before, the executor had one thread
+    per slot, so they queued behind the overrunning thread until their own limit passed, and were
+    failed for good as 'its handler thread was still running' without ever running."""
+    app = _app(redis_url, queue_name, max_attempts=2)
+    release, ran = threading.Event(), []
+
+    @app.task
+    async def unused() -> None:  # one async task puts the queue on asyncio
+        pass
+
+    @app.task(time_limit=0.3)
+    def stuck() -> None:  # ignores current_job().cancelled
+        release.wait(10)
+
+    @app.task(time_limit=0.3)
+    def quick(n: int) -> None:
+        ran.append(n)
+
+    app.queue(queue_name).enqueue_many([stuck.spec()] + [quick.spec(i) for i in range(3)])
+    try:
+        stats = _run(app, [queue_name], concurrency=1)
+    finally:
+        release.set()
+    assert sorted(ran) == [0, 1, 2]
+    assert stats[queue_name] == {"processed": 3, "failed": 1, "held": 0}
+    [failed] = app.queue(queue_name).jobs("failed")
+    assert failed.task == "stuck" and "its handler thread was still running" in (failed.error or "")
+    app.close()
+
+
+def test_a_sync_task_that_timed_out_before_its_thread_started_is_retried(redis_url, queue_name):
+    """Where the executor is the caller's (an AsyncWorker given an app's handlers on the stock
+    pool), a sync task's attempt can time out while it waits for a thread: nothing ran, so it is
+    retried, not failed as 'its handler thread was still running'."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    from conveyor import AsyncWorker  # noqa: PLC0415
+
+    app = _app(redis_url, queue_name, max_attempts=5)
+    release, ran = threading.Event(), []
+
+    @app.task(time_limit=0.3)
+    def stuck() -> None:
+        release.wait(10)
+
+    @app.task(time_limit=0.3)
+    def quick(n: int) -> None:
+        ran.append(n)
+
+    app.queue(queue_name).enqueue_many([stuck.spec(), quick.spec(1)])
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        q = app.async_queue(queue_name)
+        worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=2)
+        task = asyncio.create_task(worker.run())
+        for _ in range(100):  # quick's first attempt times out in the executor's queue
+            job = await q.get_job("2")
+            if job is not None and job.attempts >= 1 and job.state != "active":
+                break
+            await asyncio.sleep(0.05)
+        release.set()
+        for _ in range(100):  # its retry runs once the thread is free
+            job = await q.get_job("2")
+            if job is not None and job.state in ("completed", "failed"):
+                break
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await task
+        await app.aclose()
+
+    asyncio.run(main())
+    quick_job = app.queue(queue_name).get_job("2")
+    assert quick_job is not None and quick_job.state == "completed", quick_job
+    assert ran == [1]
+    app.close()

@@ -405,3 +405,34 @@ async def test_a_thread_task_of_an_asyncio_worker_is_not_released_at_the_shutdow
     stored = await q.get_job(job.id)
     assert (stored.state, stored.attempts) == ("active", 1)
     assert await q.counts() == counts(active=1)
+
+
+class _Abort(BaseException):
+    """What a library's own abort signal may derive from: neither Exception nor SystemExit."""
+
+
+@pytest.mark.parametrize("raised", [_Abort, SystemExit, KeyboardInterrupt])
+async def test_any_base_exception_from_a_handler_fails_its_attempt(api, raised):
+    """A handler raising outside Exception (a library's BaseException, sys.exit(), a
+    KeyboardInterrupt of its own) fails its attempt like any error, on both surfaces. Before, a
+    thread slot died with the job left active and its lease renewed for ever; an async one left
+    it active too, and SystemExit ended the whole asyncio worker with every leased job stranded."""
+    q = api.queue(max_attempts=1, keep_failed=-1)
+
+    if api.is_async:
+        async def escape(job):
+            raise raised("escaping")
+    else:
+        def escape(job):
+            raise raised("escaping")
+
+    w = api.worker(q, {"escape": escape, "work": api.handler(lambda j: None)}, concurrency=1)
+    bad = await q.enqueue("escape", None)
+    await wait_until(lambda: _settled(q, 0, 1), timeout=10, what="the escaping job to fail")
+    stored = await q.get_job(bad.id)
+    assert stored.state == "failed" and raised.__name__ in stored.error
+    await q.enqueue("work", None)  # the only slot still serves
+    await wait_until(lambda: _completed(q, 1), timeout=10, what="the next job on the same slot")
+    w.check_alive()
+    w.stop()
+    await w.join(10)
