@@ -233,7 +233,9 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         settle_single("extend", job, await self._run(self.core.extend([job], lease)), "")
 
     async def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
-        """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back."""
+        """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back. A
+        job whose cancel was requested ends cancelled instead. Per job: 1 released, 2 ended
+        cancelled, 0 the lease is no longer held, -2 no such job."""
         return await self._run(self.core.release(jobs, [started] * len(jobs))) if jobs else []
 
     async def promote(self, batch: int | None = None) -> int:

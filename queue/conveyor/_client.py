@@ -218,7 +218,9 @@ class Queue(QueueBase[redis.Redis]):
         settle_single("extend", job, self._run(self.core.extend([job], lease)), "")
 
     def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
-        """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back."""
+        """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back. A
+        job whose cancel was requested ends cancelled instead. Per job: 1 released, 2 ended
+        cancelled, 0 the lease is no longer held, -2 no such job."""
         return self._run(self.core.release(jobs, [started] * len(jobs))) if jobs else []
 
     def promote(self, batch: int | None = None) -> int:

@@ -167,6 +167,41 @@ async def test_cancel_of_an_active_job_whose_worker_is_gone(api):
         await q.result(job.id, timeout=1)
 
 
+async def test_a_cancelled_job_given_back_ends_cancelled_not_run_again(api):
+    """cancel() of a held job, then its worker gives it back (shutdown before its next heartbeat,
+    or a prefetched job never started): it ends cancelled, as recovery would end it. Before, the
+    release requeued it with its cancel mark and the next worker ran it to completion."""
+    q = api.queue(lease=30, max_attempts=3, store_results=True)
+    started, unstarted, plain = [await q.enqueue("t") for _ in range(3)]
+    held = await q.claim(3)
+    assert await q.cancel(started.id) is True and await q.cancel(unstarted.id) is True
+    assert await q.release(held[:1], started=True) == [2]
+    assert await q.release(held[1:], started=False) == [2, 1]
+    assert await q.counts() == counts(waiting=1, cancelled=2)
+    assert [j.id for j in await q.claim(3)] == [plain.id]  # never the cancelled ones
+    for job in (started, unstarted):
+        assert (await q.get_job(job.id)).state == "cancelled"
+        with pytest.raises(JobCancelledError, match="cancelled while running"):
+            await q.result(job.id, timeout=1)
+
+
+async def test_a_cancel_just_before_a_shutdown_is_kept(api):
+    """The worker is stopped right after cancel(), before the heartbeat that tells it: the
+    handler's job is given back at the deadline and must end cancelled, never run again."""
+    if not api.is_async:
+        pytest.skip("a thread handler's job is not given back: its lease expires, recovery ends it")
+    q = api.queue(lease=30, maintenance_interval=30, max_attempts=3)
+    seen: list[str] = []
+    w = api.worker(q, {"long": stoppable(api, seen)}, shutdown_timeout=0.3)
+    job = await q.enqueue("long")
+    await wait_until(lambda: seen == ["start"], timeout=10, what="the handler to start")
+    assert await q.cancel(job.id) is True
+    w.stop()
+    await w.join(10)
+    assert (await q.get_job(job.id)).state == "cancelled"
+    assert await q.counts() == counts(cancelled=1)
+
+
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "1"])
 async def test_bad_time_limits_are_refused_naming_the_value(api, bad):
     q = api.queue()

@@ -1,29 +1,43 @@
 -- release: give leased jobs back to the front of their priority level's list (graceful shutdown,
--- over-claim).
--- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs
--- ARGV: 1 n (<= 1000), then n triples: id, token, refund (1 = the job never started: the attempt
---       it was charged is given back; 0 = it started, the attempt counts)
--- Returns: {status per job (1 ok, 0 token does not hold the lease, -2 no such job)}
+-- over-claim). A job whose cancel was requested while it was held ends cancelled instead, as
+-- lease recovery would end it: given back, it would run again after cancel() said it would not.
+-- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs, 5 dedup, 6 events, 7 results, 8 result_index, 9 cancelled
+-- ARGV: 1 n (<= 1000), 2 keep (-1 all; bounds the cancelled set), 3 deduplication window ms
+--       (<= 0 off), 4 result ttl ms (0: results off), then n triples: id, token, refund (1 = the
+--       job never started: the attempt it was charged is given back; 0 = it started, the
+--       attempt counts)
+-- Returns: {status per job (1 released, 2 ended cancelled, 0 token does not hold the lease,
+--          -2 no such job)}
 -- Errors: CONVEYOR_BOUND when n exceeds 1000. A refused release changes nothing.
-local active, waiting, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local active, waiting, marker, jobs, dedup, cancelled = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[9]
 local n = bounded(tonumber(ARGV[1]), 1000, 'release')
+local keep, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+use_results(tonumber(ARGV[4]), KEYS[6], KEYS[7], KEYS[8])
+local now = now_ms()
 local out = {}
-local released = 0
+local released, stopped = 0, 0
 -- Walk backwards: RPUSH puts each id at the claim end, so the first given is claimed first.
 for i = n, 1, -1 do
-  local id, token, refund = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  local id, token, refund = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
   local key = jobs .. id
   local limited
   out[i], limited = check_lease(key, token)
   if out[i] == 1 then
     if limited then free_slot(waiting, jobs, limited) end
     redis.call('ZREM', active, id)
-    redis.call('HDEL', key, 'k', 'l', 'h')
-    redis.call('HSET', key, 's', 'w')
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
-    requeue('RPUSH', waiting, jobs, id)
-    released = released + 1
+    if redis.call('HEXISTS', key, 'q') == 1 then
+      finish_cancelled(cancelled, key, id, now)
+      remember(dedup, window, id, now)
+      out[i], stopped = 2, stopped + 1
+    else
+      redis.call('HDEL', key, 'k', 'l', 'h')
+      redis.call('HSET', key, 's', 'w')
+      requeue('RPUSH', waiting, jobs, id)
+      released = released + 1
+    end
   end
 end
+if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
 if released > 0 then wake(marker) end
 return out
