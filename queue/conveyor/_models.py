@@ -10,7 +10,7 @@ from ._errors import ConveyorError
 from ._keys import validate_name
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
-from ._settings_checks import settings_problems
+from ._settings_checks import MAX_SECONDS, settings_problems
 
 STATES = {
     "w": "waiting",
@@ -45,6 +45,8 @@ def time_limit_ms(limit: float | None) -> int:
         return 0
     if not is_time_limit(limit):
         raise ValueError(f"time_limit must be a number of seconds > 0, got {limit!r}")
+    if limit > MAX_SECONDS:
+        raise ValueError(f"time_limit must be at most {MAX_SECONDS:g} s, got {limit!r}")
     return max(1, round(limit * 1000))
 
 

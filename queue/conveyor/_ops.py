@@ -34,6 +34,7 @@ from ._replies import (
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
+from ._settings_checks import MAX_SECONDS
 
 NULL_RECORD = b"c:null"  # the success record of None (as _results.encode_result builds it)
 
@@ -157,8 +158,8 @@ class QueueCore:
     def _lease_ms(self, lease: float | None) -> int:
         if lease is None:
             return self._default_lease_ms
-        if lease < 0.05:
-            raise ValueError(f"lease must be >= 0.05 s, got {lease!r}")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 0.05 <= lease <= MAX_SECONDS:
+            raise ValueError(f"lease must be >= 0.05 s and at most {MAX_SECONDS:g} s, got {lease!r}")
         return round(lease * 1000)
 
     def ack(
@@ -370,6 +371,8 @@ def delay_ms_of(delay: object) -> int:
     """A delay in seconds as whole ms, refused with its name unless a finite number >= 0."""
     if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf:
         raise ValueError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+    if delay > MAX_SECONDS:
+        raise ValueError(f"delay must be at most {MAX_SECONDS:g} s, got {delay!r}")
     return round(delay * 1000)
 
 

@@ -6,6 +6,8 @@ import math
 import random
 from dataclasses import dataclass
 
+MAX_DELAY = 1e9  # seconds: _settings_checks.MAX_SECONDS, the bound of every duration
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -17,8 +19,17 @@ class Backoff:
     jitter: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.base < 0 or self.cap < 0 or self.factor < 1 or not 0 <= self.jitter <= 1:
-            raise ValueError(f"invalid backoff {self!r}: need base, cap >= 0, factor >= 1, 0 <= jitter <= 1")
+        # Finite and bounded: a retry's delay becomes whole ms for the fail script, where inf or
+        # NaN raised at the first failure and turned every retry into a final failure.
+        numbers = (self.base, self.factor, self.cap, self.jitter)
+        if any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers) or not (
+            0 <= self.base <= MAX_DELAY and 0 <= self.cap <= MAX_DELAY
+            and 1 <= self.factor < math.inf and 0 <= self.jitter <= 1
+        ):  # fmt: skip
+            raise ValueError(
+                f"invalid backoff {self!r}: need base and cap numbers of seconds in 0..{MAX_DELAY:g}, "
+                "a finite factor >= 1 and 0 <= jitter <= 1"
+            )
 
     def _max_exponent(self) -> int:
         """The exponent past which base * factor**n is above the cap (so n never overflows)."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-MAX_SECONDS = 1e9  # about 31 years; far beyond any lease, timeout or retention a queue needs
+from ._retry import MAX_DELAY
+
+MAX_SECONDS = MAX_DELAY  # 1e9 s, about 31 years; far beyond any lease, timeout or retention a queue needs
 NO_LIMIT = math.inf
 
 # field -> (lowest, highest) allowed int

@@ -45,6 +45,9 @@ BAD_ENQUEUES = [
     (("t", 1), {"delay": float("inf")}, ValueError, "delay must be a finite number of seconds >= 0, got inf"),
     (("t", 1), {"delay": "5"}, ValueError, "delay must be a finite number of seconds >= 0, got '5'"),
     (("t", 1), {"max_attempts": 0}, ValueError, "max_attempts must be an int >= 1"),
+    # Finite but past every duration's bound: an OverflowError from the ms conversion before.
+    (("t", 1), {"delay": 1e308}, ValueError, r"delay must be at most 1e\+09 s, got 1e\+308"),
+    (("t", 1), {"time_limit": 1e308}, ValueError, r"time_limit must be at most 1e\+09 s, got 1e\+308"),
 ]
 
 
@@ -62,6 +65,10 @@ async def _try_every_bad_input(api, q):
         await q.claim(count=1001)
     with pytest.raises(ValueError, match=r"lease must be >= 0\.05"):
         await q.claim(lease=0.01)
+    for lease in (math.inf, math.nan, 1e12, True):  # an OverflowError or a bare ValueError before
+        refusal = rf"lease must be >= 0\.05 s and at most 1e\+09 s, got {lease!r}"
+        with pytest.raises(ValueError, match=refusal):
+            await q.claim(lease=lease)
     with pytest.raises(ValueError, match="batch must be in"):
         await q.promote(batch=0)
     with pytest.raises(ValueError, match="batch must be in"):

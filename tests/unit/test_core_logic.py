@@ -123,7 +123,11 @@ def test_backoff_jitter_spreads_delays():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"base": -1}, {"cap": -0.1}, {"factor": 0.5}, {"jitter": -0.1}, {"jitter": 1.5}]
+    "kwargs",
+    [{"base": -1}, {"cap": -0.1}, {"factor": 0.5}, {"jitter": -0.1}, {"jitter": 1.5},
+     # inf and NaN passed, then every retry failed for good at its first failure
+     {"cap": float("inf")}, {"base": float("nan")}, {"factor": float("inf")}, {"cap": 1e10},
+     {"jitter": float("nan")}, {"base": "1"}, {"cap": True}],
 )
 def test_backoff_rejects_bad_parameters(kwargs):
     with pytest.raises(ValueError, match="invalid backoff"):
