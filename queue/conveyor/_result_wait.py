@@ -20,11 +20,12 @@ from ._results import (
     check_wait,
     closed,
     decode_record,
-    finished_ids,
+    events_read,
     read_call,
     read_probe,
     record_calls,
     results_off,
+    settled,
     timed_out,
 )
 from ._retry import RECONNECT
@@ -98,10 +99,9 @@ class SyncResults:
                 return
             try:
                 reply = q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
-                ids, last = finished_ids(reply)
                 with self.lock:
-                    wanted = self.registry.wanted(ids)
-                records = self._records(wanted)
+                    read = events_read(self.registry, reply)
+                records = self._records(read.wanted)
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others
                 attempt += 1
@@ -109,8 +109,8 @@ class SyncResults:
                 threading.Event().wait(RECONNECT.delay(attempt))
                 continue
             with self.lock:
-                self.registry.advance(position, last)
-                slots = [(s, r) for i, r in zip(wanted, records, strict=True) for s in self.registry.pop(i)]
+                self.registry.advance(position, read.last)
+                slots = [(s, r) for i, r in settled(read, records) for s in self.registry.pop(i)]
             for slot, record in slots:
                 slot.resolve(record)
 
@@ -171,17 +171,16 @@ class AsyncResults:
         while (position := self.registry.next_read()) is not None:
             try:
                 reply = await q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
-                ids, last = finished_ids(reply)
-                wanted = self.registry.wanted(ids)
-                records = await self._records(wanted)
+                read = events_read(self.registry, reply)
+                records = await self._records(read.wanted)
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others
                 attempt += 1
                 log.warning("result reader lost the server (%s); retrying", exc)
                 await asyncio.sleep(RECONNECT.delay(attempt))
                 continue
-            self.registry.advance(position, last)
-            for job_id, record in zip(wanted, records, strict=True):
+            self.registry.advance(position, read.last)
+            for job_id, record in settled(read, records):
                 for future in self.registry.pop(job_id):
                     if not future.done():
                         future.set_result(record)

@@ -9,6 +9,10 @@ events name with read_results.lua (which hides expired records).
 No waiter can miss its event: a waiter registers first, then reads, in one script call, the
 stream's last id, the job's state and its record. If the job has not finished, its event comes
 after that stream id, and the reader reads from no later than it (see ``Registry.start_from()``).
+The stream is capped (``MAXLEN ~ 1000``): a reader that fell behind (a reconnect, a busy fleet)
+may find the events after its position trimmed. It can tell: a read then returns a full batch,
+since at least the cap's worth of entries follow its position. After a full batch it reads the
+record of every job anyone waits for, not only the announced ones (``events_read``).
 """
 
 from __future__ import annotations
@@ -152,6 +156,37 @@ def finished_ids(reply: Any) -> tuple[list[str], str | None]:
             for name, value in zip(flat[0::2], flat[1::2], strict=True):
                 ids += _announced(_text(name), value)
     return ids, last
+
+
+@dataclass(frozen=True, slots=True)
+class EventsRead:
+    """What one XREAD asks the reader to do: read the records of ``wanted``; of those, the ones
+    in ``announced`` finished (a missing record means it expired), the others were only probed
+    (no record: still running); then read on from ``last``."""
+
+    wanted: list[str]
+    announced: frozenset[str]
+    last: str | None
+
+
+def events_read(registry: Registry[Any], reply: Any) -> EventsRead:
+    """The records to read after ``reply``: the announced jobs somebody waits for, and, after a
+    full batch (the reader may be behind the stream's cap), every job somebody waits for."""
+    ids, last = finished_ids(reply)
+    wanted = registry.wanted(ids)
+    if sum(len(entries) for _stream, entries in _streams(reply)) >= READ_COUNT:
+        named = set(wanted)
+        wanted += [job_id for job_id in registry.waiting if job_id not in named]
+    return EventsRead(wanted, frozenset(ids), last)
+
+
+def settled(read: EventsRead, records: list[Any]) -> list[tuple[str, Any]]:
+    """(job id, record) for each job of ``read`` that finished: announced, or probed and found."""
+    return [
+        (job_id, record)
+        for job_id, record in zip(read.wanted, records, strict=True)
+        if record is not None or job_id in read.announced
+    ]
 
 
 def _announced(name: str, value: Any) -> list[str]:

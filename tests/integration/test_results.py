@@ -327,3 +327,24 @@ async def test_closing_the_queue_ends_its_waiters(api):
     await q.close()
     with pytest.raises(ConveyorError, match="was closed while waiting"):
         await asyncio.wait_for(waiter, 5)
+
+
+async def test_a_waiter_whose_event_was_trimmed_while_its_reader_was_away_gets_its_result(api, monkeypatch):
+    """The reader's connection is cut; while it waits to reconnect, the job finishes and 1,500
+    more events (other clients' jobs) push the capped stream (MAXLEN ~ 1000) past its position.
+    Before, the waiter timed out though its result was stored all along."""
+    from conveyor import Backoff  # noqa: PLC0415
+
+    monkeypatch.setattr("conveyor._result_wait.RECONNECT", Backoff(base=1.0, cap=1.0, jitter=0.0))
+    waiter_q = api.queue(store_results=True)
+    worker_q = api.queue(name=waiter_q.name, store_results=True)
+    target = await worker_q.enqueue("render", {"id": 42})
+    [job] = await worker_q.claim(1)
+    waiting = asyncio.ensure_future(waiter_q.result(target.id, timeout=8))
+    await wait_until(lambda: _readers(api) == 1, timeout=5, what="the result reader to block")
+    [reader] = [c for c in api.admin.client_list() if c.get("cmd") == "xread"]
+    api.admin.client_kill_filter(_id=reader["id"])
+    await worker_q.ack(job, result={"pages": 3})
+    flood = "for i = 1, 1500 do redis.call('XADD', KEYS[1], 'MAXLEN', '~', 1000, '*', '{c', 'x' .. i) end"
+    api.admin.eval(flood, 1, waiter_q.keys.events)
+    assert await waiting == {"pages": 3}

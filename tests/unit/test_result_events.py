@@ -3,7 +3,7 @@ call) and the layout written before it (one field per job id), in RESP2 and RESP
 
 from __future__ import annotations
 
-from conveyor._results import finished_ids
+from conveyor._results import READ_COUNT, Registry, events_read, finished_ids, settled
 
 
 def test_a_batched_entry_names_each_of_its_ids():
@@ -24,3 +24,31 @@ def test_resp3_dict_fields():
 def test_no_entries():
     assert finished_ids(None) == ([], None)
     assert finished_ids([]) == ([], None)
+
+
+def _reply(entries: int, first_ids: list[str]) -> list:
+    """An XREAD reply of ``entries`` entries, the first naming ``first_ids`` (RESP2 shape)."""
+    named = ["{".join(first_ids)] + [f"other-{n}" for n in range(2, entries + 1)]
+    rows = [(f"{n}-0", ["{c", ids]) for n, ids in enumerate(named, start=1)]
+    return [["ev", rows]]
+
+
+def test_a_short_read_asks_only_for_the_announced_jobs_somebody_waits_for():
+    registry: Registry[object] = Registry()
+    registry.add("7", object())
+    registry.add("8", object())
+    read = events_read(registry, _reply(3, ["7", "9"]))
+    assert (read.wanted, read.announced, read.last) == (["7"], {"7", "9", "other-2", "other-3"}, "3-0")
+    assert settled(read, [None]) == [("7", None)]  # announced: a missing record expired
+
+
+def test_a_full_read_may_be_behind_the_cap_so_every_waiter_is_probed():
+    """The stream is capped near 1,000 entries: a reader behind it (a reconnect, a busy fleet)
+    finds the events after its position trimmed, and its read then returns a full batch. Before,
+    the waiters whose events were trimmed waited until their timeout (or for ever)."""
+    registry: Registry[object] = Registry()
+    for job_id in ("7", "8", "5"):
+        registry.add(job_id, object())
+    read = events_read(registry, _reply(READ_COUNT, ["7"]))
+    assert read.wanted == ["7", "8", "5"]
+    assert settled(read, [b"c:1", b"c:2", None]) == [("7", b"c:1"), ("8", b"c:2")]  # 5: still running
