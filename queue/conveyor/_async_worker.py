@@ -125,7 +125,8 @@ class AsyncWorker:
         return AsyncQueue(q.name, client, settings=q.settings)
 
     async def run(self) -> dict[str, int]:
-        """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
+        """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
+        delayed jobs, retries waiting out their backoff too, stay for a later worker)."""
         if self._lanes:
             return await self._run_lanes()
         pump, maint = self._role("pump"), self._role("maint")
@@ -386,5 +387,7 @@ class AsyncWorker:
                     await maint.promote()
                     await maint.recover()
                     await maint.trim()
-            except RECOVERABLE as exc:
-                log.warning("maintenance failed (%s); will retry", exc)
+            except Exception as exc:  # any error: ending this task would end the heartbeats
+                log.warning(
+                    "maintenance failed (%s); will retry", exc, exc_info=not isinstance(exc, RECOVERABLE)
+                )

@@ -94,7 +94,8 @@ class Worker:
         return Queue(q.name, client, settings=q.settings)
 
     def run(self) -> dict[str, int]:
-        """Process jobs until stopped (or, with ``burst=True``, until the queue is drained)."""
+        """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
+        delayed jobs, retries waiting out their backoff too, stay for a later worker)."""
         pump, maint = self._role("pump"), self._role("maint")
         waiter = self._waiter or self._own_waiter()
         threads = [

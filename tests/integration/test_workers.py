@@ -436,3 +436,37 @@ async def test_any_base_exception_from_a_handler_fails_its_attempt(api, raised):
     w.check_alive()
     w.stop()
     await w.join(10)
+
+
+async def test_an_unexpected_maintenance_error_does_not_end_the_heartbeats(api, monkeypatch):
+    """A maintenance tick that fails with an error outside the connection kinds (a bug, a parse
+    error) is logged and retried, as in the thread Worker. Before, it ended the asyncio worker's
+    maintenance task: heartbeats stopped while the handler ran, so another worker's recovery
+    redelivered the job and it ran twice at once."""
+    from conveyor import AsyncQueue, Queue  # noqa: PLC0415
+
+    armed, raised = [False], []
+    cls = AsyncQueue if api.is_async else Queue
+    promote = cls.promote
+
+    def failing_once(self, *args, **kwargs):
+        if armed[0] and not raised:
+            raised.append(1)
+            raise RuntimeError("an unexpected maintenance error")
+        return promote(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "promote", failing_once)
+    q = api.queue(lease=1.0, keep_completed=-1, maintenance_interval=0.1)
+    runs: list[str] = []
+    handler = api.handler(sleep=3.0, start=lambda j: (runs.append(j.id), armed.__setitem__(0, True)))
+    first = api.worker(q, {"slow": handler}, concurrency=1)
+    job = await q.enqueue("slow", None)
+    await wait_until(lambda: bool(raised), timeout=10, what="the first worker's maintenance to fail")
+    other = api.queue(name=q.name, lease=1.0, keep_completed=-1, maintenance_interval=0.1)
+    second = api.worker(other, {"slow": handler})
+    await wait_until(lambda: _completed(q, 1), timeout=15, what="the slow job")
+    await asyncio.sleep(0.5)
+    first.check_alive()
+    second.check_alive()
+    assert runs == [job.id]  # once: its lease was renewed all along
+    assert (await q.get_job(job.id)).attempts == 1
