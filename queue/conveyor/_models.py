@@ -130,8 +130,14 @@ class Limit:
         if self.concurrency is not None and (type(self.concurrency) is not int or self.concurrency < 1):
             raise ValueError(f"limit {self.key!r}: concurrency must be an int >= 1, got {self.concurrency!r}")
         rate = self.rate
-        if rate is not None and (type(rate) not in (int, float) or not math.isfinite(rate) or not rate > 0):
-            raise ValueError(f"limit {self.key!r}: rate must be > 0 jobs per second, got {rate!r}")
+        # At least one start per MAX_SECONDS: a smaller rate's interval overflows (1e-320 gave inf).
+        if rate is not None and (
+            type(rate) not in (int, float) or not math.isfinite(rate) or not rate >= 1 / MAX_SECONDS
+        ):
+            raise ValueError(
+                f"limit {self.key!r}: rate must be at least {1 / MAX_SECONDS:g} jobs per second "
+                f"(one start per {MAX_SECONDS:g} s), got {rate!r}"
+            )
 
     def packed(self) -> str:
         """The enqueue script's limit argument: '<concurrency>:<ms between starts>:<key>'."""

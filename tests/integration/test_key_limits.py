@@ -98,9 +98,10 @@ def test_bad_limits_are_refused_naming_the_value():
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match=f"concurrency must be an int >= 1, got {bad!r}"):
             Limit("k", concurrency=bad)
-    for bad in (0, -1.0, float("nan"), float("inf"), "10"):
-        with pytest.raises(ValueError, match="rate must be > 0 jobs per second"):
+    for bad in (0, -1.0, float("nan"), float("inf"), "10", 1e-320):  # 1e-320: an interval of inf
+        with pytest.raises(ValueError, match=rf"rate must be at least 1e-09 jobs per second .*, got {bad!r}"):
             Limit("k", rate=bad)
+    assert Limit("k", rate=1e-9).rate == 1e-9
     with pytest.raises(ValueError, match="needs a concurrency, a rate or both"):
         Limit("k")
     with pytest.raises(ValueError, match="limit key"):
