@@ -45,7 +45,7 @@ def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | N
         return None
     if isinstance(job_ids, str):
         raise TypeError("job_ids must be a sequence of ids, not one string")
-    ids = [validate_name("job id", i) for i in job_ids]
+    ids = list(dict.fromkeys(validate_name("job id", i) for i in job_ids))  # a repeat counts once
     return [ids[i : i + batch] for i in range(0, len(ids), batch)]
 
 

@@ -67,7 +67,17 @@ class QueueCore:
         self.owner: Any = None  # the Queue or AsyncQueue using this core: jobs it returns wait through it
         # Per-call constants, computed once (settings are frozen): the hot path only packs.
         k = self.keys
-        self._enqueue_keys = (k.meta, k.waiting, k.delayed, k.marker, k.jobs, k.completed, k.failed, k.dedup)
+        self._enqueue_keys = (
+            k.meta,
+            k.waiting,
+            k.delayed,
+            k.marker,
+            k.jobs,
+            k.completed,
+            k.failed,
+            k.dedup,
+            k.cancelled,
+        )
         self._window = self._window_ms()
         self._default_lease_ms = round(settings.lease * 1000)  # validated by QueueSettings
 

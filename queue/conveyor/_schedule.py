@@ -18,8 +18,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._keys import validate_name
+from ._errors import InvalidNameError
+from ._keys import MAX_NAME_LENGTH, validate_name
 from ._models import Limit
+from ._settings_checks import MAX_SECONDS
+
+MAX_SCHEDULE_NAME = MAX_NAME_LENGTH - len("cron::") - 20  # 20: the digits of any fire time in ms
 
 MISSED_POLICIES = ("once", "skip")
 
@@ -44,7 +48,7 @@ def _check_cron(expression: str) -> Any:
 def _period(every: object) -> bool:
     """Whether ``every`` is a usable period: a finite number of seconds >= 0.001, not a bool."""
     return (isinstance(every, int | float) and not isinstance(every, bool)
-            and math.isfinite(every) and every >= 0.001)  # fmt: skip
+            and math.isfinite(every) and 0.001 <= every <= MAX_SECONDS)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +71,16 @@ class Schedule:
 
     def __post_init__(self) -> None:
         validate_name("schedule", self.name)
+        if len(self.name) > MAX_SCHEDULE_NAME:  # its fires' job ids 'cron:<name>:<ms>' must be valid
+            raise InvalidNameError(
+                f"schedule name is {len(self.name)} characters long; the limit is {MAX_SCHEDULE_NAME} "
+                "(its jobs' ids are 'cron:<name>:<fire time in ms>')"
+            )
         if (self.cron is None) == (self.every is None):
             raise ValueError(f"schedule {self.name!r}: give exactly one of cron= or every=")
         if self.every is not None and not _period(self.every):
             raise ValueError(
-                f"schedule {self.name!r}: every must be a finite number of seconds >= 0.001, "
+                f"schedule {self.name!r}: every must be a number of seconds from 0.001 to {MAX_SECONDS:g}, "
                 f"got {self.every!r}"
             )
         if self.cron is not None:

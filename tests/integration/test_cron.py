@@ -141,6 +141,9 @@ def test_a_worker_runs_the_scheduler(redis_url, queue_name):
     app.close()
 
 
+EVERY = "every must be a number of seconds from 0.001 to 1e\\+09, got "
+
+
 def test_bad_schedules_are_refused_naming_the_value(redis_url, queue_name):
     app = _app(redis_url, queue_name)
     report = app.get_task("report")
@@ -150,21 +153,27 @@ def test_bad_schedules_are_refused_naming_the_value(redis_url, queue_name):
         ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, ValueError, "unknown time zone 'Mars/Olympus'"),
         ({"every": 5, "tz": "../etc/passwd"}, ValueError, "unknown time zone '../etc/passwd'"),
         ({}, ValueError, "give exactly one of cron= or every="),
-        ({"every": 0}, ValueError, "every must be a finite number of seconds >= 0.001, got 0"),
+        ({"every": 0}, ValueError, EVERY + "0"),
         ({"every": 5, "missed": "all"}, ValueError, "missed must be one of"),
         ({"every": 5, "args": ()}, TypeError, "task 'report'.*missing a required argument: 'kind'"),
-        ({"every": float("inf")}, ValueError, "every must be a finite number of seconds >= 0.001, got inf"),
-        ({"every": True}, ValueError, "every must be a finite number of seconds >= 0.001, got True"),
+        ({"every": float("inf")}, ValueError, EVERY + "inf"),
+        ({"every": True}, ValueError, EVERY + "True"),
         ({"every": 5, "args": ({1, 2},)}, Exception, "schedule 'x'.*cannot be serialized"),
+        # accepted before, then skipped at every tick (its step overflowed to inf ms)
+        ({"every": 1e306}, ValueError, EVERY + "1e\\+306"),
     ]
     for options, error, message in cases:
         with pytest.raises(error, match=message):
             app.periodic("x", report, **{"args": ("k",), **options})
+    # a name whose fires' job ids 'cron:<name>:<ms>' pass the id limit: accepted before, never fired
+    with pytest.raises(ValueError, match="schedule name is 190 characters long; the limit is 174"):
+        app.periodic("n" * 190, report, every=5, args=("k",))
+    app.periodic("n" * 174, report, every=5, args=("k",))
     with pytest.raises(UnknownTaskError, match="unknown task 'nope'"):
         app.periodic("x", "nope", every=5)
     with pytest.raises(ValueError, match="schedule 'minutely' is already registered"):
         app.periodic("minutely", report, every=5, args=("k",))
-    assert "x" not in app.schedules
+    assert "x" not in app.schedules and "n" * 190 not in app.schedules
 
 
 @pytest.mark.parametrize(("now", "fire"), [

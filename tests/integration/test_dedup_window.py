@@ -88,3 +88,22 @@ async def test_worker_and_recovery_record_the_window(api):
     assert await q.recover() == (0, 1)
     assert api.admin.zscore(q.keys.dedup, "via-recovery") is not None
     assert (await q.enqueue("t", None, job_id="via-worker")).created is False
+
+
+async def test_an_id_used_again_after_a_cancel_is_not_deleted_by_the_cancelled_retention(api):
+    """A job cancelled while running, its id enqueued again once the window passed: the new job
+    must survive the cancelled set's retention. Before, the id stayed in the cancelled set, and
+    trim (by age) deleted the new job's hash: accepted, never run, never shown as failed."""
+    q = api.queue(dedup_window=0, failed_max_age=0.5)
+    await q.enqueue("t", {"n": 1}, job_id="order-1")
+    [job] = await q.claim()
+    assert await q.cancel("order-1") is True
+    await q.extend(job)  # the holder learns of the cancel
+    assert await q.fail(job, "stopped", retry=False) == "cancelled"
+    again = await q.enqueue("t", {"n": 2}, job_id="order-1")
+    assert again.created is True
+    await asyncio.sleep(0.6)
+    await q.trim()  # what every worker's maintenance runs
+    assert (await q.get_job("order-1")).payload == {"n": 2}
+    [claimed] = await q.claim()
+    assert claimed.payload == {"n": 2}

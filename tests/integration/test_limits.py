@@ -211,3 +211,21 @@ async def test_bad_time_limits_are_refused_naming_the_value(api, bad):
     with pytest.raises(ValueError, match=refusal):
         QueueSettings(time_limit=bad)
     assert await q.counts() == counts()
+
+
+async def test_a_cancelled_job_given_back_frees_its_key_and_wakes_a_worker_for_the_parked_one(api):
+    """Ended cancelled at release, a job of a limited key frees its slot: the job parked behind
+    it is made ready and the wake-up marker set, so idle workers claim it at once."""
+    from conveyor import Limit  # noqa: PLC0415
+
+    q = api.queue(lease=30)
+    limit = Limit("one-at-a-time", concurrency=1)
+    first = await q.enqueue("t", 1, limit=limit)
+    [held] = await q.claim()
+    parked = await q.enqueue("t", 2, limit=limit)
+    assert await q.claim() == []  # parked behind the held one
+    assert await q.cancel(first.id) is True
+    api.admin.delete(q.keys.marker)
+    assert await q.release([held], started=True) == [2]
+    assert api.admin.zcard(q.keys.marker) == 1  # idle workers are woken
+    assert [j.id for j in await q.claim()] == [parked.id]

@@ -1,5 +1,5 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup, 9 cancelled
 -- ARGV: 1 deduplication window ms (-1: a finished job dedups while retained; >= 0: for that long
 --       after it finished), then n groups of 5 (n = (#ARGV - 1) / 5 <= 1000): id ('' = generate),
 --       task, payload, max attempts, options: '' for the common job (ready now, priority 0, no
@@ -55,10 +55,12 @@ end
 local function existing_job(id, window)
   local old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't')
   if window < 0 then return old[1] and old end
-  local completed, failed, dedup = KEYS[6], KEYS[7], KEYS[8]
+  local completed, failed, dedup, cancelled = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
   if (old[1] == 'c' or old[1] == 'f' or old[1] == 'C') and now - (tonumber(old[7]) or 0) >= window then
     redis.call('ZREM', completed, id)
     redis.call('ZREM', failed, id)
+    -- else the cancelled set's retention would later delete the new job's hash (lost unseen)
+    redis.call('ZREM', cancelled, id)
     redis.call('ZREM', dedup, id)
     redis.call('DEL', jobs .. id)
     return false

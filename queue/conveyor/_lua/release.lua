@@ -15,7 +15,7 @@ local keep, window = tonumber(ARGV[2]), tonumber(ARGV[3])
 use_results(tonumber(ARGV[4]), KEYS[6], KEYS[7], KEYS[8])
 local now = now_ms()
 local out = {}
-local released, stopped = 0, 0
+local released, stopped, unparked = 0, 0, false
 -- Walk backwards: RPUSH puts each id at the claim end, so the first given is claimed first.
 for i = n, 1, -1 do
   local id, token, refund = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
@@ -23,7 +23,7 @@ for i = n, 1, -1 do
   local limited
   out[i], limited = check_lease(key, token)
   if out[i] == 1 then
-    if limited then free_slot(waiting, jobs, limited) end
+    if limited and free_slot(waiting, jobs, limited) then unparked = true end
     redis.call('ZREM', active, id)
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
     if redis.call('HEXISTS', key, 'q') == 1 then
@@ -39,5 +39,5 @@ for i = n, 1, -1 do
   end
 end
 if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
-if released > 0 then wake(marker) end
+if released > 0 or unparked then wake(marker) end
 return out
