@@ -57,7 +57,11 @@ def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
 def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], str], *, title: str,
          x_title: str, y_title: str, lines: bool = False, sort: bool = True, **axes: Any) -> go.Figure:
     """Medians of ``rows`` with one-MAD error bars: grouped bars (or, with ``lines``, lines over a
-    numeric x, log scale when it spans 8x), a trace per value of ``series`` named ``name(value)``."""
+    numeric x, log scale when it spans 8x; a log y axis when the medians span 10x or more, so the
+    small bars stay readable), a trace per value of ``series`` named ``name(value)``."""
+    medians = rows["median"].dropna() if "median" in rows else pd.Series(dtype=float)
+    if "log_y" not in axes and len(medians) and medians.min() > 0 and medians.max() / medians.min() >= 10:
+        axes["log_y"] = True
     fig = figure(title, x_title, y_title, **axes)
     values = rows[x].dropna()
     if lines and len(values) and values.min() > 0 and values.max() / values.min() >= 8:

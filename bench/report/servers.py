@@ -74,14 +74,13 @@ def server_columns(ds: Dataset, run: str) -> dict[str, pd.DataFrame]:
 
 def verdict(ds: Dataset, run: str) -> str:
     """The recommendation of ``run``, or the disagreement of comparable runs about it."""
-    def first(text: str) -> str:
-        return text.split(".", 1)[0]
+    def said(text: str) -> str:  # the pick and every verdict beyond noise, not only the pick
+        return text.replace("**From this run:** ", "")
 
     text = recommendation(server_columns(ds, run))
     others = {r: recommendation(server_columns(ds, r)) for r in same_method_runs(ds, run)
               if r != run and server_columns(ds, r)}
-    differ = {r: first(t).replace("**From this run:** ", "") for r, t in others.items()
-              if first(t) != first(text)}
+    differ = {r: said(t) for r, t in others.items() if said(t) != said(text)}
     if not differ:
         return text + {0: "", 1: " The other comparable run agrees."}.get(
             len(others), f" The {len(others)} other comparable runs agree.")

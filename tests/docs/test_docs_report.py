@@ -571,3 +571,29 @@ def test_connection_roles_that_step_are_shown_as_measured_steps(tmp_path: Path) 
     by_role = {r["role"]: r for r in spec["roles"]}
     assert by_role["pump"] == {"role": "pump", "steps": [[1, 1.0], [8, 2.0], [32, 2.0]]}
     assert by_role["waiter"] == {"role": "waiter", "base": 1.0, "per_concurrency": 0.0}
+
+
+def test_runs_with_the_same_pick_but_other_verdicts_beyond_noise_do_not_agree(tmp_path: Path) -> None:
+    """Comparable runs agree only when every server's verdicts beyond noise do, not only the pick.
+    Here the newer run has redis-7.0 behind in lifecycles, the older one level with valkey-9.1
+    (the pick, valkey-9.1, unchanged): before, the page said 'The other comparable run agrees'."""
+    older = make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")
+    for row in older["results"]:  # 0.8x of valkey-9.1 in the synthetic run: level in the older one
+        if row["server"] == "redis-7.0" and "lifecycles_per_s" in row["metrics"]:
+            rate = row["metrics"]["lifecycles_per_s"]
+            row["metrics"]["lifecycles_per_s"] = metric(rate["median"] * 1.25, rate["unit"])
+    out = render(dataset(tmp_path, make_run(), older), "servers_section")
+    assert "agrees" not in out and "not a recommendation" in out
+
+
+def test_bars_whose_medians_span_10x_get_a_log_axis() -> None:
+    """Performance's ceilings (7k to 155k calls/s) and Tuning's memory by payload drew the small
+    bars as slivers on a linear axis."""
+    from bench.report.figures import plot  # noqa: PLC0415
+
+    def bars(medians: list[float]) -> Any:
+        rows = pd.DataFrame({"case": [f"c{i}" for i in range(len(medians))], "median": medians})
+        return plot(rows, "case", None, str, title="t", x_title="x", y_title="y")
+
+    assert bars([7_481.0, 155_130.0]).layout.yaxis.type == "log"
+    assert bars([100.0, 900.0]).layout.yaxis.type != "log"
