@@ -118,7 +118,15 @@ class Task(Generic[P, R]):
         time_limit: float | None = None,
         limit: Limit | None = None,
     ) -> Task[P, R]:
-        """This task with other defaults for the next enqueue (the registry is not changed)."""
+        """This task with other defaults for the next enqueue (the registry is not changed).
+        ``queue`` may only name the task's own queue: workers serve a task on the queue it was
+        registered with, so a job sent elsewhere would wait there for ever."""
+        if queue is not None and queue != self.queue:
+            raise ValueError(
+                f"task {self.name!r} is registered on queue {self.queue!r}, where its workers serve it; "
+                f"with_options(queue={queue!r}) would leave its jobs waiting: register the task with "
+                f"@app.task(queue={queue!r}) instead"
+            )
         changes: dict[str, Any] = {
             "job_id": job_id,
             "delay": delay,

@@ -315,3 +315,20 @@ def test_a_sync_task_that_timed_out_before_its_thread_started_is_retried(redis_u
     assert quick_job is not None and quick_job.state == "completed", quick_job
     assert ran == [1]
     app.close()
+
+
+def test_a_task_cannot_be_sent_to_a_queue_its_workers_do_not_serve(redis_url, queue_name):
+    """Workers serve a task on the queue it was registered with: with_options(queue=other) was
+    taken and its job waited for ever (the CLI refused '-q other': no registered task)."""
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def work(n: int) -> None:
+        pass
+
+    refusal = r"task 'work' is registered on queue .*with_options\(queue='urgent'\)"
+    with pytest.raises(ValueError, match=refusal):
+        work.with_options(queue="urgent").enqueue(1)
+    assert work.with_options(queue=queue_name).enqueue(1).state == "waiting"  # its own queue: fine
+    assert app.queue("urgent").counts()["waiting"] == 0
+    app.close()
