@@ -26,7 +26,7 @@ for i = n, 1, -1 do
     if limited and free_slot(waiting, jobs, limited) then unparked = true end
     redis.call('ZREM', active, id)
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
-    if redis.call('HEXISTS', key, 'q') == 1 then
+    if redis.call('HGET', key, 'q') then
       finish_cancelled(cancelled, key, id, now)
       remember(dedup, window, id, now)
       out[i], stopped = 2, stopped + 1
