@@ -238,8 +238,9 @@ def test_memory_per_waiting_job_is_repeatable(redis_url: str) -> None:
     row = Row(child, lambda: _flush(redis_url), used, repetitions=3, timeout=60)
     values = row.memory([1000, 2000, 3000])["bytes_per_job"]["values"]
     # With the Lua heap collected before each reading, 8 repetitions on Redis 8.2 spanned
-    # 170.3 to 172.3 B/job (Valkey 9.1: 180.8 to 181.2).
-    assert min(values) > 50 and max(values) < 1.05 * min(values), values
+    # 170.3 to 172.3 B/job (Valkey 9.1: 180.8 to 181.2); one CI run on Valkey 8.1 spanned 175.0
+    # to 185.3 (5.9%). 10% still catches the swings above (108 to 324, 128 to 223).
+    assert min(values) > 50 and max(values) < 1.10 * min(values), values
 
 
 def test_used_memory_leaves_out_lua_garbage(redis_url: str) -> None:
