@@ -278,7 +278,7 @@ class QueueCore:
         )
 
     def release(self, jobs: Sequence[Job], started: Sequence[bool]) -> Call[list[int]]:
-        args: list[Any] = [len(jobs), self.settings.keep_failed, self._window_ms(), self._result_ttl_ms()]
+        args: list[Any] = [len(jobs), self.settings.keep_failed, self._window, self._result_ttl_ms()]
         for job, was_started in zip(jobs, started, strict=True):
             args += (job.id, held_token(job), 0 if was_started else 1)
         k = self.keys
