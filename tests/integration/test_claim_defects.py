@@ -108,8 +108,10 @@ async def test_claimed_jobs_keep_every_field_through_claim_ack_and_replay(api):
 async def test_worker_rides_out_a_stall_longer_than_its_socket_timeout(api):
     """4: the pump's ack+claim times out while the server is stalled, but the server runs it once
     the stall ends; the re-sent call must get that batch instead of leaving it orphaned (the job
-    then failed "lease expired after attempt 1 of 1" without ever running)."""
-    q = api.queue(lease=1.0, max_attempts=1, socket_timeout=0.4, maintenance_interval=0.1,
+    then failed "lease expired after attempt 1 of 1" without ever running). The lease (3 s) is
+    what the re-sent call has after the stall to get its answer: under CI load glide's client
+    took over 1 s to recover from the timeout, and the job then rightly failed by lease expiry."""
+    q = api.queue(lease=3.0, max_attempts=1, socket_timeout=0.4, maintenance_interval=0.1,
                   keep_failed=-1)
     ran: list[int] = []
     first_started = threading.Event()
