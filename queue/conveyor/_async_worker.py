@@ -289,7 +289,7 @@ class AsyncWorker:
                 return
             if claimed:
                 continue
-            if d.quiet() and self.options.burst:
+            if d.quiet() and self.options.burst and until_due != 0:  # 0: jobs still ready
                 return
             await self._wait(pump, waiter, until_due, deadline)
 

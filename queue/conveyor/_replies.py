@@ -166,7 +166,8 @@ def lease_error(action: str, job: Job, status: int) -> LeaseLostError:
 
 
 def until_due(now_ms: Any, due_ms: Any) -> float:
-    """Seconds from the server's now until the next delayed job is due; -1 when none is delayed."""
+    """Seconds from the server's now until the next delayed job is due; -1 when none is delayed,
+    0 when jobs are ready now (a claim that popped only held-back jobs may leave some behind)."""
     due = int(due_ms)
     return -1.0 if due < 0 else max(0.0, (due - int(now_ms)) / 1000)
 

@@ -199,7 +199,7 @@ class Worker:
                 return
             if claimed:
                 continue
-            if d.quiet() and self.options.burst:
+            if d.quiet() and self.options.burst and until_due != 0:  # 0: jobs still ready
                 return
             self._wait(pump, waiter, until_due, deadline)
 

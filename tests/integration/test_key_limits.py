@@ -157,3 +157,19 @@ async def test_rate_limit_holds_the_set_rate(api):
     assert abs(measured - rate) / rate < 0.10, f"{measured:.1f} jobs/s for a limit of {rate}"
     end_to_end = n / (starts[-1] - starts[0])  # never faster than the limit, end to end
     assert end_to_end < rate * 1.1, f"{end_to_end:.1f} jobs/s end to end for a limit of {rate}"
+
+
+async def test_burst_worker_runs_ready_jobs_queued_behind_held_back_ones(api):
+    """A burst worker's claim that popped only parked jobs claimed nothing, and the worker exited
+    while jobs without a limit were still ready behind them."""
+    q = api.queue()
+    limit = Limit("busy-tenant", concurrency=1)
+    [holder] = await q.enqueue_many([JobSpec("t", -1, limit=limit)])
+    assert [j.id for j in await q.claim(count=1)] == [holder.id]  # the key's one slot is taken
+    await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(4)])  # all four will park
+    await q.enqueue_many([("t", i) for i in range(10, 13)])
+    done: list[int] = []
+    w = api.worker(q, {"t": api.handler(lambda j: done.append(j.payload))}, concurrency=2, burst=True)
+    await w.join(15)
+    assert sorted(done) == [10, 11, 12]
+    assert await q.counts() == counts(waiting=4, active=1, total_completed=3)

@@ -377,11 +377,12 @@ end
 
 -- Claim up to `count` waiting jobs with fresh tokens, appending each to `out` (claimed_entry), and
 -- its id and token to `claimed` when given (the ack's request record). A job with a time limit
--- gets its hard deadline h = now + limit. Returns the number claimed.
+-- gets its hard deadline h = now + limit. Returns the number claimed, and whether jobs are still
+-- ready (a claim that popped only held-back jobs claimed none, yet work may wait behind them).
 local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
-  if count <= 0 then return 0 end
+  if count <= 0 then return 0, false end
   local ids = pop_ready(waiting, count)
-  if #ids == 0 then return 0 end
+  if #ids == 0 then return 0, false end
   local last_token = redis.call('HINCRBY', meta, 'tok', #ids)
   local first_token = last_token - #ids
   local deadline = now + lease_ms
@@ -412,8 +413,9 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
   flush_limits(limits, waiting)
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
-  if has_ready(waiting) then wake(marker) end
-  return #zargs / 2
+  local ready = has_ready(waiting)
+  if ready then wake(marker) end
+  return #zargs / 2, ready
 end
 
 -- Ids an operation on finished jobs acts on. ARGV: 1 n (<= 1000), 2 batch (1..1000), then n ids;

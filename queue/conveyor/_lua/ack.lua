@@ -8,7 +8,8 @@
 --       6 deduplication window ms (<= 0 off), 7 result ttl ms (0: results off), 8 n acks (<= 1000),
 --       then n tuples: id, token, and (results on only) the success record, 'c:' .. serialised value
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
---          now, next due (-1 none), then 2 (CLAIM_FIELDS in _replies.py) values per claimed job as in claim.lua}
+--          now, next due (-1 none; now when jobs are still ready), then 2 (CLAIM_FIELDS in
+--          _replies.py) values per claimed job as in claim.lua}
 -- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
 -- Retry safety: with a request id, the call records its ack statuses and claimed (id, token)
 -- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
@@ -107,8 +108,8 @@ local next_pos = #out + 1
 out[next_pos] = -1
 if count > 0 then
   promote_due(delayed, waiting, jobs, now, promote_batch)
-  local got = claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
-  if got < count then out[next_pos] = next_due(delayed) end
+  local got, ready = claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
+  if got < count then out[next_pos] = ready and now or next_due(delayed) end
 end
 if request ~= '' then
   local rec = request .. '{' .. table.concat(out, ',', 1, n)
