@@ -2,7 +2,10 @@
 
 Order (like nested middleware): ``before`` hooks run in registration order, then the task; ``after``,
 ``on_retry`` and ``on_failure`` hooks run in reverse registration order. ``on_retry`` runs when the
-failed attempt will be retried, ``on_failure`` when the job fails for good. A ``before`` hook that
+failed attempt will be retried, ``on_failure`` when the job fails for good. An attempt the worker
+stopped is a failure too: past its time limit the hooks get a ``TimeoutError`` (``on_failure`` when a
+thread still ran it, since it is then not retried); cancelled while running, ``on_failure`` gets an
+``asyncio.CancelledError``. A ``before`` hook that
 raises fails the attempt like the task would (the task is not called, the failure hooks run); an
 exception in any other hook is logged and ignored (the job's outcome is already decided). Without
 hooks the handler is the bare call: no hook cost.
@@ -20,6 +23,7 @@ from typing import Any, TypeVar
 
 from ._errors import SerializationError
 from ._models import Job
+from ._replies import CANCEL
 from ._tasks import Task, unpack_arguments
 
 log = logging.getLogger("conveyor.hooks")
@@ -70,12 +74,44 @@ class Hooks:
         every = self.before + self.after + self.on_retry + self.on_failure
         return any(inspect.iscoroutinefunction(h) for h in every)
 
-    def after_failure(self, job: Job, exc: BaseException) -> list[Hook]:
-        return list(reversed(self.on_retry if will_retry(job, exc) else self.on_failure))
+    def after_failure(self, job: Job, exc: BaseException, retry: bool | None = None) -> list[Hook]:
+        retry = will_retry(job, exc) if retry is None else retry
+        return list(reversed(self.on_retry if retry else self.on_failure))
+
+
+def stopped_error(job: Job) -> BaseException:
+    """What failure hooks get for an attempt the worker stopped (``job.stop_reason`` is set)."""
+    if job.stop_reason == CANCEL:
+        return asyncio.CancelledError("cancelled while running")
+    limit = job.time_limit
+    return TimeoutError(f"the attempt exceeded its time limit of {limit:g} s" if limit else "timed out")
+
+
+def stop_retries(job: Job, still_running: bool) -> bool:
+    """Whether a stopped attempt is retried (as ``_dispatch.stopped`` settles it): a timed-out one
+    whose handler no longer runs, while attempts remain."""
+    return job.stop_reason != CANCEL and not still_running and job.attempts < job.max_attempts
 
 
 def _report(hook: Hook, exc: Exception) -> None:
     log.exception("hook %s raised %s; ignored", getattr(hook, "__qualname__", hook), type(exc).__name__)
+
+
+def _run_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool | None = None) -> None:
+    for hook in hooks.after_failure(job, exc, retry):
+        try:
+            hook(job, exc)
+        except Exception as hook_exc:
+            _report(hook, hook_exc)
+
+
+async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool | None = None) -> None:
+    for hook in hooks.after_failure(job, exc, retry):
+        try:
+            if (pending := _start(hook, job, exc)) is not None:
+                await pending
+        except Exception as hook_exc:
+            _report(hook, hook_exc)
 
 
 def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
@@ -91,17 +127,19 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
         return bare
 
     def hooked(job: Job) -> Any:
+        # A thread worker abandons a stopped attempt's thread and settles it as failed, never
+        # retried: what the task returns or raises after that is reported as that failure.
         try:
             for hook in hooks.before:
                 hook(job)
             result = bare(job)
         except Exception as exc:
-            for hook in hooks.after_failure(job, exc):
-                try:
-                    hook(job, exc)
-                except Exception as hook_exc:
-                    _report(hook, hook_exc)
+            stopped = job.stop_reason is not None
+            _run_failure_hooks(hooks, job, stopped_error(job) if stopped else exc, False if stopped else None)
             raise
+        if job.stop_reason is not None:
+            _run_failure_hooks(hooks, job, stopped_error(job), False)
+            return result
         for hook in reversed(hooks.after):
             try:
                 hook(job, result)
@@ -141,12 +179,12 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
                     await pending
             result = await bare(job)
         except Exception as exc:
-            for hook in hooks.after_failure(job, exc):
-                try:
-                    if (pending := _start(hook, job, exc)) is not None:
-                        await pending
-                except Exception as hook_exc:
-                    _report(hook, hook_exc)
+            await _arun_failure_hooks(hooks, job, exc)
+            raise
+        except asyncio.CancelledError:
+            if job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
+                still_running = not task.is_async and job._thread_running is not False
+                await _arun_failure_hooks(hooks, job, stopped_error(job), stop_retries(job, still_running))
             raise
         for hook in reversed(hooks.after):
             try:

@@ -237,6 +237,49 @@ def test_a_task_enqueued_through_the_app_returns_its_result(redis_url, queue_nam
     app.close()
 
 
+@pytest.mark.parametrize("runs_on", ["asyncio", "thread-worker", "asyncio-thread"])
+def test_an_attempt_stopped_at_its_time_limit_runs_the_failure_hooks(redis_url, queue_name, runs_on):
+    """Before, a timed-out attempt skipped every failure hook (tracing left its span open and
+    metrics their start time, per attempt), and a sync task that returned after its limit ran the
+    ``after`` hooks: metrics counted it completed although the job was failed."""
+    app = _app(redis_url, queue_name, max_attempts=2)
+    events: list[str] = []
+
+    for kind in ("after", "on_retry", "on_failure"):
+        getattr(app, kind)(lambda job, out, kind=kind: events.append(f"{kind}:{type(out).__name__}"))
+
+    if runs_on != "thread-worker":
+        @app.task
+        async def unused() -> None:  # one async task puts the queue on asyncio
+            pass
+
+    if runs_on == "asyncio":
+        @app.task(time_limit=0.2)
+        async def slow() -> None:
+            await asyncio.sleep(10)
+    else:
+        @app.task(time_limit=0.2)
+        def slow() -> None:  # ignores current_job().cancelled, returns after its limit
+            threading.Event().wait(0.6)
+
+    slow.enqueue()
+    while app.queue(queue_name).counts()["failed"] == 0:  # a retry waits out its backoff
+        _run(app, [queue_name], concurrency=1)
+    expected = {  # a thread still running is not retried: on_failure at once
+        "asyncio": ["on_retry:TimeoutError", "on_failure:TimeoutError"],
+        "thread-worker": ["on_failure:TimeoutError"],
+        "asyncio-thread": ["on_failure:TimeoutError"],
+    }[runs_on]
+    for _ in range(50):  # a thread worker reports when the abandoned thread returns
+        if len(events) >= len(expected):
+            break
+        threading.Event().wait(0.05)
+    threading.Event().wait(0.7)  # nothing more comes (the thread's late return adds nothing)
+    assert events == expected
+    assert app.queue(queue_name).counts()["failed"] == 1
+    app.close()
+
+
 def test_a_sync_task_past_its_limit_does_not_starve_the_next_jobs_of_a_thread(redis_url, queue_name):
     """An asyncio worker frees the slot of a sync task past its time limit while its thread runs
     on: the next jobs must still get a thread of their own. Before, the executor had one thread
