@@ -280,6 +280,28 @@ def test_an_attempt_stopped_at_its_time_limit_runs_the_failure_hooks(redis_url, 
     app.close()
 
 
+def test_a_job_cancelled_while_running_runs_the_failure_hooks(redis_url, queue_name):
+    app = _app(redis_url, queue_name, lease=0.6)  # a heartbeat (lease / 3) brings the cancel
+    events: list[str] = []
+    for kind in ("after", "on_retry", "on_failure"):
+        getattr(app, kind)(lambda job, out, kind=kind: events.append(f"{kind}:{type(out).__name__}"))
+    started = threading.Event()
+
+    @app.task
+    async def slow() -> None:
+        started.set()
+        await asyncio.sleep(10)
+
+    job = slow.enqueue()
+    canceller = threading.Thread(target=lambda: started.wait(10) and app.queue(queue_name).cancel(job.id))
+    canceller.start()
+    _run(app, [queue_name], concurrency=1)
+    canceller.join(10)
+    assert events == ["on_failure:CancelledError"]
+    assert app.queue(queue_name).counts()["cancelled"] == 1
+    app.close()
+
+
 def test_a_sync_task_past_its_limit_does_not_starve_the_next_jobs_of_a_thread(redis_url, queue_name):
     """An asyncio worker frees the slot of a sync task past its time limit while its thread runs
     on: the next jobs must still get a thread of their own. Before, the executor had one thread
