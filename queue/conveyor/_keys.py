@@ -75,8 +75,8 @@ class QueueKeys:
         """Count of jobs parked at their limit key's concurrency limit (scripts: <waiting>:pn).
 
         Scripts also derive, from the waiting key: <waiting>:g (hash: limit key -> active jobs),
-        <waiting>:t (hash: limit key -> earliest next start, ms) and <waiting>:p:<limit key> (list
-        of the key's parked jobs); see _lua/_lib.lua."""
+        <waiting>:t:<limit key> (the key's earliest next start, ms, expiring when it passes) and
+        <waiting>:p:<limit key> (list of the key's parked jobs); see _lua/_lib.lua."""
         return self.waiting + ":pn"
 
     def level(self, priority: int) -> str:

@@ -173,3 +173,16 @@ async def test_burst_worker_runs_ready_jobs_queued_behind_held_back_ones(api):
     await w.join(15)
     assert sorted(done) == [10, 11, 12]
     assert await q.counts() == counts(waiting=4, active=1, total_completed=3)
+
+
+async def test_a_rate_limit_keys_reservation_expires_once_it_passed(api):
+    """Each limit key's next reserved start was a field of one hash that nothing ever deleted:
+    one entry per tenant ever rate limited, forever."""
+    q = api.queue()
+    limit = Limit("tenant-gc", rate=20)  # a start every 50 ms
+    await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(2)])
+    assert len(await q.claim(count=2)) == 1  # the second start is reserved 50 ms on
+    rate_keys = lambda: [k for k in api.queue_keys() if b":w:t" in k]  # noqa: E731
+    assert rate_keys() != []
+    await wait_until(lambda: rate_keys() == [], timeout=5, what="the passed reservation to expire")
+    assert len(await q.claim(count=2)) == 1  # the delayed one, once due

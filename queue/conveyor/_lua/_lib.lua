@@ -291,7 +291,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     return true
   end
   if f[9] and not f[10] then
-    if not s.next_start then s.next_start = tonumber(redis.call('HGET', waiting .. ':t', f[7])) or 0 end
+    if not s.next_start then s.next_start = tonumber(redis.call('GET', waiting .. ':t:' .. f[7])) or 0 end
     local start = math.max(s.next_start, now)
     s.next_start = start + tonumber(f[9])
     if start > now then
@@ -305,11 +305,15 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
   return false
 end
 
--- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked.
-local function flush_limits(limits, waiting)
+-- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
+-- next start expires when it passes (a past one means "now"): one key per limit key ever used
+-- would otherwise stay forever.
+local function flush_limits(limits, waiting, now)
   for g, s in pairs(limits) do
     if s.started > 0 then redis.call('HINCRBY', waiting .. ':g', g, s.started) end
-    if s.next_start then redis.call('HSET', waiting .. ':t', g, s.next_start) end
+    if s.next_start and s.next_start > now then
+      redis.call('SET', waiting .. ':t:' .. g, s.next_start, 'PX', s.next_start - now)
+    end
     if #s.parked > 0 then
       redis.call('LPUSH', waiting .. ':p:' .. g, unpack(s.parked))  -- <= 1000 ids: one claim
       redis.call('INCRBY', waiting .. ':pn', #s.parked)
@@ -410,7 +414,7 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
       end
     end
   end
-  flush_limits(limits, waiting)
+  flush_limits(limits, waiting, now)
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
   -- Chain the wake-up: while work remains, the next idle worker must wake too.
   local ready = has_ready(waiting)
