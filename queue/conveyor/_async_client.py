@@ -243,7 +243,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return await self._run(self.core.promote(batch))
 
     async def recover(self, batch: int | None = None) -> tuple[int, int]:
-        """Redeliver up to ``batch`` expired leases: (redelivered, failed for lack of attempts)."""
+        """Settle up to ``batch`` expired leases: (redelivered, ended failed for lack of attempts or
+        cancelled)."""
         return await self._run(self.core.recover(batch))
 
     async def trim(self, batch: int | None = None) -> int:

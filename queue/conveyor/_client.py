@@ -228,7 +228,8 @@ class Queue(QueueBase[redis.Redis]):
         return self._run(self.core.promote(batch))
 
     def recover(self, batch: int | None = None) -> tuple[int, int]:
-        """Redeliver up to ``batch`` expired leases: (redelivered, failed for lack of attempts)."""
+        """Settle up to ``batch`` expired leases: (redelivered, ended failed for lack of attempts or
+        cancelled)."""
         return self._run(self.core.recover(batch))
 
     def trim(self, batch: int | None = None) -> int:

@@ -21,7 +21,7 @@ from ._models import Job
 if TYPE_CHECKING:
     from ._app import Conveyor
 
-DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed")
+DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed", "cancelled")
 
 
 class QueueDepth(Collector):

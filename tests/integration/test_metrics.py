@@ -66,8 +66,9 @@ def test_exporter_counts_calls_and_reads_queue_depth(redis_url, queue_name):
 
 
 def test_exporter_counts_lease_recoveries(redis_url, queue_name):
-    """A worker that died holding two leases: lease recovery settles both (one redelivered, one
-    failed for lack of attempts), and the server's total is what any worker exports."""
+    """A worker that died holding three leases: lease recovery settles them (one redelivered, one
+    failed for lack of attempts, one cancelled meanwhile), and the server's total is what any
+    worker exports, with the cancelled job in the depth gauge (it was missing)."""
     app = Conveyor(redis_url, default_queue=queue_name)
     registry = prometheus_client.CollectorRegistry()
     conveyor.instrument(app, registry)
@@ -79,11 +80,14 @@ def test_exporter_counts_lease_recoveries(redis_url, queue_name):
     queue = app.queue(queue_name)
     work.enqueue(1)
     work.with_options(max_attempts=1).enqueue(2)
-    assert len(queue.claim(count=2, lease=0.05)) == 2  # and never acknowledged
+    cancelled = work.enqueue(3)
+    assert len(queue.claim(count=3, lease=0.05)) == 3  # and never acknowledged
+    assert queue.cancel(cancelled.id)  # while active: it ends cancelled at lease recovery
     time.sleep(0.1)
-    assert queue.recover() == (1, 1)
+    assert queue.recover() == (1, 2)  # one redelivered; one failed and one cancelled
     samples = _samples(prometheus_client.generate_latest(registry).decode())
-    assert samples[("conveyor_queue_lease_recoveries_total", (("queue", queue_name),))] == 2
+    assert samples[("conveyor_queue_lease_recoveries_total", (("queue", queue_name),))] == 3
+    assert samples[("conveyor_queue_jobs", (("queue", queue_name), ("state", "cancelled")))] == 1
     app.close()
 
 
