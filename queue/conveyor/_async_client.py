@@ -316,7 +316,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if batches is not None:
             return sum([await self._run(build(self.core, ids, batch)) for ids in batches])
         # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
-        total, limit = 0, int(await self.client.zcard(self.core.keys.failed))
+        try:
+            total, limit = 0, int(await self.client.zcard(self.core.keys.failed))
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
         while total < limit and (done := await self._run(build(self.core, [], min(batch, limit - total)))):
             total += done
         return total

@@ -301,7 +301,10 @@ class Queue(QueueBase[redis.Redis]):
         if batches is not None:
             return sum([self._run(build(self.core, ids, batch)) for ids in batches])
         # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
-        total, limit = 0, int(self.client.zcard(self.core.keys.failed))
+        try:
+            total, limit = 0, int(self.client.zcard(self.core.keys.failed))
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
         while total < limit and (done := self._run(build(self.core, [], min(batch, limit - total)))):
             total += done
         return total

@@ -115,7 +115,8 @@ def _free_port() -> int:
 async def test_unreachable_server_names_the_address_never_the_password(api):
     port = _free_port()
     q = api.queue(url=f"redis://alice:s3cr3t-pw@127.0.0.1:{port}/0", connect_timeout=1.0)
-    for call in (lambda: q.enqueue("t", 1), q.claim, q.counts, lambda: q.get_job("x")):
+    for call in (lambda: q.enqueue("t", 1), q.claim, q.counts, lambda: q.get_job("x"), q.retry_failed,
+                 q.purge_failed, lambda: q.jobs("failed"), lambda: q.cancel("x"), q.recover):
         t0 = time.monotonic()
         with pytest.raises(ConnectionFailedError) as info:
             await call()
