@@ -11,8 +11,8 @@ from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
 from bench.report.points import COMPARED, ENQUEUE_MANY, LIFECYCLE, MEMORY, NOT_MEASURED, PROCESS, Point
-from bench.report.servers import cell, comparisons, dragonfly_runs, server_columns, verdict
-from bench.report.text import md_table, no_data, unit_of
+from bench.report.servers import cell, comparisons, dragonfly_runs, loaded_host, server_columns, verdict
+from bench.report.text import md_table, no_data, times, unit_of
 
 # (figure, stated point, conditions in words, link); the words name the point's conditions.
 HEADLINES: tuple[tuple[str, Point, str, str], ...] = (
@@ -74,9 +74,12 @@ def dragonfly_line(ds: Dataset) -> str:
     both = [p.label for p in COMPARED if p.label in set(hashtag.point) & set(glob.point)]
     if not both:
         return ""
+    share = loaded_host(ds, runs[-1])
+    caveat = (f"; that run's host was slower or busier ({REFERENCE_SERVER} at {times(share)} the EVALSHA "
+              "rate of the main run), so read it as indicative") if share is not None else ""
     return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run "
             f"(`{runs[-1]}`, {machine(ds, runs[-1])}): {cell(hashtag, both[0])} with `--lock_on_hashtags`, "
-            f"{cell(glob, both[0])} with global locking ([Servers](servers.md#dragonfly)).")
+            f"{cell(glob, both[0])} with global locking{caveat} ([Servers](servers.md#dragonfly)).")
 
 
 def machine(ds: Dataset, run: str) -> str:

@@ -16,7 +16,7 @@ from bench.report.compare import ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, ratio_bars
 from bench.report.load import Dataset, same_method
 from bench.report.points import COMPARED, NOT_MEASURED
-from bench.report.text import MISSING, md_table, no_data, params_text
+from bench.report.text import MISSING, admonition, fmt, md_table, no_data, params_text, times
 
 RATIO = ["point", "ratio", "lo", "hi", "noise", "overlap"]
 
@@ -131,6 +131,46 @@ def flags(entry: dict[str, Any], config: str) -> str:
     return shlex.join(f for f in flags if not f.startswith(skip))
 
 
+CEILING = "evalsha_c1_ops_per_s"  # one EVALSHA at a time: what a loaded host slows first
+LOADED_BELOW = 0.6  # a run whose ceiling falls below this share of the main run's is flagged
+
+
+def host_speed(ds: Dataset, run: str) -> tuple[float, float, str] | None:
+    """(this run's, the main run's) one-at-a-time EVALSHA rate on Valkey 9.1, and the main run;
+    None when either was not measured or ``run`` is the main run."""
+    main = primary_run(ds, "reference")
+
+    def ceiling(run_id: str | None) -> float | None:
+        rows = select(ds.summary, run_id=run_id, scenario="reference", server=REFERENCE_SERVER,
+                      metric=CEILING, config="default")
+        return float(rows["median"].iloc[0]) if len(rows) else None
+
+    here, there = ceiling(run), ceiling(main)
+    if main is None or main == run or here is None or there is None:
+        return None
+    return here, there, main
+
+
+def loaded_host(ds: Dataset, run: str) -> float | None:
+    """This run's EVALSHA ceiling as a share of the main run's when it is low enough to flag."""
+    speed = host_speed(ds, run)
+    return speed[0] / speed[1] if speed and speed[0] / speed[1] < LOADED_BELOW else None
+
+
+def loaded_host_note(ds: Dataset, run: str) -> str:
+    """A warning above a run made on a host much slower (or busier) than the main run's."""
+    speed = host_speed(ds, run)
+    if speed is None or loaded_host(ds, run) is None:
+        return ""
+    here, there, main = speed
+    return admonition(
+        "warning", "Measured on a slower or busier host",
+        f"In this run {REFERENCE_SERVER} answered {fmt(here)} EVALSHA/s one at a time, against "
+        f"{fmt(there)} in run `{main}` ({times(here / there)}). Ratios within the run still compare like "
+        "with like, but a starved host can favour one server's design over another's (Dragonfly runs "
+        "several threads, Valkey one): read these ratios as this host's, to be confirmed on a quiet one.")
+
+
 def dragonfly_block(ds: Dataset, run: str, prefix: str) -> str:
     """Both lock modes as ratios to the Valkey 9.1 of the same run, and what was not tested."""
     entry, tag = next(e for e in servers(ds, run) if e["id"] == DRAGONFLY), run[-6:]
@@ -138,7 +178,8 @@ def dragonfly_block(ds: Dataset, run: str, prefix: str) -> str:
     columns = {label: comparisons(ds, run, DRAGONFLY, cfg) for label, cfg in modes.items()}
     points = [p.label for p in COMPARED if any(p.label in set(f.point) for f in columns.values())]
     shown = {m.split("[")[0]: f for m, f in columns.items() if not f.empty}
-    return (f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the same run; "
+    return (f"{loaded_host_note(ds, run)}\n\n"
+            f"Dragonfly {entry.get('version') or ''} against {REFERENCE_SERVER} measured in the same run; "
             f"above 1 is better.\n\n{ratio_table(columns, points)}\n\n"
             f"[^df-{tag}-a]: `{flags(entry, 'default')}`\n[^df-{tag}-b]: `{flags(entry, 'global-lock')}`\n\n"
             f"{chart(ratio_bars(shown, 'Dragonfly lock modes', REFERENCE_SERVER), f'dragonfly-{run[:15]}')}"

@@ -291,6 +291,19 @@ def test_dragonfly_is_a_ratio_to_the_valkey_of_its_own_run(tmp_path: Path) -> No
     assert "Dragonfly" in home and "servers.md#dragonfly" in home
 
 
+@pytest.mark.parametrize("speed", [0.4, 0.9])
+def test_a_dragonfly_run_on_a_slower_host_is_flagged(tmp_path: Path, speed: float) -> None:
+    """The committed Dragonfly run's Valkey reached about half the main run's EVALSHA rate, and
+    nothing on the page said its ratios came from a starved host."""
+    ds = dataset(tmp_path, make_run(), make_dragonfly_run(host_speed=speed))
+    out, home = render(ds, "dragonfly_section"), render(ds, "headline")
+    if speed < 0.6:
+        assert "Measured on a slower or busier host" in out and "(0.40x)" in out
+        assert "host was slower or busier (valkey-9.1 at 0.40x" in home
+    else:
+        assert "slower or busier" not in out + home
+
+
 def test_a_server_measured_in_another_run_keeps_this_runs_reason(tmp_path: Path) -> None:
     ds = dataset(tmp_path, make_run(), make_dragonfly_run())
     out = render(ds, "servers_section")
