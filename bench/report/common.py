@@ -113,10 +113,12 @@ def defaults_note(ds: Dataset, run: str | None, keys: dict[str, object]) -> str:
 
 
 def stat_cell(row: pd.Series | None, suffix: str = "") -> str:
-    """``median ± MAD`` of a summary row (``suffix="_base"``: of the base a :func:`versus` row joined)."""
+    """Median and spread of a summary row (``suffix="_base"``: of the base a :func:`versus` row
+    joined); see :func:`fmt_stat`."""
     if row is None:
         return fmt_stat(None)
-    return fmt_stat(row[f"median{suffix}"], row[f"mad{suffix}"], int(row[f"n{suffix}"]))
+    return fmt_stat(row[f"median{suffix}"], row[f"mad{suffix}"], int(row[f"n{suffix}"]),
+                    row.get(f"min{suffix}"), row.get(f"max{suffix}"))
 
 
 def extras(ds: Dataset, rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -164,7 +166,7 @@ def exactly_once(case: pd.Series) -> str:
 
 def wide(ds: Dataset, rows: pd.DataFrame, by: list[str], metrics: list[str],
          once: bool = False) -> pd.DataFrame:
-    """One table row per value of ``by``: ``median ± MAD`` of each metric, labelled headers.
+    """One table row per value of ``by``: median and spread of each metric, labelled headers.
 
     ``once`` adds the exactly-once accounting of each case.
     """

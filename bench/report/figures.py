@@ -16,6 +16,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.compare import noise_label
 from bench.report.load import ReportError
+from bench.report.text import RANGE_UP_TO
 
 
 def chart(fig: go.Figure, chart_id: str) -> str:
@@ -36,8 +37,12 @@ def chart(fig: go.Figure, chart_id: str) -> str:
     return f'<div class="cv-chart" id="chart-{chart_id}" data-cv-chart="{payload}"></div>'
 
 
-def mad_bars(frame: pd.DataFrame) -> dict[str, object]:
-    """Symmetric error bars of one MAD."""
+def spread_bars(frame: pd.DataFrame) -> dict[str, object]:
+    """Error bars of the spread the tables show (text.fmt_stat): from min to max for up to
+    RANGE_UP_TO repetitions, else one MAD either side."""
+    if {"min", "max", "n"} <= set(frame) and len(frame) and (frame["n"] <= RANGE_UP_TO).all():
+        return {"type": "data", "symmetric": False, "array": (frame["max"] - frame["median"]).tolist(),
+                "arrayminus": (frame["median"] - frame["min"]).tolist(), "visible": True}
     return {"type": "data", "array": frame["mad"].tolist(), "visible": True}
 
 
@@ -56,8 +61,8 @@ def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
 
 def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], str], *, title: str,
          x_title: str, y_title: str, lines: bool = False, sort: bool = True, **axes: Any) -> go.Figure:
-    """Medians of ``rows`` with one-MAD error bars: grouped bars (or, with ``lines``, lines over a
-    numeric x, log scale when it spans 8x; a log y axis when the medians span 10x or more, so the
+    """Medians of ``rows`` with spread error bars (spread_bars): grouped bars (or, with ``lines``,
+    lines over a numeric x, log scale when it spans 8x; a log y axis when the medians span 10x or more, so the
     small bars stay readable), a trace per value of ``series`` named ``name(value)``."""
     medians = rows["median"].dropna() if "median" in rows else pd.Series(dtype=float)
     if "log_y" not in axes and len(medians) and medians.min() > 0 and medians.max() / medians.min() >= 10:
@@ -69,7 +74,7 @@ def plot(rows: pd.DataFrame, x: str, series: str | None, name: Callable[[Any], s
     for key, group in rows.groupby(series, sort=sort, observed=True) if series else [(None, rows)]:
         part = group.sort_values(x) if lines else group
         style = {"mode": "lines+markers"} if lines else {}
-        bars = mad_bars(part) if "mad" in part else None  # no MAD: no error bars
+        bars = spread_bars(part) if "mad" in part else None  # no spread: no error bars
         fig.add_trace((go.Scatter if lines else go.Bar)(x=part[x].tolist(), y=part["median"].tolist(),
                                                         name=name(key), error_y=bars, **style))
     return fig

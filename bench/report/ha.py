@@ -55,7 +55,7 @@ def table(ds: Dataset, prefix: str, scenario: str, by: str, columns: dict[str, s
 def scale_out_table(ds: Dataset, prefix: str) -> str:
     """Jobs/s against the number of queues spread over the shards, with shard balance."""
     return table(ds, prefix, "scale-out", "queues", {
-        "shards used": "shards_used", "jobs/s (median ± MAD)": "jobs_per_s",
+        "shards used": "shards_used", "jobs/s (median and spread)": "jobs_per_s",
         "shard balance (slowest / fastest)": "shard_balance"}, topology="cluster")
 
 

@@ -1,6 +1,7 @@
 """History page: each headline metric over Conveyor versions, from every committed full run.
 
-A point is one run's median with its within-run MAD as error bar, at that run's version and commit.
+A point is one run's median with its within-run spread as error bar (figures.spread_bars), at that
+run's version and commit.
 Points are joined by a line only within one group: the same machine (label, CPU, cores),
 interpreter, method and case parameters, so no line suggests a trend across a change of setup.
 Where a group holds several runs, the spread across runs stands beside the typical within-run
@@ -16,10 +17,19 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from bench.report.common import stat_cell
 from bench.report.compare import BASELINE, DEFAULT_CONFIGS, select
-from bench.report.figures import chart, figure, mad_bars
+from bench.report.figures import chart, figure, spread_bars
 from bench.report.load import Dataset
 from bench.report.points import POINTS, Point
-from bench.report.text import admonition, fmt, md_table, metric_label, no_data, params_text, unit_of
+from bench.report.text import (
+    STAT_HEADER,
+    admonition,
+    fmt,
+    md_table,
+    metric_label,
+    no_data,
+    params_text,
+    unit_of,
+)
 
 SERVER = "valkey-9.1"
 
@@ -63,7 +73,7 @@ def points(ds: Dataset, h: Point) -> pd.DataFrame:
 
 
 def history_figure(h: Point, frame: pd.DataFrame) -> go.Figure:
-    """One trace per (machine, method, case) group, in run order, MAD as error bars."""
+    """One trace per (machine, method, case) group, in run order, the spread as error bars."""
     fig = figure(title(h), "Conveyor version · commit (run order)",
                  metric_label(h.metric, unit_of(h.metric, str(frame.unit.iloc[0]))), category_x=True)
     fig.update_xaxes(categoryorder="array", categoryarray=frame.x.tolist())
@@ -74,7 +84,7 @@ def history_figure(h: Point, frame: pd.DataFrame) -> go.Figure:
         hover = [f"run {r.run_id}<br>{r.created}<br>commit {r.commit}<br>n={r.n}"
                  for r in part.itertuples()]
         fig.add_trace(go.Scatter(x=part.x.tolist(), y=part["median"].tolist(), mode="lines+markers",
-                                 name=name, error_y=mad_bars(part), text=hover,
+                                 name=name, error_y=spread_bars(part), text=hover,
                                  hovertemplate="%{y}<br>%{text}<extra></extra>"))
     return fig
 
@@ -94,12 +104,12 @@ def spread_table(frame: pd.DataFrame) -> str:
 
 
 def runs_table(h: Point, frame: pd.DataFrame) -> str:
-    """Every point: version, commit, run, machine and method, median ± MAD."""
+    """Every point: version, commit, run, machine and method, median and spread."""
     label = metric_label(h.metric, unit_of(h.metric, str(frame.unit.iloc[0])))
     return md_table(pd.DataFrame({
         "version": frame.version, "commit": "`" + frame.commit + "`", "run": frame.run_id,
         "machine and method": frame.group,
-        f"{label} median ± MAD": [stat_cell(r) for _, r in frame.iterrows()],
+        f"{label} {STAT_HEADER}": [stat_cell(r) for _, r in frame.iterrows()],
         "repetitions": [fmt(float(n), 0) for n in frame.n]}))
 
 

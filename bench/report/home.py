@@ -12,7 +12,7 @@ from bench.report.load import Dataset
 from bench.report.peers import peers_run
 from bench.report.points import COMPARED, ENQUEUE_MANY, LIFECYCLE, MEMORY, NOT_MEASURED, PROCESS, Point
 from bench.report.servers import cell, comparisons, dragonfly_runs, loaded_host, server_columns, verdict
-from bench.report.text import md_table, no_data, times, unit_of
+from bench.report.text import STAT_HEADER, md_table, no_data, times, unit_of
 
 # (figure, stated point, conditions in words, link); the words name the point's conditions.
 HEADLINES: tuple[tuple[str, Point, str, str], ...] = (
@@ -50,7 +50,7 @@ def headline_row(ds: Dataset, spec: tuple[str, Point, str, str]) -> tuple[str, d
     run, rows = found
     row = point.rows(rows)
     if row.empty:
-        return run, {"figure": f"[{label}]({link})", "median ± MAD": NOT_MEASURED,
+        return run, {"figure": f"[{label}]({link})", STAT_HEADER: NOT_MEASURED,
                      "conditions": f"{point.label}; {server_label(ds, run, rows.server.iloc[0])}"}
     first = row.iloc[0]
     marked = select(ds.cases, run_id=run, scenario=point.scenario, server=first.server, case=first.case,
@@ -61,7 +61,7 @@ def headline_row(ds: Dataset, spec: tuple[str, Point, str, str]) -> tuple[str, d
     values = _Values({k: v for k, v in first.items() if isinstance(k, str) and not isinstance(v, list)
                       and pd.notna(v)}, p99=f"{stat_cell(p99.iloc[0])} ms" if len(p99) else "not measured")
     return run, {"figure": f"[{label}]({link})",
-                 "median ± MAD": f"{stat_cell(first)} {unit_of(point.metric, first.unit)}",
+                 STAT_HEADER: f"{stat_cell(first)} {unit_of(point.metric, first.unit)}",
                  "conditions": words.format_map(values) + f"; {server_label(ds, run, first.server)}"}
 
 

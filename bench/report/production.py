@@ -27,7 +27,8 @@ def result_cost_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
         return no_data(f"the no-op `process` case at concurrency {storing.concurrency.iloc[0]}")
     found = pairs.iloc[0]
     return (f"{server_label(ds, run, found.server)}, RESP3, hiredis; one burst worker at concurrency "
-            f"{fmt(found.concurrency)} draining {fmt(found.payload_bytes)} B jobs, jobs/s ± MAD:\n\n"
+            f"{fmt(found.concurrency)} draining {fmt(found.payload_bytes)} B jobs, jobs/s "
+            "(median and spread):\n\n"
             "| handler returns | jobs/s |\n|---|---|\n"
             f"| `None`, `store_results` off | {stat_cell(found, '_base')} |\n"
             f"| a {fmt(found.result_bytes)} B result, `store_results=True` | {stat_cell(found)} |\n\n"

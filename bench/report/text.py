@@ -49,11 +49,21 @@ def fmt(value: float | None, places: int | None = None) -> str:
     return f"{value:,.{places}f}"
 
 
-def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1) -> str:
-    """``median ± MAD``, the MAD at the median's precision (as a % when that rounds to 0)."""
+RANGE_UP_TO = 5  # repetitions up to which the spread shown is the range (see fmt_stat)
+STAT_HEADER = "median and spread"
+
+
+def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1,
+             lo: float | None = None, hi: float | None = None) -> str:
+    """The median and its spread at the median's precision: ``median (min to max)`` for up to
+    RANGE_UP_TO repetitions (the MAD of three values is the nearer one's distance and hides the
+    other), else ``median ± MAD`` (as a % when that rounds to 0)."""
     if missing(median):
         return MISSING
-    places = 0 if float(median).is_integer() and not mad else decimals(median)  # type: ignore[arg-type]
+    ranged = 2 <= n <= RANGE_UP_TO and not missing(lo) and not missing(hi) and lo != hi
+    places = 0 if float(median).is_integer() and not mad and not ranged else decimals(median)  # type: ignore[arg-type]
+    if ranged:
+        return f"{fmt(median, places)} ({span(lo, hi, lambda v: fmt(v, places))})"
     if n < 2 or not mad:
         return fmt(median, places)
     spread = f"{mad:,.{places}f}"

@@ -56,7 +56,8 @@ def memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     advice = ("**Recommendation:** with payloads up to 1 KiB, set `hash-max-listpack-value 1024`: memory per "
               f"job drops beyond noise {where} for payloads of {', '.join(saved)}." if saved else
               f"No payload size uses less memory with the 1024 limit beyond noise {where}.")
-    return (f"{server_label(ds, run, rows.iloc[0].server)}; B/job ± MAD (hash encoding of a sample job).\n\n"
+    return (f"{server_label(ds, run, rows.iloc[0].server)}; B/job, median and spread (hash encoding of a "
+            "sample job).\n\n"
             f"{md_table(table)}\n\nMemory for 1 million waiting jobs:\n\n{md_table(million)}\n\n"
             f"{chart(fig, 'memory')}\n\n{advice}")
 

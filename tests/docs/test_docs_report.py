@@ -125,7 +125,15 @@ def test_fmt(value: float | None, shown: str) -> None:
 ])
 def test_mad_is_shown_at_the_precision_of_its_median(median: float, mad: float,
                                                      shown: str) -> None:
-    assert text.fmt_stat(median, mad, n=5) == shown
+    assert text.fmt_stat(median, mad, n=7) == shown
+
+
+def test_few_repetitions_show_their_range_not_a_mad_that_hides_the_outer_one() -> None:
+    """Three repetitions 100, 101 and 150: the MAD is 1, and "101 ± 1" hid the 150."""
+    assert text.fmt_stat(101.0, 1.0, n=3, lo=100.0, hi=150.0) == "101 (100\N{EN DASH}150)"
+    assert text.fmt_stat(0.141, 0.001, n=5, lo=0.1404, hi=0.1523) == "0.141 (0.140\N{EN DASH}0.152)"
+    assert text.fmt_stat(101.0, 1.0, n=7, lo=100.0, hi=150.0) == "101 ± 1"  # enough for a MAD
+    assert text.fmt_stat(100.0, 0.0, n=3, lo=100.0, hi=100.0) == "100"
 
 
 @pytest.mark.parametrize(("metric", "unit", "label"), [
