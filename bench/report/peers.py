@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from bench.report.compare import THRESHOLD
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import MISSING, admonition, fmt, md_table, no_data, source_line, times
+from bench.report.text import MISSING, admonition, fmt, fmt_stat, md_table, no_data, source_line, times
 
 REF = "conveyor"
 # header, table, scenario, params to match, metric, higher is better
@@ -31,12 +32,11 @@ COLUMNS = pd.DataFrame([
       for h, p in (("latency p50", "p50"), ("p95", "p95"), ("p99", "p99"))),
     ("memory (B/job)", "Unloaded latency and memory per waiting job", "memory", {}, "bytes_per_job", False),
 ], columns=["column", "table", "scenario", "match", "metric", "higher"])
-HOME = {"process at concurrency 32": "process c=32", "bulk enqueue (batch 50)": "bulk (50)",
-        "memory per waiting job": "memory (B/job)"}
 FAULTS = {"sigkill": "worker SIGKILL", "server-restart": "server restart",
           "connection-cut": "connections cut"}
 NO_PEERS = "a peer comparison (`nox -s bench -- --libraries all`)"
-FIELDS = ["server", "library", "library (row)", "column", "table", "higher", "value", "status"]
+FIELDS = ["server", "library", "library (row)", "column", "table", "higher", "value", "status", "lo", "hi",
+          "n", "mad"]
 
 
 def tidy(peers: dict[str, Any]) -> pd.DataFrame:
@@ -50,11 +50,12 @@ def tidy(peers: dict[str, Any]) -> pd.DataFrame:
                 status = ("" if ok or (r["status"] == "ok") else f"≈{fmt(got['median'])} (timed out)"
                           if r["status"] == "timeout" and got else "timed out" if r["status"] == "timeout"
                           else r["status"])
+                spread = [got.get(k) if ok else None for k in ("min", "max", "count", "mad")]
                 out.append([r["server"], r["library"], f"{r['library']} ({r['flavor']})", c.column, c.table,
-                            c.higher, got["median"] if ok else None, status])
+                            c.higher, got["median"] if ok else None, status, *spread])
     frame = pd.DataFrame(out, columns=FIELDS)
-    return frame.assign(shown=[fmt(v) if pd.notna(v) else s or MISSING
-                               for v, s in zip(frame.value, frame.status, strict=True)])
+    return frame.assign(shown=[fmt_stat(r.value, r.mad, int(r.n or 1), r.lo, r.hi) if pd.notna(r.value)
+                               else r.status or MISSING for r in frame.itertuples()])
 
 
 def best(frame: pd.DataFrame) -> pd.DataFrame:
@@ -63,11 +64,16 @@ def best(frame: pd.DataFrame) -> pd.DataFrame:
     score = frame.value.where(frame.higher, -frame.value)
     top = frame.assign(score=score).sort_values("score", na_position="first", kind="stable").groupby(
         ["server", "library", "column"], sort=False).tail(1).sort_index()
-    ref = top[top.library == REF].set_index(["server", "column"]).value
-    conveyor = ref.reindex(list(zip(top.server, top.column, strict=True))).to_numpy()
+    ref = top[top.library == REF].set_index(["server", "column"])
+    keys = list(zip(top.server, top.column, strict=True))
+    conveyor, c_lo, c_hi = (ref[k].reindex(keys).to_numpy() for k in ("value", "lo", "hi"))
     ratio = (conveyor / top.value).where(top.higher, top.value / conveyor)
-    return top.assign(ratio=ratio, cell=[times(r) if r > 0 else s or MISSING for r, s in zip(
-        ratio.fillna(0), top.status, strict=True)])
+    worst = (c_lo / top.hi).where(top.higher, top.lo / c_hi)  # worst to best pairing of repetitions
+    best_ = (c_hi / top.lo).where(top.higher, top.hi / c_lo)
+    noise = ((worst <= 1) & (best_ >= 1)) | ((ratio - 1).abs() <= THRESHOLD)
+    return top.assign(ratio=ratio, noise=noise, cell=[
+        (times(r) + (", noise" if n and lib != REF else "")) if r > 0 else s or MISSING
+        for r, s, n, lib in zip(ratio.fillna(0), top.status, noise, top.library, strict=True)])
 
 
 def named_ratios(top: pd.DataFrame) -> pd.DataFrame:
@@ -109,21 +115,6 @@ def peers_section(body: Callable[[dict[str, Any], pd.DataFrame, str], str], sour
 
 
 @peers_section
-def peers_home(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
-    """Home: Conveyor against the best peer in three figures, linked to the Peers page."""
-    server = frame.server.iloc[0]
-    found = best(frame[frame.server == server])[lambda f: f.library != REF]
-    lines = [f"Against the best of nine other Python queues on {server} ([Peers]({prefix}peers.md)); "
-             "above 1x means Conveyor is ahead:\n"]
-    for label, column in HOME.items():
-        peer = found[(found.column == column) & found.value.notna()].sort_values("ratio").head(1)
-        shown = f"**{times(peer.ratio.iloc[0])}**" if peer.ratio.notna().any() else "not measured"
-        name = peer["library (row)"].iloc[0] if len(peer) else "no peer measured"
-        lines.append(f"- {label}: {shown} (best peer: {name})")
-    return "\n".join(lines)
-
-
-@peers_section
 def peers_libraries(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     """Versions, client versions, settings per row, result retention, install status."""
     return md_table(pd.DataFrame([{
@@ -152,13 +143,15 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
         parts += [f"{title}:\n\n{table(rows, 'library (row)', 'shown', c)}" for title, c in tables]
         parts.append("How many times Conveyor's best row beats each library's best row "
                      "(throughput: Conveyor / peer; latency and memory: peer / Conveyor); each cell "
-                     "names the peer's row, the first line Conveyor's:")
+                     "names the peer's row, the first line Conveyor's; *noise* marks a ratio within "
+                     f"{THRESHOLD:.0%} of 1 or whose repetitions overlap (no difference to call out):")
         ratios = named_ratios(best(rows))
         parts += [table(ratios, "library", "cell", columns) for _, columns in tables]
         process = rows[rows.table == "Process (jobs/s)"]
         log = process.value.max() / process.value.min() >= 10
         title = f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else "")
-        fig = plot(process.assign(median=process.value, x=process.column.str.split("=").str[1]), "x",
+        fig = plot(process.assign(median=process.value, min=process.lo, max=process.hi,
+                                  x=process.column.str.split("=").str[1]), "x",
                    "library (row)", str, title=title, x_title="concurrency", y_title="jobs/s", sort=False,
                    log_y=log, category_x=True)
         parts.append(chart(fig, f"peers-process-{server}"))
@@ -244,6 +237,6 @@ def peers_reproduce(ds: Dataset, prefix: str = "") -> str:
     return f"`nox -s bench -- {shlex.join(args)}` (the command of run `{run.run_id}`)"
 
 
-SECTIONS = {"peers_home": peers_home, "peers_reproduce": peers_reproduce, "peers_libraries": peers_libraries,
+SECTIONS = {"peers_reproduce": peers_reproduce, "peers_libraries": peers_libraries,
             "peers_speed": peers_speed,
             "peers_crash": peers_crash, "peers_caveats": peers_caveats}

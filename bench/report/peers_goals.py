@@ -5,12 +5,12 @@ read from the newest file with a ``peers`` section."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from bench.report.load import Dataset
-from bench.report.peers import NO_PEERS, REF, peers_run
+from bench.report.peers import NO_PEERS, REF, peers_run, peers_section
 from bench.report.text import MISSING, fmt, md_table, no_data, source_line, span, times
 
 # goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
@@ -117,6 +117,51 @@ def _why(goal: tuple[Any, ...], ref: dict[str, Any], peer: dict[str, Any], cores
             f"Conveyor {fmt(cpu['ref'])} µs.")
 
 
+class Compared(NamedTuple):
+    """Conveyor's best row against the best peer's for one goal on one server."""
+
+    ref: dict[str, Any]
+    peer: dict[str, Any]
+    ratio: float  # above 1: Conveyor is ahead
+    spread: tuple[float, float] | None  # worst to best pairing of repetitions
+
+
+def compared(peers: dict[str, Any], server: str, goal: tuple[Any, ...]) -> Compared | str:
+    """The goal's comparison on ``server``, or why there is none."""
+    ref = best_row(peers, server, REF, goal)
+    ref = ref and _noted(peers, ref)
+    others = [_noted(peers, r) for lib in dict.fromkeys(r["library"] for r in peers["rows"])
+              if lib != REF if (r := best_row(peers, server, lib, goal))]
+    if ref is None or not others:
+        return "Conveyor not measured" if ref is None else "no peer measured (or none has the API)"
+    metric, higher = goal[3], goal[4]
+    peer = (max if higher else min)(others, key=lambda r: _figure(r, metric))
+    ratio = (_figure(ref, metric) / _figure(peer, metric) if higher
+             else _figure(peer, metric) / _figure(ref, metric))
+    return Compared(ref, peer, ratio, ratio_range(ref, peer, metric, higher))
+
+
+@peers_section
+def peers_home(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
+    """Home: Conveyor against the best peer in three goals, each with its range and verdict."""
+    server = frame.server.iloc[0]
+    others = [name for name in peers["libraries"] if name != REF]
+    measured = sum(bool(peers["libraries"][name]["measured"]) for name in others)
+    lines = [f"Against the best of {len(others)} other Python queue{'s' * (len(others) != 1)} ({measured} "
+             f"measured) on {server} "
+             f"([Peers]({prefix}peers.md)); above 1x means Conveyor is ahead, the range runs from the "
+             "worst to the best pairing of the two libraries' repetitions:\n"]
+    for goal in GOALS[:3]:
+        found = compared(peers, server, goal)
+        if isinstance(found, str):
+            lines.append(f"- {goal[0]}: not measured ({found})")
+            continue
+        shown = f"**{times(found.ratio)}**" + (f" ({span(*found.spread)})" if found.spread else "")
+        lines.append(f"- {goal[0]}: {shown} against {_label(found.peer)}; goal {times(goal[5])}: "
+                     f"{verdict(found.ratio, goal[5], found.spread)}")
+    return "\n".join(lines)
+
+
 def peers_goals(ds: Dataset, prefix: str = "") -> str:
     """Per server, each goal: Conveyor, the best peer, the ratio, met or not, and why not."""
     run = peers_run(ds)
@@ -127,20 +172,14 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
     for server in dict.fromkeys(r["server"] for r in peers["rows"]):
         table, notes = [], []
         for goal in GOALS:
-            ref = best_row(peers, server, REF, goal)
-            ref = ref and _noted(peers, ref)
-            others = [_noted(peers, r) for lib in dict.fromkeys(r["library"] for r in peers["rows"])
-                      if lib != REF if (r := best_row(peers, server, lib, goal))]
-            if ref is None or not others:
-                why = "Conveyor not measured" if ref is None else "no peer measured (or none has the API)"
+            found = compared(peers, server, goal)
+            if isinstance(found, str):
                 table.append({"goal": f"{goal[0]}: {times(goal[5])}", "Conveyor": MISSING,
-                              "best peer": MISSING, "ratio": MISSING, "verdict": why})
+                              "best peer": MISSING, "ratio": MISSING, "verdict": found})
                 continue
-            metric, higher, need = goal[3], goal[4], goal[5]
-            peer = (max if higher else min)(others, key=lambda r: _figure(r, metric))
-            ratio = (_figure(ref, metric) / _figure(peer, metric) if higher
-                     else _figure(peer, metric) / _figure(ref, metric))
-            met, spread = ratio >= need, ratio_range(ref, peer, metric, higher)
+            ref, peer, ratio, spread = found
+            metric, need = goal[3], goal[5]
+            met = ratio >= need
             table.append({"goal": f"{goal[0]}: {times(need)}",
                           "Conveyor": f"{fmt(_figure(ref, metric))} ({_label(ref)})",
                           "best peer": f"{fmt(_figure(peer, metric))} ({_label(peer)})",
@@ -154,4 +193,4 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
     return "\n\n".join([*parts, source_line(run, prefix)])
 
 
-SECTIONS = {"peers_goals": peers_goals}
+SECTIONS = {"peers_goals": peers_goals, "peers_home": peers_home}

@@ -29,7 +29,9 @@ def render(ds: Dataset, name: str) -> str:
 def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:
     ds = dataset(tmp_path, copy.deepcopy(make_run()))
     home = render(ds, "peers_home")
-    assert "process at concurrency 32: **10.00x** (best peer: bullmq (default))" in home
+    assert ("process at concurrency 32: **10.00x** (9.61\N{EN DASH}10.41) against bullmq (default); "
+            "goal 15.00x: **not met**") in home
+    assert "Against the best of 1 other Python queue (1 measured)" in home  # counted, not typed
     assert "memory per waiting job" in home
     speed = render(ds, "peers_speed")
     assert "10.00x" in speed and "data-cv-chart=" in speed and "(log axis)" in speed
@@ -115,7 +117,8 @@ def test_a_peers_better_tuned_row_sets_the_ratios_and_is_labelled_with_its_setti
     ds = dataset(tmp_path, doc)
     goals = render(ds, "peers_goals")
     assert "(bullmq (tuned: 2 worker processes))" in goals and "not met** (5.00x of 15.00x)" in goals
-    assert "process at concurrency 32: **5.00x** (best peer: bullmq (tuned))" in render(ds, "peers_home")
+    assert "process at concurrency 32: **5.00x** (4.80\N{EN DASH}5.20) against bullmq (tuned: 2 worker" \
+           " processes)" in render(ds, "peers_home")
     assert ("**tuned**: 2 worker processes ([docs](https://docs.example/concurrency)); measured: "
             "process at concurrency 32") in render(ds, "peers_libraries")
 
@@ -172,3 +175,17 @@ def test_a_concurrency_note_already_in_the_caveat_is_not_repeated(tmp_path: Path
     assert "one process per slot." in out and "Concurrency: processes" not in out
     libs["bullmq"]["caveats"] = "Keeps a lock per job."
     assert "Concurrency: processes." in render(dataset(tmp_path / "again", run), "peers_caveats")
+
+
+def test_speed_tables_show_each_figures_spread_and_call_a_close_ratio_noise(tmp_path: Path) -> None:
+    """The speed tables showed bare medians, and a ratio inside the noise read like a win."""
+    doc = copy.deepcopy(make_run())
+    for row in doc["peers"]["rows"]:
+        if row["library"] == "bullmq" and row["scenario"] == "process" and row["status"] == "ok":
+            _scale(row["metrics"]["jobs_per_s"], 10 / 1.05)  # 1.05x behind Conveyor: noise
+    speed = " ".join(render(ds := dataset(tmp_path, doc), "peers_speed").split())
+    worker = next(r for r in ds.runs.doc.iloc[-1]["peers"]["rows"] if r["library"] == "conveyor"
+                  and r["scenario"] == "process" and r["params"].get("concurrency") == 32)
+    worker = worker["metrics"]["jobs_per_s"]
+    assert f"{worker['min']:,.0f}\N{EN DASH}{worker['max']:,.0f}" in speed  # the range beside the median
+    assert "1.05x, noise (default)" in speed
