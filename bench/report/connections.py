@@ -24,6 +24,7 @@ from bench.report.text import fmt, md_table, no_data, wrapped
 
 ROLES = ("pump", "waiter", "maint", "other")
 WORKER_ROLES = ROLES[:3]  # *other* is the command pools: what the process enqueues, not its worker
+PER_QUEUE_ROLES = ("pump", "maint")  # what each queue's worker holds (the waiter is shared)
 HEADROOM = 0.25  # spare share on top of the computed total for maxclients
 RESERVED = 10  # connections kept for admin tools and monitoring
 STEP_TOLERANCE = 0.05  # a line missing a measured count by more is shown as steps
@@ -198,9 +199,11 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
     roles = fits(found[1]) if found else []
     memory = _rows(ds, "memory")
     per_conn = select(memory[1], metric="bytes_per_connection") if memory else pd.DataFrame()
-    served = _rows(ds, "queues")
-    # each queue past the first adds its measured worker roles (pump, maint; the waiter is shared)
-    queue_roles = fits(served[1], "queues", WORKER_ROLES) if served and roles else []
+    # Each queue past the first adds one more worker's pump and maint (the waiter is shared). The
+    # roles were measured on an AsyncWorker (MEASURED_WORKER) and the queues rows on thread workers,
+    # which hold fewer: an extra queue counts the AsyncWorker's own pump and maint at the concurrency
+    # entered, so the calculator never adds one kind of worker's terms to the other's.
+    queue_roles = [r for r in roles if r["role"] in PER_QUEUE_ROLES]
     spec = {"roles": roles, "queue_roles": queue_roles, "headroom": HEADROOM, "reserved": RESERVED}
     inputs = [
         _input("workers", "Worker processes", 1),
@@ -214,7 +217,9 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
                "not measured: enter your server's figure"),
     ]
     if queue_roles:
-        inputs.insert(2, _input("queues", "Queues per worker process (-q)", 1))
+        inputs.insert(2, _input("queues", "Queues per worker process (-q)", 1,
+                                "each extra queue: one more AsyncWorker's pump and maint (several queues "
+                                "on asyncio are not measured: derived from the one-queue counts)"))
     if not roles:
         inputs.insert(2, _input("per_worker_input", "Connections per worker process", None,
                                 "not measured yet: an input"))

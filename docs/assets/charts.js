@@ -108,12 +108,10 @@
     }, 0);
   }
 
-  // Connections the queues past the first add to a worker process (pump and maint per queue;
-  // the idle waiter is shared), from the fit over the number of queues served.
-  function extraQueues(queueRoles, queues) {
-    return queueRoles.reduce(function (sum, role) {
-      return sum + (role.per_queues || 0) * Math.max(0, queues - 1);
-    }, 0);
+  // Connections the queues past the first add to a worker process: each queue's worker holds its
+  // own pump and maint connections (the idle waiter is shared), counted at the same concurrency.
+  function extraQueues(queueRoles, queues, concurrency) {
+    return perProcess(queueRoles, concurrency) * Math.max(0, queues - 1);
   }
 
   function compute(div, spec) {
@@ -126,7 +124,7 @@
     var queueRoles = spec.queue_roles || [];
     var queues = queueRoles.length ? Math.max(1, number(form, "queues")) : 1;
     var perWorker = spec.roles.length
-      ? Math.ceil(perProcess(spec.roles, concurrency) + extraQueues(queueRoles, queues))
+      ? Math.ceil(perProcess(spec.roles, concurrency) + extraQueues(queueRoles, queues, concurrency))
       : number(form, "per_worker_input");
     var total = workers * perWorker + producers * producerPool;
     var maxclients = Math.ceil(total * (1 + spec.headroom)) + spec.reserved;
