@@ -119,10 +119,15 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
     """Geometric-mean ratio and noise per scenario of paired cases, and the runs they pair."""
     lower = pairs.scenario.map(lambda s: SCENARIOS[s][1]).astype(bool)
     logs = np.log(pairs.ratio).where(~lower, -np.log(pairs.ratio))
-    per = pairs.assign(log=logs).groupby("scenario")
+    # whiskers: the same mean over each case's worst and best pairing of repetitions
+    worst = np.log(pairs.lo).where(~lower, -np.log(pairs.hi))
+    best = np.log(pairs.hi).where(~lower, -np.log(pairs.lo))
+    per = pairs.assign(log=logs, worst=worst, best=best).groupby("scenario")
     ratio = np.exp(per.log.mean())
     noise = per.noise.all() | ((ratio - 1).abs() <= THRESHOLD)
     return {"ratios": ratio.to_dict(), "noise": noise.to_dict(),
+            "spread": {s: (float(np.exp(lo)), float(np.exp(hi)))
+                       for s, lo, hi in zip(ratio.index, per.worst.mean(), per.best.mean(), strict=True)},
             "run": pairs.run_id.iloc[0], "base": sorted(set(pairs.run_id_base)),
             "minutes": float(pairs.gap.max().total_seconds() / 60)}
 
@@ -211,14 +216,20 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
 
 
 def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
-    """Grouped bars per server: each measured option's ratio per scenario (the baseline is the line at 1)."""
-    found = {o: v for o, v in ratios(ds).items() if o != BASELINE}
+    """Grouped bars per server: each measured option's ratio per scenario (the baseline is the line at
+    1), whiskered from the worst to the best pairing of repetitions, beside the baseline measured
+    again (its bars are the run-to-run drift an option must exceed)."""
+    found: dict[str, dict[str, Any]] = {o.label: v for o, v in ratios(ds).items() if o != BASELINE}
     if not found:
         return "*No chart yet: no option other than the baseline is measured.*\n"
+    again = {server: v for server, v in drift(ds).items()}  # the baseline measured twice: noise floor
     charts = []
     for server in sorted({s for v in found.values() for s in v}, key=server_rank):
-        bars = pd.DataFrame([{"option": o.label, "scenario": s, "median": v[server]["ratios"][s]}
-                             for o, v in found.items() if server in v
+        shown = ({AGAIN: {server: again[server]}} if server in again else {}) | found
+        bars = pd.DataFrame([{"option": label, "scenario": s, "median": v[server]["ratios"][s],
+                              "min": v[server]["spread"][s][0], "max": v[server]["spread"][s][1],
+                              "n": 2, "mad": 0.0}  # whiskers from the worst to the best pairing
+                             for label, v in shown.items() if server in v
                              for s in SCENARIOS if s in v[server]["ratios"]])
         fig = plot(bars, "scenario", "option", str, x_title="scenario", sort=False, category_x=True,
                    title=f"Speed relative to redis-py on CPython 3.11 (asyncio loop), {server}",

@@ -216,3 +216,18 @@ def test_a_newer_run_of_one_scenario_never_replaces_the_full_baseline_run(tmp_pa
     assert any("| ba5e02 vs ab12cd (180 min apart) | measured " in li for li in base_rows), base_rows
     assert ratio_cell(table, runtimes.AGAIN, "process") == "1.30x"
     assert "0e5c01" not in table
+
+
+def test_the_chart_shows_the_baselines_drift_and_whiskers_each_ratio(tmp_path: Path) -> None:
+    """The chart drew bare bars: no whiskers, and not the drift an option must exceed."""
+    import html  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.3)
+    py312 = variant_run("20261129T203000Z-4e7312", "2026-11-29T20:30:00Z", 1.25, "3.12.1")
+    out = render(dataset(tmp_path, make_run(), again, py312), "runtimes_chart")
+    fig = json.loads(html.unescape(out.split('data-cv-chart="')[1].split('"')[0]))
+    traces = {t["name"]: t for t in fig["data"]}
+    assert runtimes.AGAIN in traces  # the noise floor, beside the options
+    bars = traces[runtimes.AGAIN]["error_y"]
+    assert bars["symmetric"] is False and min(bars["array"]) > 0 and min(bars["arrayminus"]) > 0
