@@ -31,6 +31,7 @@ AOF = {"aof-everysec": "appendfsync everysec", "aof-always": "appendfsync always
 AOF_SCENARIOS = {"enqueue-single": "jobs_per_s", "enqueue-bulk": "jobs_per_s", "process": "jobs_per_s",
                  "lifecycle": "lifecycles_per_s"}
 MIB = 1024 * 1024
+P99_SAMPLES = 100  # fewer samples than this make a p99 the slowest sample, or next to it
 
 
 @scenario_section("memory", metric="bytes_per_job", config=["default", LISTPACK])
@@ -125,16 +126,26 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     probes = [e.get("probe_samples") for e in extras(ds, rows)]
     rows = rows.assign(probes=[MISSING if p is None else p for p in probes])
     table = wide(ds, rows, ["backlog", "batch", "probes"], ["items_per_s", "sweep_p99_ms", "probe_p99_ms"])
+    # a p99 of fewer than 100 samples is the slowest one or next to it: say so where it is shown
+    counted = [p for p in probes if isinstance(p, int | float)]
+    few = bool(counted) and min(counted) < P99_SAMPLES
     table = table.rename(columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
+    thin = [isinstance(p, int | float) and p < P99_SAMPLES for p in table["PING samples"]]
+    table["PING p99 (ms)"] = [f"{c} †" if t else c for c, t in zip(table["PING p99 (ms)"], thin, strict=True)]
     charts = metric_lines(rows, (("items_per_s", "Jobs promoted per second by batch"),
-                                 ("probe_p99_ms", "Another client's PING p99 during sweeps")),
+                                 ("probe_p99_ms", "Another client's PING p99 during sweeps"
+                                  + (" (few samples: ≈ the slowest)" if few else ""))),
                           lambda name: f"maint-{name}", lambda _, unit: unit, x="batch", series="backlog",
                           x_title="maintenance_batch", name=lambda k: f"backlog {k:,}")
     # the lease sets how soon a crashed worker's jobs come due for the recovery these sweeps do
     settings = QueueSettings()
     default = defaults_note(ds, run, {"queue.maintenance_batch": settings.maintenance_batch,
                                       "queue.lease": settings.lease})
-    return f"{server_label(ds, run, server)}. {default}\n\n{md_table(table)}\n\n" + "\n\n".join(charts)
+    caveat = (f"\n\n† Fewer than {P99_SAMPLES} PING samples (as few as {fmt(min(counted))}): a p99 of so "
+              "few is the slowest sample or next to it, so read it as the worst PING seen during the "
+              "sweeps, not as a percentile." if few else "")
+    return (f"{server_label(ds, run, server)}. {default}\n\n{md_table(table)}{caveat}\n\n"
+            + "\n\n".join(charts))
 
 
 def io_threads_note(ds: Dataset, prefix: str = "") -> str:

@@ -620,3 +620,16 @@ def test_bars_whose_medians_span_10x_get_a_log_axis() -> None:
 
     assert bars([7_481.0, 155_130.0]).layout.yaxis.type == "log"
     assert bars([100.0, 900.0]).layout.yaxis.type != "log"
+
+
+def test_a_ping_p99_of_few_samples_is_marked_as_the_slowest_sample(tmp_path: Path) -> None:
+    """A batch of 1000 left 11 PINGs per sweep: their "p99" is the slowest, shown as a percentile."""
+    doc = make_run()
+    for r in doc["results"]:
+        if r["scenario"] == "maintenance":
+            r["extra"] = {"probe_samples": 11 if r["params"]["batch"] == 1000 else 250}
+    out = render(dataset(tmp_path, doc), "maintenance_section")
+    marked = [line for line in out.splitlines() if line.startswith("| 1000 ") and "†" in line]
+    assert len(marked) == 1 and "| 1000 | 1000 | 11 |" in " ".join(marked[0].split())
+    assert "† Fewer than 100 PING samples (as few as 11)" in out
+    assert out.count("†") == 2  # the one cell and its note
