@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.compare import THRESHOLD
+from bench.report.compare import THRESHOLD, ratio
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
 from bench.report.text import MISSING, admonition, fmt, fmt_stat, md_table, no_data, source_line, times
@@ -64,16 +64,19 @@ def best(frame: pd.DataFrame) -> pd.DataFrame:
     score = frame.value.where(frame.higher, -frame.value)
     top = frame.assign(score=score).sort_values("score", na_position="first", kind="stable").groupby(
         ["server", "library", "column"], sort=False).tail(1).sort_index()
-    ref = top[top.library == REF].set_index(["server", "column"])
-    keys = list(zip(top.server, top.column, strict=True))
-    conveyor, c_lo, c_hi = (ref[k].reindex(keys).to_numpy() for k in ("value", "lo", "hi"))
-    ratio = (conveyor / top.value).where(top.higher, top.value / conveyor)
-    worst = (c_lo / top.hi).where(top.higher, top.lo / c_hi)  # worst to best pairing of repetitions
-    best_ = (c_hi / top.lo).where(top.higher, top.hi / c_lo)
-    noise = ((worst <= 1) & (best_ >= 1)) | ((ratio - 1).abs() <= THRESHOLD)
-    return top.assign(ratio=ratio, noise=noise, cell=[
+    stats = top.rename(columns={"value": "median", "lo": "min", "hi": "max"})
+    ref = stats[stats.library == REF].set_index(["server", "column"])
+
+    def against(row: pd.Series) -> dict[str, Any]:  # compare.ratio: the site's one noise rule
+        key = (row.server, row.column)
+        if key not in ref.index or pd.isna(row["median"]) or pd.isna(ref.loc[key, "median"]):
+            return {"ratio": float("nan"), "noise": False}
+        return ratio(ref.loc[key], row) if row.higher else ratio(row, ref.loc[key])
+
+    found = pd.DataFrame([against(r) for _, r in stats.iterrows()], index=top.index)
+    return top.assign(ratio=found.ratio, cell=[
         (times(r) + (", noise" if n and lib != REF else "")) if r > 0 else s or MISSING
-        for r, s, n, lib in zip(ratio.fillna(0), top.status, noise, top.library, strict=True)])
+        for r, s, n, lib in zip(found.ratio.fillna(0), top.status, found.noise, top.library, strict=True)])
 
 
 def named_ratios(top: pd.DataFrame) -> pd.DataFrame:

@@ -222,7 +222,7 @@ def runtimes_chart(ds: Dataset, prefix: str = "") -> str:
     found: dict[str, dict[str, Any]] = {o.label: v for o, v in ratios(ds).items() if o != BASELINE}
     if not found:
         return "*No chart yet: no option other than the baseline is measured.*\n"
-    again = {server: v for server, v in drift(ds).items()}  # the baseline measured twice: noise floor
+    again = drift(ds)  # the baseline measured twice: the noise floor
     charts = []
     for server in sorted({s for v in found.values() for s in v}, key=server_rank):
         shown = ({AGAIN: {server: again[server]}} if server in again else {}) | found

@@ -160,7 +160,7 @@ def loaded_host(ds: Dataset, run: str) -> float | None:
 def loaded_host_note(ds: Dataset, run: str) -> str:
     """A warning above a run made on a host much slower (or busier) than the main run's."""
     speed = host_speed(ds, run)
-    if speed is None or loaded_host(ds, run) is None:
+    if speed is None or speed[0] / speed[1] >= LOADED_BELOW:
         return ""
     here, there, main = speed
     return admonition(

@@ -127,11 +127,10 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     rows = rows.assign(probes=[MISSING if p is None else p for p in probes])
     table = wide(ds, rows, ["backlog", "batch", "probes"], ["items_per_s", "sweep_p99_ms", "probe_p99_ms"])
     # a p99 of fewer than 100 samples is the slowest one or next to it: say so where it is shown
-    counted = [p for p in probes if isinstance(p, int | float)]
-    few = bool(counted) and min(counted) < P99_SAMPLES
     table = table.rename(columns={"probes": "PING samples", "probe p99 (ms)": "PING p99 (ms)"})
     thin = [isinstance(p, int | float) and p < P99_SAMPLES for p in table["PING samples"]]
     table["PING p99 (ms)"] = [f"{c} †" if t else c for c, t in zip(table["PING p99 (ms)"], thin, strict=True)]
+    few = any(thin)
     charts = metric_lines(rows, (("items_per_s", "Jobs promoted per second by batch"),
                                  ("probe_p99_ms", "Another client's PING p99 during sweeps"
                                   + (" (few samples: ≈ the slowest)" if few else ""))),
@@ -141,7 +140,8 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     settings = QueueSettings()
     default = defaults_note(ds, run, {"queue.maintenance_batch": settings.maintenance_batch,
                                       "queue.lease": settings.lease})
-    caveat = (f"\n\n† Fewer than {P99_SAMPLES} PING samples (as few as {fmt(min(counted))}): a p99 of so "
+    least = min((p for p, t in zip(table["PING samples"], thin, strict=True) if t), default=0)
+    caveat = (f"\n\n† Fewer than {P99_SAMPLES} PING samples (as few as {fmt(least)}): a p99 of so "
               "few is the slowest sample or next to it, so read it as the worst PING seen during the "
               "sweeps, not as a percentile." if few else "")
     return (f"{server_label(ds, run, server)}. {default}\n\n{md_table(table)}{caveat}\n\n"

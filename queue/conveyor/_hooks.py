@@ -21,9 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ._dispatch import stopped
 from ._errors import SerializationError
 from ._models import Job
-from ._replies import CANCEL
+from ._replies import CANCEL, TIMEOUT
 from ._tasks import Task, unpack_arguments
 
 log = logging.getLogger("conveyor.hooks")
@@ -79,18 +80,14 @@ class Hooks:
         return list(reversed(self.on_retry if retry else self.on_failure))
 
 
-def stopped_error(job: Job) -> BaseException:
-    """What failure hooks get for an attempt the worker stopped (``job.stop_reason`` is set)."""
-    if job.stop_reason == CANCEL:
-        return asyncio.CancelledError("cancelled while running")
-    limit = job.time_limit
-    return TimeoutError(f"the attempt exceeded its time limit of {limit:g} s" if limit else "timed out")
-
-
-def stop_retries(job: Job, still_running: bool) -> bool:
-    """Whether a stopped attempt is retried (as ``_dispatch.stopped`` settles it): a timed-out one
-    whose handler no longer runs, while attempts remain."""
-    return job.stop_reason != CANCEL and not still_running and job.attempts < job.max_attempts
+def stop_outcome(job: Job, still_running: bool) -> tuple[BaseException, bool]:
+    """What failure hooks get for an attempt the worker stopped (``job.stop_reason`` is set): the
+    exception carrying the error the worker settles it with (``_dispatch.stopped``), and whether
+    it is retried, so the hooks and the stored outcome always agree."""
+    failure = stopped(job, job.stop_reason or TIMEOUT, still_running)
+    kind = asyncio.CancelledError if job.stop_reason == CANCEL else TimeoutError
+    exc = kind(failure.error)
+    return exc, failure.retry and will_retry(job, exc)
 
 
 def _report(hook: Hook, exc: Exception) -> None:
@@ -134,11 +131,10 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
                 hook(job)
             result = bare(job)
         except Exception as exc:
-            stopped = job.stop_reason is not None
-            _run_failure_hooks(hooks, job, stopped_error(job) if stopped else exc, False if stopped else None)
+            _run_failure_hooks(hooks, job, *(stop_outcome(job, True) if job.stop_reason else (exc, None)))
             raise
         if job.stop_reason is not None:
-            _run_failure_hooks(hooks, job, stopped_error(job), False)
+            _run_failure_hooks(hooks, job, *stop_outcome(job, True))
             return result
         for hook in reversed(hooks.after):
             try:
@@ -184,7 +180,7 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         except asyncio.CancelledError:
             if job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
                 still_running = not task.is_async and job._thread_running is not False
-                await _arun_failure_hooks(hooks, job, stopped_error(job), stop_retries(job, still_running))
+                await _arun_failure_hooks(hooks, job, *stop_outcome(job, still_running))
             raise
         for hook in reversed(hooks.after):
             try:
