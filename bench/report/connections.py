@@ -203,8 +203,8 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
     # roles were measured on an AsyncWorker (MEASURED_WORKER) and the queues rows on thread workers,
     # which hold fewer: an extra queue counts the AsyncWorker's own pump and maint at the concurrency
     # entered, so the calculator never adds one kind of worker's terms to the other's.
-    queue_roles = [r for r in roles if r["role"] in PER_QUEUE_ROLES]
-    spec = {"roles": roles, "queue_roles": queue_roles, "headroom": HEADROOM, "reserved": RESERVED}
+    per_queue = [r["role"] for r in roles if r["role"] in PER_QUEUE_ROLES]
+    spec = {"roles": roles, "per_queue": per_queue, "headroom": HEADROOM, "reserved": RESERVED}
     inputs = [
         _input("workers", "Worker processes", 1),
         _input("concurrency", "Concurrency per worker (per queue)", WORKER_CONCURRENCY,
@@ -216,7 +216,7 @@ def calculator(ds: Dataset, prefix: str = "") -> str:
                f"measured in run {memory[0]}" if not per_conn.empty and memory else
                "not measured: enter your server's figure"),
     ]
-    if queue_roles:
+    if per_queue:
         inputs.insert(2, _input("queues", "Queues per worker process (-q)", 1,
                                 "each extra queue: one more AsyncWorker's pump and maint (several queues "
                                 "on asyncio are not measured: derived from the one-queue counts)"))

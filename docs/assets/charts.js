@@ -121,7 +121,9 @@
     var producers = number(form, "producers");
     var producerPool = number(form, "producer_pool");
     var perConn = number(form, "bytes_per_connection");
-    var queueRoles = spec.queue_roles || [];
+    var queueRoles = spec.roles.filter(function (role) {
+      return (spec.per_queue || []).indexOf(role.role) >= 0;
+    });
     var queues = queueRoles.length ? Math.max(1, number(form, "queues")) : 1;
     var perWorker = spec.roles.length
       ? Math.ceil(perProcess(spec.roles, concurrency) + extraQueues(queueRoles, queues, concurrency))

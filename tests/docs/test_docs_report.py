@@ -560,8 +560,8 @@ def test_connections_over_several_queues_are_fitted_per_queue(tmp_path: Path) ->
     spec = json.loads(html.unescape(calc.split('data-cv-calc="')[1].split('"')[0]))
     # an extra queue adds the AsyncWorker's own pump and maint (the roles rows), never the thread
     # workers' per-queue slope: the calculator mixed the two kinds of worker
-    roles = {r["role"]: r for r in spec["roles"]}
-    assert spec["queue_roles"] == [roles["pump"], roles["maint"]] and 'name="queues"' in calc
+    assert {r["role"] for r in spec["roles"]} >= {"pump", "maint"}
+    assert spec["per_queue"] == ["pump", "maint"] and 'name="queues"' in calc
     rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| 3")]
     assert [cell.strip() for cell in rows[0]] == ["3", "3", "1", "3", "3", "10"]
 
