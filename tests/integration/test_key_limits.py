@@ -186,3 +186,24 @@ async def test_a_rate_limit_keys_reservation_expires_once_it_passed(api):
     assert rate_keys() != []
     await wait_until(lambda: rate_keys() == [], timeout=5, what="the passed reservation to expire")
     assert len(await q.claim(count=2)) == 1  # the delayed one, once due
+
+
+async def test_a_rate_whose_interval_is_not_whole_milliseconds_claims_and_loses_nothing(api):
+    """3 starts/s is a start every 333.33 ms: the claim stored the key's reservation with a
+    fractional PX, which the server refuses. The script failed after its first job was marked
+    active and before it reached the active set: that job was neither waiting, nor active, nor
+    ever recovered (lost), and every later claim of the key failed the same way."""
+    q = api.queue()
+    limit = Limit("tenant-thirds", rate=3)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(3)])]
+    [first] = await q.claim(count=3)  # one starts now, two wait for their reserved starts
+    assert first.id == ids[0]
+    assert await q.counts() == counts(delayed=2, active=1)
+    claimed = [first.id]
+
+    async def all_claimed() -> bool:
+        claimed.extend(j.id for j in await q.claim(count=3))
+        return len(claimed) == 3
+
+    await wait_until(all_claimed, timeout=10, what="the two reserved starts to be claimed")
+    assert claimed == ids

@@ -307,12 +307,13 @@ end
 
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
 -- next start expires when it passes (a past one means "now"): one key per limit key ever used
--- would otherwise stay forever.
+-- would otherwise stay forever. Its PX is rounded up to whole ms: a rate's interval need not be
+-- whole (3/s: 333.33 ms), and the server refuses a fractional PX, failing the claim midway.
 local function flush_limits(limits, waiting, now)
   for g, s in pairs(limits) do
     if s.started > 0 then redis.call('HINCRBY', waiting .. ':g', g, s.started) end
     if s.next_start and s.next_start > now then
-      redis.call('SET', waiting .. ':t:' .. g, s.next_start, 'PX', s.next_start - now)
+      redis.call('SET', waiting .. ':t:' .. g, s.next_start, 'PX', math.ceil(s.next_start - now))
     end
     if #s.parked > 0 then
       redis.call('LPUSH', waiting .. ':p:' .. g, unpack(s.parked))  -- <= 1000 ids: one claim
