@@ -90,11 +90,25 @@ def read_call(keys: Any, ids: list[str]) -> Call[list[Any]]:
     return Call(Scripts.READ_RESULTS.value, k, (len(ids), *ids), list)
 
 
+# A job found unfinished where a record was read (``record_calls``): its waiters keep waiting.
+UNFINISHED_JOB = object()
+
+
+def current_records(reply: list[Any]) -> list[Any]:
+    """The records of a read_results.lua reply, in the order of its ids; a job that is waiting,
+    delayed or active again (retried by ``retry_failed``, or its id used again by a new job) reads
+    ``UNFINISHED_JOB``: a record it still has is its previous run's, not its result."""
+    return [
+        UNFINISHED_JOB if state is not None and _text(state) in UNFINISHED else record
+        for state, record in zip(reply[1::2], reply[2::2], strict=True)
+    ]
+
+
 def record_calls(keys: Any, ids: list[str]) -> list[Call[list[Any]]]:
     """The read_results.lua calls that read the records of ``ids``; their replies' records
-    (the odd elements from the third on) come in the order of ``ids``."""
+    (``current_records``) come in the order of ``ids``."""
     return [
-        Call(call.script, call.keys, call.args, lambda reply: list(reply[2::2]))
+        Call(call.script, call.keys, call.args, current_records)
         for call in (read_call(keys, ids[i : i + READ_IDS]) for i in range(0, len(ids), READ_IDS))
     ]
 
@@ -181,11 +195,12 @@ def events_read(registry: Registry[Any], reply: Any) -> EventsRead:
 
 
 def settled(read: EventsRead, records: list[Any]) -> list[tuple[str, Any]]:
-    """(job id, record) for each job of ``read`` that finished: announced, or probed and found."""
+    """(job id, record) for each job of ``read`` that finished: announced, or probed and found;
+    never one found unfinished (its waiters wait for the run to come)."""
     return [
         (job_id, record)
         for job_id, record in zip(read.wanted, records, strict=True)
-        if record is not None or job_id in read.announced
+        if record is not UNFINISHED_JOB and (record is not None or job_id in read.announced)
     ]
 
 

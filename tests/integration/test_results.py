@@ -348,3 +348,25 @@ async def test_a_waiter_whose_event_was_trimmed_while_its_reader_was_away_gets_i
     flood = "for i = 1, 1500 do redis.call('XADD', KEYS[1], 'MAXLEN', '~', 1000, '*', '{c', 'x' .. i) end"
     api.admin.eval(flood, 1, waiter_q.keys.events)
     assert await waiting == {"pages": 3}
+
+
+async def test_a_retried_failed_job_is_waited_for_not_answered_with_its_old_failure(api):
+    """A failed job given a fresh start by retry_failed() still has its old failure record. The
+    waiter's probe saw the job waiting and waited; but a full read of the events stream (the
+    reader behind: here 600 events of other jobs in one go) reads the record of every job
+    waited for, and settled the waiter with that old failure while the job had not run again."""
+    q = api.queue(store_results=True, keep_failed=-1, max_attempts=1)
+    job = await q.enqueue("t", None, job_id="retried")
+    [leased] = await q.claim()
+    await q.fail(leased, "ValueError: first run", retry=False)
+    assert await q.retry_failed(["retried"]) == 1
+    waiter = asyncio.ensure_future(_result(api, job, 30))
+    await wait_until(lambda: _readers(api) == 1, timeout=5, what="the result reader to block")
+    flood = "for i = 1, 600 do redis.call('XADD', KEYS[1], '*', '{c', 'other-' .. i) end"
+    api.admin.eval(flood, 1, q.keys.events)
+    await asyncio.sleep(0.5)  # the reader's full read and its records call
+    assert not waiter.done(), waiter.exception()  # still waiting: the job has not run again
+    [again] = await q.claim()
+    assert (again.id, again.attempts) == ("retried", 1)
+    await q.ack(again, result="second run")
+    assert await asyncio.wait_for(waiter, 10) == "second run"
