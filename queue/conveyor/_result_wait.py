@@ -69,7 +69,9 @@ class SyncResults:
                     start = self.registry.start_from(probe.wait_after)
                 if start:
                     threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
-                if not slot.done.wait(timeout):
+                # Event.wait raises OverflowError past TIMEOUT_MAX (292 years): wait without one
+                bounded = None if timeout is None or timeout > threading.TIMEOUT_MAX else timeout
+                if not slot.done.wait(bounded):
                     raise timed_out(job_id, timeout)
                 if slot.error is not None:
                     raise slot.error

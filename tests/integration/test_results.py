@@ -370,3 +370,18 @@ async def test_a_retried_failed_job_is_waited_for_not_answered_with_its_old_fail
     assert (again.id, again.attempts) == ("retried", 1)
     await q.ack(again, result="second run")
     assert await asyncio.wait_for(waiter, 10) == "second run"
+
+
+async def test_a_timeout_too_long_for_a_thread_wait_still_waits(api):
+    """check_wait accepts any timeout >= 0, inf included; the sync waiter handed it to
+    threading.Event.wait, which raises OverflowError past threading.TIMEOUT_MAX (about 292
+    years): result(timeout=float('inf')) or 1e10 failed where the async twin waited."""
+    q = api.queue(store_results=True)
+    for timeout in (float("inf"), 1e10):
+        job = await q.enqueue("t", None)
+        waiter = asyncio.ensure_future(_result(api, job, timeout))
+        await wait_until(lambda: _waiting(q) == 1 or waiter.done(), what="the waiter to register")
+        assert not waiter.done(), waiter.exception()
+        [leased] = await q.claim()
+        await q.ack(leased, result=str(timeout))
+        assert await asyncio.wait_for(waiter, 10) == str(timeout)
