@@ -214,9 +214,8 @@ class AsyncWorker:
         assert me is not None
         while True:
             job = await self._ready.get()
-            if job.stop_reason is not None:
-                continue  # stopped before it started: already settled
-            d.on_started(job)
+            if job.stop_reason is not None or not d.on_started(job):
+                continue  # stopped before it started (already settled), or given back
             token = held_token(job)
             self._running[token] = me
             timer = loop.call_at(d.deadlines[token], self._stop_job, job, TIMEOUT) if job.time_limit else None
@@ -285,6 +284,7 @@ class AsyncWorker:
                 continue
             if d.stopping and (d.quiet() or time.monotonic() >= deadline):
                 await self._cancel_slots()
+                await self._settle_last(pump)
                 await self._release_unsettled(pump)
                 return
             if claimed:
@@ -347,6 +347,17 @@ class AsyncWorker:
         for task in self._slots:
             task.cancel()
         await asyncio.wait(self._slots, timeout=1.0)
+
+    async def _settle_last(self, pump: AsyncQueue) -> None:
+        """At the deadline, send the acks and failures of handlers that finished while the last
+        call was in flight (or that returned when cancelled): left unsent, a job completed before
+        the deadline would run again once its lease expired. Budget 0 (stopping): no claims."""
+        while self._dispatch.done or self._dispatch.failures:
+            try:
+                await self._exchange(pump)
+            except Exception as exc:  # unreachable: their leases expire, as documented
+                report_pump_error(exc)
+                return
 
     async def _release_buffered(self, pump: AsyncQueue) -> None:
         jobs = self._ready.take_all()

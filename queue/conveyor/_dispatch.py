@@ -140,6 +140,7 @@ class Dispatcher:
     results: dict[str, bytes] = field(default_factory=dict)  # token -> serialised return value
     deadlines: dict[str, float] = field(default_factory=dict)  # token -> time limit (monotonic)
     overrun: set[int] = field(default_factory=set)  # id() of settled jobs whose thread still runs
+    releasing: set[str] = field(default_factory=set)  # tokens given back at shutdown: never started
 
     @property
     def held(self) -> int:
@@ -185,9 +186,15 @@ class Dispatcher:
             else:
                 log.warning("ack of job %s refused: %s", job.id, LEASE_STATUS.get(status, status))
 
-    def on_started(self, job: Job) -> None:
-        self.started.add(held_token(job))
-        self.running.add(held_token(job))
+    def on_started(self, job: Job) -> bool:
+        """A slot is about to run ``job``: False when it must not, the job being given back (or
+        given back already) at the shutdown deadline, where another worker may claim it."""
+        token = held_token(job)
+        if token not in self.leases or token in self.releasing:
+            return False
+        self.started.add(token)
+        self.running.add(token)
+        return True
 
     def ack_results(self, acks: Sequence[Job]) -> list[bytes] | None:
         """The stored return values of ``acks`` (None when results are not stored)."""
@@ -225,6 +232,7 @@ class Dispatcher:
             self.deadlines.pop(token, None)
         self.started.discard(token)
         self.running.discard(token)
+        self.releasing.discard(token)
 
     def needs_heartbeat(self, tick: float) -> list[Job]:
         """Leased jobs that would reach a third of their lease before the next tick: the gap
@@ -297,10 +305,12 @@ class Dispatcher:
     def unsettled(self) -> tuple[list[Job], list[bool]]:
         """Leased jobs to release at shutdown: (jobs, started flags). Jobs with something to report
         are left out, and so are jobs whose handler still runs (a thread cannot be stopped): their
-        lease is left to expire, so no other worker runs them while this handler still does."""
+        lease is left to expire, so no other worker runs them while this handler still does. A
+        slot handed one of them but not started yet never starts it (see ``on_started``)."""
         keep = {j.token for j in self.done} | {f.job.token for f in self.failures}
         keep |= self.running
         jobs = [job for token, (job, _) in self.leases.items() if token not in keep][:MAX_BATCH]
+        self.releasing.update(held_token(job) for job in jobs)
         return jobs, [held_token(job) in self.started for job in jobs]
 
     def on_released(self, jobs: Sequence[Job]) -> None:

@@ -160,9 +160,8 @@ class Worker:
         d = self._dispatch
         while (job := self._ready.get()) is not None:
             with self._lock:
-                if job.stop_reason is not None:
-                    continue  # stopped before it started: already settled
-                d.on_started(job)
+                if job.stop_reason is not None or not d.on_started(job):
+                    continue  # stopped before it started (already settled), or given back
             handler, result = self.handlers.get(job.task), None
             failure: Failure | None
             try:
@@ -195,6 +194,7 @@ class Worker:
                 self._sleep(RECONNECT.delay(attempt), deadline)
                 continue
             if d.stopping and (d.quiet() or time.monotonic() >= deadline):
+                self._settle_last(pump)
                 self._release_unsettled(pump)
                 return
             if claimed:
@@ -255,6 +255,17 @@ class Worker:
                 pump.release(jobs, started=False)
             with self._lock:
                 self._dispatch.on_released(jobs)
+
+    def _settle_last(self, pump: Queue) -> None:
+        """At the deadline, send the acks and failures of handlers that finished while the last
+        call was in flight: left unsent, a job completed before the deadline would run again once
+        its lease expired. Budget 0 (stopping): these calls claim nothing."""
+        while self._dispatch.done or self._dispatch.failures:
+            try:
+                self._exchange(pump)
+            except Exception as exc:  # unreachable: their leases expire, as documented
+                report_pump_error(exc)
+                return
 
     def _release_unsettled(self, pump: Queue) -> None:
         with self._lock:
