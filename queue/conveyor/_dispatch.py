@@ -162,6 +162,12 @@ class Dispatcher:
         the server's record of it."""
         return self.done[:MAX_BATCH] if self.inflight is None else self.inflight
 
+    @property
+    def resending(self) -> bool:
+        """An ack+claim call got no reply: it must be sent again, even with nothing to ack and no
+        claim budget (a stopping worker), to learn the jobs it may have claimed (see ack.lua)."""
+        return self.inflight is not None
+
     def on_sending(self, acks: list[Job]) -> tuple[tuple[str, int], bool]:
         """An ack+claim call is about to be sent: pin its acks. Returns its request id, and whether
         it re-sends a call whose reply never came (its acks are still pinned)."""

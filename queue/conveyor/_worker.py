@@ -198,6 +198,8 @@ class Worker:
                 self._release_unsettled(pump)
                 return
             if claimed:
+                if d.stopping:  # a re-sent call's batch, claimed before the stop: given back
+                    self._release_buffered(pump)
                 continue
             if d.quiet() and self.options.burst and until_due != 0:  # 0: jobs still ready
                 return
@@ -215,7 +217,7 @@ class Worker:
             acks = d.pending_acks()
             results = d.ack_results(acks)
         budget = d.claim_budget(len(acks))
-        if not acks and not budget:
+        if not acks and not budget and not d.resending:
             return False, -1.0
         request, resend = d.on_sending(acks)
         call = pump.core.ack(acks, budget, request=request, resend=resend, results=results)

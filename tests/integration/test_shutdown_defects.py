@@ -20,6 +20,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     wait_until,
 )
 from conveyor import AsyncQueue, AsyncWorker, Job, Queue, Worker
+from conveyor._errors import ConnectionFailedError
 from conveyor._scripts import Scripts
 
 
@@ -184,3 +185,39 @@ async def test_a_job_released_at_the_deadline_is_never_started(api, monkeypatch)
         assert stored.state != "waiting", f"the job ran and was also released: {stored}"
     else:
         assert (stored.state, stored.attempts) == ("waiting", 0)
+
+
+async def test_a_claim_whose_reply_was_lost_just_before_stop_is_not_orphaned(api, monkeypatch):
+    """The reply of an ack+claim is lost (the server ran it: the job is leased to this worker) and
+    stop() comes before the re-send. The re-sent call must still be made, to learn the batch and
+    give it back: before, a stopping worker skipped it (nothing to ack, no claim budget), so the
+    job stayed active, leased to nobody, until its lease expired; its attempt was burned and with
+    max_attempts=1 it ended failed ("lease expired") without ever running."""
+    q = api.queue(keep_completed=-1, keep_failed=-1, max_attempts=1, lease=30)
+    state = {"worker": None, "lost": False}
+
+    def lose(call, reply):
+        if not state["lost"] and call.script is Scripts.ACK.value and reply[1]:
+            state["lost"] = True
+            state["worker"].stop()
+            raise ConnectionFailedError("test: the reply of the ack+claim call was lost")
+
+    if api.is_async:
+
+        async def after(call, reply):
+            lose(call, reply)
+
+    else:
+        after = lose
+
+    _wrap_run(monkeypatch, api, after)
+    job = await q.enqueue("t", None)
+    runs: list[str] = []
+    w = api.worker(q, {"t": api.handler(start=lambda j: runs.append(j.id))}, shutdown_timeout=5.0)
+    state["worker"] = w.worker
+    await w.join(15)
+    assert state["lost"], "the worker never claimed the job"
+    stored = await q.get_job(job.id)
+    assert runs == [] or stored.state == "completed"
+    if not runs:  # given back, its attempt refunded: the next worker runs it at once
+        assert (stored.state, stored.attempts) == ("waiting", 0), stored
