@@ -299,9 +299,12 @@ class AsyncWorker:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
         d = self._dispatch
         for failure in list(d.failures):
-            with contextlib.suppress(LeaseLostError):
+            accepted = True
+            try:
                 await pump._run(fail_call(pump.core, failure))
-            d.on_failed(failure)
+            except LeaseLostError:
+                accepted = False
+            d.on_failed(failure, accepted)
         acks = d.pending_acks()
         budget = d.claim_budget(len(acks))
         if not acks and not budget and not d.resending:

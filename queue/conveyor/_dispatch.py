@@ -224,9 +224,14 @@ class Dispatcher:
         else:
             self.failures.append(failure)
 
-    def on_failed(self, failure: Failure) -> None:
+    def on_failed(self, failure: Failure, accepted: bool = True) -> None:
+        """A failure was sent; ``accepted`` False: the fail was refused (the lease was lost, the
+        job is another attempt's now), so nothing failed here and it is not counted."""
         self.failures.remove(failure)
-        self.failed += 1
+        if accepted:
+            self.failed += 1
+        else:
+            log.warning("fail of job %s refused: the lease was lost", failure.job.id)
         self._settle(failure.job)
 
     def _settle(self, job: Job) -> None:

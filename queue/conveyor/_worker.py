@@ -209,10 +209,13 @@ class Worker:
         """Send failures, then one call that acks finished jobs and claims the free capacity."""
         d = self._dispatch
         for failure in list(d.failures):
-            with contextlib.suppress(LeaseLostError):
+            accepted = True
+            try:
                 pump._run(fail_call(pump.core, failure))
+            except LeaseLostError:
+                accepted = False
             with self._lock:
-                d.on_failed(failure)
+                d.on_failed(failure, accepted)
         with self._lock:
             acks = d.pending_acks()
             results = d.ack_results(acks)
