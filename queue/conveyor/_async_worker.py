@@ -235,6 +235,8 @@ class AsyncWorker:
                 else:
                     threaded = thread_runs_on(handler, job)
                     if job.stop_reason is None or me.uncancel() > 0:  # the worker is ending
+                        if timer is not None:  # else it fires on the caller's loop, job gone
+                            timer.cancel()
                         if not threaded:  # cancelled at the deadline: released as started
                             d.running.discard(token)  # (a thread's lease is left to expire)
                         del self._running[token]

@@ -397,3 +397,39 @@ def test_a_task_cannot_be_sent_to_a_queue_its_workers_do_not_serve(redis_url, qu
     assert work.with_options(queue=queue_name).enqueue(1).state == "waiting"  # its own queue: fine
     assert app.queue("urgent").counts()["waiting"] == 0
     app.close()
+
+
+def test_an_asyncio_worker_that_ends_leaves_no_time_limit_timer_behind(redis_url, queue_name):
+    """A sync task's thread still running when an asyncio worker ends at its shutdown deadline:
+    its time-limit timer must go with the worker. Before, it fired later on the caller's loop and
+    raised KeyError there (the job was no longer the worker's), reported by the loop as an error."""
+    from conveyor import AsyncWorker  # noqa: PLC0415
+
+    app = _app(redis_url, queue_name)
+    release, started = threading.Event(), threading.Event()
+
+    @app.task(time_limit=0.6)
+    def stuck() -> None:
+        started.set()
+        release.wait(10)
+
+    app.queue(queue_name).enqueue_many([stuck.spec()])
+    errors: list[dict] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
+        q = app.async_queue(queue_name)
+        worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=1, shutdown_timeout=0.05)
+        task = asyncio.create_task(worker.run())
+        assert await asyncio.to_thread(started.wait, 10)
+        worker.stop()
+        await task
+        await asyncio.sleep(1.0)  # past the time limit: the timer would have fired by now
+        await app.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+    assert errors == []
+    app.close()
