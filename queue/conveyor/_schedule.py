@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -112,9 +112,9 @@ class Schedule:
             step = round(self.every * 1000)
             return now_ms // step * step
         croniter = _check_cron(str(self.cron))
-        latest = _ms(
-            croniter(str(self.cron), self._datetime(now_ms) + timedelta(seconds=1)).get_prev(datetime)
-        )
+        # One second later as an instant, not as local time: adding to a local time drops its fold,
+        # so in a repeated hour (DST ends) it landed an hour earlier, on a fire time already past.
+        latest = _ms(croniter(str(self.cron), self._datetime(now_ms + 1000)).get_prev(datetime))
         if latest > now_ms:
             latest = _ms(croniter(str(self.cron), self._datetime(latest)).get_prev(datetime))
         return latest

@@ -221,3 +221,28 @@ def test_a_schedule_failing_at_a_tick_is_logged_by_name_and_the_others_still_fir
     assert "cron:every-20s:" in " ".join(created)
     assert any("schedule 'minutely'" in r.getMessage() for r in caplog.records)
     app.close()
+
+
+def test_a_cron_schedule_fires_each_time_once_across_the_autumn_dst_change(redis_url, queue_name):
+    """Europe/Paris falls back on 2026-10-25 at 01:00 UTC (03:00 CEST -> 02:00 CET). During the
+    repeated hour the latest fire time was computed in the first occurrence of the hour (adding a
+    second to a local time dropped its fold): the fires at 01:00 and 01:30 UTC were never enqueued,
+    and those at 00:00 and 00:30 UTC ran a second time once their first job was done and gone."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task
+    def report() -> None:
+        pass
+
+    app.periodic("half-hourly", report, cron="*/30 * * * *", tz="Europe/Paris")
+    scheduler, queue = Scheduler(app), app.queue(queue_name)
+    start = int(datetime(2026, 10, 24, 23, 10, tzinfo=UTC).timestamp())
+    scheduler.tick(now=start)
+    created: list[str] = []
+    for now in range(start + 60, start + 4 * 3600, 60):
+        created += scheduler.tick(now=now)
+        for job in queue.claim(count=10):  # done at once: with keep_completed=0 its record goes
+            queue.ack(job)
+    expected = [f"cron:half-hourly:{(start + 20 * 60 + 1800 * i) * 1000}" for i in range(8)]
+    assert created == expected  # 23:30 to 03:00 UTC: each half hour once, none twice
+    app.close()
