@@ -13,6 +13,7 @@ A new schedule starts with the first fire time after a scheduler first sees it (
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -43,6 +44,23 @@ def _check_cron(expression: str) -> Any:
     if not isinstance(expression, str) or not croniter.is_valid(expression):
         raise ValueError(f"invalid cron expression {expression!r}")
     return croniter
+
+
+# croniter's random field ('R', 'R(0-5)', 'R/10'): a new draw at each use, so no two processes agree
+_RANDOM_FIELD = re.compile(r"r(\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
+
+
+def _check_cron_fires(expression: str) -> None:
+    """Refuse a valid cron expression whose fire times are not the same in every process, or never come."""
+    croniter = _check_cron(expression)
+    if any(_RANDOM_FIELD.fullmatch(item) for item in expression.split()):
+        raise ValueError(
+            f"invalid cron expression {expression!r}: a random field (R) differs in each scheduler"
+        )
+    try:
+        croniter(expression, datetime.now(UTC)).get_next(datetime)
+    except Exception as exc:  # croniter's CroniterBadDateError: no match within its search span
+        raise ValueError(f"invalid cron expression {expression!r}: it never matches a date to come") from exc
 
 
 def _period(every: object) -> bool:
@@ -84,7 +102,7 @@ class Schedule:
                 f"got {self.every!r}"
             )
         if self.cron is not None:
-            _check_cron(self.cron)
+            _check_cron_fires(self.cron)
         _zone(self.tz)
         if self.missed not in MISSED_POLICIES:
             raise ValueError(

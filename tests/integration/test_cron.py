@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -245,4 +246,28 @@ def test_a_cron_schedule_fires_each_time_once_across_the_autumn_dst_change(redis
             queue.ack(job)
     expected = [f"cron:half-hourly:{(start + 20 * 60 + 1800 * i) * 1000}" for i in range(8)]
     assert created == expected  # 23:30 to 03:00 UTC: each half hour once, none twice
+    app.close()
+
+
+def test_cron_expressions_that_never_fire_or_fire_at_random_times_are_refused(redis_url, queue_name):
+    """Accepted before: a date that never comes ('0 0 30 2 *') then failed at every tick of every
+    scheduler, logged once a second forever, and never fired; a random field ('R') gave each
+    process (each call) other fire times, so schedulers fired at times no other agreed on."""
+    app = _app(redis_url, queue_name)
+    cases = [
+        ("0 0 30 2 *", "never matches"),
+        ("0 0 31 4,6,9,11 *", "never matches"),
+        ("R * * * *", "random"),
+        ("0 r(0-5) * * *", "random"),
+        ("0 0 * * * R/10", "random"),
+        ("0 0 1 1 * 0 2020", "never matches"),  # a year field: its only date is past
+    ]
+    for expression, reason in cases:
+        message = f"invalid cron expression {re.escape(repr(expression))}.*{reason}"
+        with pytest.raises(ValueError, match=message):
+            app.periodic("x", "report", cron=expression, args=("k",))
+    assert "x" not in app.schedules
+    # still accepted: a date that comes every four years, month and day names, 'L', '#'
+    for i, expression in enumerate(["0 0 29 2 *", "0 0 * MAR,APR FRI", "0 0 L * *", "0 0 * * 5#3"]):
+        app.periodic(f"ok-{i}", "report", cron=expression, args=("k",))
     app.close()
