@@ -50,6 +50,11 @@ def parse_target(url: str) -> Target:
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidNameError(f"unsupported URL scheme {parts.scheme!r}; use one of {', '.join(SCHEMES)}")
+    if _credentials_cut_short(url, parts.netloc):
+        raise InvalidNameError(
+            f"URL {_redacted(url)} does not parse: percent-encode '/', '?', '#' and '@' in its user "
+            "name and password"
+        )
     plain = CLUSTER_SCHEMES.get(scheme) or SENTINEL_SCHEMES.get(scheme)
     if plain is None:
         return Target("single", url)
@@ -76,8 +81,21 @@ def _host_port(item: str, url: str) -> tuple[str, int]:
 
 
 def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    return url if "@" not in parts.netloc else url.replace(parts.netloc.rpartition("@")[0] + "@", "***@")
+    """``url`` with everything before its last '@' hidden (a password with an unencoded '/' included)."""
+    scheme, separator, rest = url.partition("://")
+    return url if "@" not in rest else f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
+
+
+def _credentials_cut_short(url: str, netloc: str) -> bool:
+    """Whether an unencoded '/', '?' or '#' in the user name or password ended the address early:
+    urllib then reads part of the password as a port, and its errors would echo it."""
+    if "@" in netloc or "@" not in url.partition("://")[2]:
+        return False
+    for item in netloc.split(","):
+        _, colon, port = item.rpartition(":")
+        if colon and not item.endswith("]") and not port.isdigit():
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

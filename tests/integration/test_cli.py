@@ -263,3 +263,22 @@ def test_inspection_commands_refuse_a_queue_the_app_does_not_know(redis_url, app
     assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
     assert "queue 'ghost' has no registered task (queues with tasks: q-default, q-high)" in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("url", [
+    "redis://admin:s3cret/pw@127.0.0.1:1/0",  # an unencoded '/', '?' or '#' ends the address early
+    "redis://admin:s3cret?pw@127.0.0.1:1/0",
+    "redis://:s3cret#pw@127.0.0.1:1/0",
+    "redis+cluster://admin:s3cret/pw@127.0.0.1:1/0",
+    "redis+sentinel://admin:s3cret/pw@127.0.0.1:1/mymaster",
+])
+def test_a_url_whose_password_is_not_percent_encoded_is_refused_without_echoing_it(app_dir, url):
+    """Before, the error echoed what urllib took for the port or host: the password's first part
+    ("Port could not be cast to integer value as 's3cret'", "'admin:s3cret' is not host:port in
+    redis+cluster://admin:s3cret/pw@...")."""
+    cwd, module = app_dir
+    result = _run(["info", f"{module}:app"], cwd, _env(url, "q", cwd / "o"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "s3cret" not in result.stderr and "pw" not in result.stderr.replace("percent", ""), result.stderr
+    assert "percent-encode" in result.stderr
