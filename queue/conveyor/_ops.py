@@ -237,7 +237,8 @@ class QueueCore:
                 raise lease_error("fail", job, status)
             job.token, job.error = None, message[:MAX_ERROR_CHARS]
             outcome = text(r[1])
-            job.state = {"retry": "delayed", "failed": "failed"}.get(outcome, "cancelled")
+            retried = "waiting" if delay == 0 else "delayed"  # a retry without delay is ready at once
+            job.state = {"retry": retried, "failed": "failed"}.get(outcome, "cancelled")
             return outcome
 
         return Call(

@@ -351,3 +351,13 @@ async def test_resp_protocols(api, protocol):
     assert await q.promote() == 0
     assert await q.recover() == (0, 0)
     assert await q.trim() == 0
+
+
+async def test_a_retry_without_delay_leaves_the_job_waiting_and_says_so(api):
+    """A retry whose backoff is 0 s goes straight back to the waiting list; fail() marked the job
+    'delayed' all the same, a state it never had."""
+    q = api.queue(backoff=Backoff(base=0))
+    job = await q.enqueue("flaky", None, max_attempts=2)
+    [leased] = await q.claim()
+    assert await q.fail(leased, "boom") == "retry"
+    assert leased.state == (await q.get_job(job.id)).state == "waiting"
