@@ -19,7 +19,7 @@ STATES = {
     "c": "completed",
     "f": "failed",
     "C": "cancelled",  # cancelled while active (a waiting or delayed job is removed instead)
-    "x": "finished",  # finished inside the deduplication window; its record is gone
+    "x": "finished",  # finished inside the deduplication window; its record is gone (payload None)
 }
 _UNSET: Any = object()
 MAX_PRIORITY = 9  # levels 0 (default) .. 9; a higher level is claimed first

@@ -70,7 +70,7 @@ def enqueued_jobs(
             str(job_id),
             text(f[0]),
             STATES.get(state, state),
-            raw(f[1]),
+            None if state == "x" else raw(f[1]),  # x: deduplicated, its record is gone
             int(f[2] or 0),
             int(f[3] or 1),
             int(f[4] or 0) / 1000,

@@ -107,3 +107,14 @@ async def test_an_id_used_again_after_a_cancel_is_not_deleted_by_the_cancelled_r
     assert (await q.get_job("order-1")).payload == {"n": 2}
     [claimed] = await q.claim()
     assert claimed.payload == {"n": 2}
+
+
+async def test_a_deduplicated_job_whose_record_is_gone_has_no_payload(api):
+    """Within the window a completed job's record is gone: the returned job says 'finished' and
+    carries no payload. Before, its payload was the empty bytes of the missing field, and reading
+    it raised a misleading 'cannot be decoded' error."""
+    q = api.queue(dedup_window=30, keep_completed=0)
+    await _finish(q, "gone-1", True)
+    again = await q.enqueue("t", {"v": 2}, job_id="gone-1")
+    assert (again.created, again.state) == (False, "finished")
+    assert again.raw_payload is None and again.payload is None
