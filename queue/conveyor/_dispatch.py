@@ -24,6 +24,7 @@ from ._models import Job, QueueSettings
 from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
 from ._results import encode_result
+from ._settings_checks import MAX_SECONDS
 
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
@@ -51,8 +52,12 @@ class WorkerOptions:
             raise ValueError(f"concurrency must be in 1..{MAX_BATCH}, got {self.concurrency}")
         if not 0 <= self.prefetch <= MAX_BATCH:
             raise ValueError(f"prefetch must be in 0..{MAX_BATCH}, got {self.prefetch}")
-        if self.shutdown_timeout < 0 or self.block_timeout <= 0:
-            raise ValueError("shutdown_timeout must be >= 0 and block_timeout > 0")
+        if not self.shutdown_timeout >= 0:  # inf: no deadline; NaN is refused
+            raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {self.shutdown_timeout!r}")
+        if not 0 < self.block_timeout <= MAX_SECONDS:  # the wait's TTLs and socket timeout derive from it
+            raise ValueError(
+                f"block_timeout must be > 0 and at most {MAX_SECONDS:g} seconds, got {self.block_timeout!r}"
+            )
 
     @property
     def capacity(self) -> int:

@@ -56,6 +56,7 @@ class Runner:
     ) -> None:
         self.app, self.queues = app, check_queues(app, queues)
         self.worker_options = {**worker_options, "install_signal_handlers": False}
+        WorkerOptions(**self.worker_options)  # bad options are refused before anything starts
         self.use_asyncio = app.needs_asyncio(self.queues)
         self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self._stoppers: list[Callable[[], None]] = []

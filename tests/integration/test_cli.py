@@ -282,3 +282,23 @@ def test_a_url_whose_password_is_not_percent_encoded_is_refused_without_echoing_
     assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
     assert "s3cret" not in result.stderr and "pw" not in result.stderr.replace("percent", ""), result.stderr
     assert "percent-encode" in result.stderr
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--block-timeout", "inf"), ("--block-timeout", "1e300"), ("--block-timeout", "nan"),
+    ("--shutdown-timeout", "nan"),
+])
+def test_a_timeout_that_is_not_a_usable_number_of_seconds_is_bad_input(redis_url, queue_name, app_dir, option,
+                                                                        value):
+    """click's FloatRange lets inf and nan through. Before, --block-timeout inf or 1e300 ended a worker
+    that had started with exit code 1 and an OverflowError ('cannot convert float infinity to
+    integer'), nan with an error naming no option, and --shutdown-timeout nan was taken as no
+    deadline at all."""
+    cwd, module = app_dir
+    args = ["worker", f"{module}:app", "-q", queue_name + "-default", "--no-scheduler", option, value]
+    result = _run(args, cwd, _env(redis_url, queue_name, cwd / "o"), timeout=30)
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.splitlines()[-1]
+    name = option.removeprefix("--").replace("-", "_")
+    assert last.startswith("conveyor: error: ") and name in last and repr(float(value)) in last, result.stderr
+    assert "Traceback" not in result.stderr

@@ -137,7 +137,7 @@ def test_worker_rejects_handlers_of_the_wrong_kind():
         ({"concurrency": 1001}, "concurrency must be in 1..1000"),
         ({"prefetch": -1}, "prefetch must be in 0..1000"),
         ({"shutdown_timeout": -1}, "shutdown_timeout must be >= 0"),
-        ({"block_timeout": 0}, "block_timeout > 0"),
+        ({"block_timeout": 0}, "block_timeout must be > 0"),
     ],
 )
 def test_worker_options_are_validated(options, message):
