@@ -145,6 +145,8 @@ class Schedule:
         if stored is None or stored > now_ms:
             return (self.next_after(now_ms) if stored is None else stored), None
         fire = self.latest_at_or_before(now_ms)
+        if fire < stored:  # stored by another definition (the schedule changed): that time is past
+            return self.next_after(now_ms), None
         if self.missed == "skip" and now_ms - fire > self.grace * 1000:
             return self.next_after(now_ms), None
         return self.next_after(now_ms), fire

@@ -271,3 +271,24 @@ def test_cron_expressions_that_never_fire_or_fire_at_random_times_are_refused(re
     for i, expression in enumerate(["0 0 29 2 *", "0 0 * MAR,APR FRI", "0 0 L * *", "0 0 * * 5#3"]):
         app.periodic(f"ok-{i}", "report", cron=expression, args=("k",))
     app.close()
+
+
+def test_a_schedule_redefined_after_a_fire_does_not_fire_that_time_again(redis_url, queue_name):
+    """A deployment changes a schedule's period. Its stored next fire time came from the old
+    definition; once it was due, the new definition's latest fire time, older than that stored
+    time, was enqueued: here the 03:00 fire, already run under the old definition, ran again."""
+    t0 = int(datetime(2026, 6, 1, 3, 0, tzinfo=UTC).timestamp())
+    old, new = Conveyor(redis_url, default_queue=queue_name), Conveyor(redis_url, default_queue=queue_name)
+    for app in (old, new):
+        app.task(lambda: None, name="report")
+    old.periodic("report", "report", every=60)
+    new.periodic("report", "report", cron="0 3 * * *")
+    queue = old.queue(queue_name)
+    Scheduler(old).tick(now=t0 - 30)
+    assert Scheduler(old).tick(now=t0 + 30) == [f"cron:report:{t0 * 1000}"]
+    for job in queue.claim(count=10):  # done, and (keep_completed=0) its record is gone
+        queue.ack(job)
+    assert Scheduler(new).tick(now=t0 + 90) == []  # the 03:00 fire already ran
+    assert Scheduler(new).tick(now=t0 + 86400 + 5) == [f"cron:report:{(t0 + 86400) * 1000}"]
+    old.close()
+    new.close()
