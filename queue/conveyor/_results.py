@@ -185,8 +185,14 @@ class EventsRead:
 
 def events_read(registry: Registry[Any], reply: Any) -> EventsRead:
     """The records to read after ``reply``: the announced jobs somebody waits for, and, after a
-    full batch (the reader may be behind the stream's cap), every job somebody waits for."""
+    full batch (the reader may be behind the stream's cap), every job somebody waits for. After
+    a read that waited READ_BLOCK_MS for nothing, every job somebody waits for too, a missing
+    record settling it: a job finished by workers whose store_results is off is never announced,
+    and its waiters would otherwise wait for ever (one read_results call per idle read)."""
     ids, last = finished_ids(reply)
+    if last is None:
+        everyone = list(registry.waiting)
+        return EventsRead(everyone, frozenset(everyone), None)
     wanted = registry.wanted(ids)
     if sum(len(entries) for _stream, entries in _streams(reply)) >= READ_COUNT:
         named = set(wanted)

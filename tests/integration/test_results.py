@@ -385,3 +385,19 @@ async def test_a_timeout_too_long_for_a_thread_wait_still_waits(api):
         [leased] = await q.claim()
         await q.ack(leased, result=str(timeout))
         assert await asyncio.wait_for(waiter, 10) == str(timeout)
+
+
+async def test_a_waiter_learns_when_its_job_finished_without_storing_a_result(api):
+    """Workers whose queue has store_results off finish the job without a record or an event. The
+    waiter must say so once the stream has been idle for a read, not wait for ever (before, a
+    waiter without a timeout never returned)."""
+    q = api.queue(store_results=True)
+    workers_queue = api.queue(store_results=False)
+    job = await q.enqueue("t", None)
+    waiter = asyncio.ensure_future(_result(api, job, 30))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    [claimed] = await workers_queue.claim()
+    await workers_queue.ack(claimed, result="lost")
+    with pytest.raises(ConveyorError, match=f"job '{job.id}' has no stored result"):
+        await asyncio.wait_for(waiter, 10)
+    assert _waiting(q) == 0
