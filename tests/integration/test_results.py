@@ -401,3 +401,16 @@ async def test_a_waiter_learns_when_its_job_finished_without_storing_a_result(ap
     with pytest.raises(ConveyorError, match=f"job '{job.id}' has no stored result"):
         await asyncio.wait_for(waiter, 10)
     assert _waiting(q) == 0
+
+
+async def test_a_job_cancelled_while_waiting_to_retry_is_not_said_never_to_have_run(api):
+    """A job that failed an attempt and waits for its retry has run: its cancelled record says
+    it was cancelled between attempts, with the attempts it had (before: 'before it ran')."""
+    q = api.queue(store_results=True, max_attempts=3)
+    job = await q.enqueue("t", None)
+    [claimed] = await q.claim()
+    await q.fail(claimed, "boom")
+    assert await q.cancel(job.id)
+    with pytest.raises(JobCancelledError, match="cancelled while waiting for its next attempt") as caught:
+        await q.result(job.id, 0)
+    assert caught.value.attempts == 1

@@ -36,6 +36,8 @@ end
 redis.call('DEL', key)
 use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
 if RESULTS.ttl > 0 then
-  store_result(id, 'C', f[4] or '', 'cancelled before it ran', now_ms())
+  local ran = (tonumber(f[4]) or 0) > 0 -- a retry waiting: its earlier attempts ran
+  store_result(id, 'C', f[4] or '', ran and 'cancelled while waiting for its next attempt'
+    or 'cancelled before it ran', now_ms())
 end
 return {1, state}
