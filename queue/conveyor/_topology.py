@@ -57,20 +57,34 @@ def parse_target(url: str) -> Target:
         )
     plain = CLUSTER_SCHEMES.get(scheme) or SENTINEL_SCHEMES.get(scheme)
     if plain is None:
+        if scheme != "unix":  # a unix URL's path is its socket
+            _check_db(parts.path.strip("/"), url)
         return Target("single", url)
     userinfo, _, hostlist = parts.netloc.rpartition("@")
     hosts = tuple(_host_port(item, url) for item in hostlist.split(",") if item)
     if not hosts:
         raise InvalidNameError(f"{scheme} URL names no host: {_redacted(url)}")
     path = parts.path.strip("/").split("/") if parts.path.strip("/") else []
-    service, db = "", path[-1] if path else ""
+    service, db = "", "/".join(path)
     if scheme in SENTINEL_SCHEMES:
         if not path:
             raise InvalidNameError(f"Sentinel URL needs the service name as its path: {_redacted(url)}")
-        service, db = path[0], path[1] if len(path) > 1 else ""
+        service, db = path[0], "/".join(path[1:])
+    _check_db(db, url)
+    if scheme in CLUSTER_SCHEMES and db.strip("0"):
+        raise InvalidNameError(f"URL {_redacted(url)} names database {db!r}: Cluster has only database 0")
     netloc = (userinfo + "@" if userinfo else "") + f"{hosts[0][0]}:{hosts[0][1]}"
     kind = "cluster" if scheme in CLUSTER_SCHEMES else "sentinel"
     return Target(kind, urlunsplit((plain, netloc, "/" + db, parts.query, "")), hosts, service)
+
+
+def _check_db(db: str, url: str) -> None:
+    """Refuse a database path that is not a number: redis-py ignores it and uses db 0."""
+    if db and not (db.isascii() and db.isdigit()):
+        raise InvalidNameError(
+            f"URL {_redacted(url)} names database {db!r}: the path after host:port must be a database "
+            "number (0, 1, ...) or nothing (database 0)"
+        )
 
 
 def _host_port(item: str, url: str) -> tuple[str, int]:

@@ -19,6 +19,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
 from conveyor import (
     AsyncQueue,
     ConnectionFailedError,
+    Conveyor,
     InvalidNameError,
     JobSpec,
     PayloadTooLargeError,
@@ -221,3 +222,18 @@ async def test_close_releases_the_connections(api):
     await q.close()
     await wait_until(lambda: not (ids() & mine), timeout=2,
                      what=f"connections {sorted(mine)} to close after close()")
+
+
+@pytest.mark.parametrize("path", ["x", "0x", "1/2"])
+def test_a_url_whose_database_is_not_a_number_is_refused(server, queue_name, path):
+    """redis-py reads no db from such a path: Queue.from_url, AsyncQueue.from_url and a Conveyor
+    app's queues connected to db 0 without a word."""
+    url = f"redis://{server.host}:{server.port}/{path}"
+    builders = [
+        lambda: Queue.from_url(url, queue_name),
+        lambda: AsyncQueue.from_url(url, queue_name),
+        lambda: Conveyor(url).queue(queue_name),
+    ]
+    for build in builders:
+        with pytest.raises(InvalidNameError, match=rf"names database {path!r}: .* must be a database number"):
+            build()

@@ -47,3 +47,39 @@ def test_errors_never_echo_the_password() -> None:
     with pytest.raises(InvalidNameError) as info:
         parse_target("redis+cluster://u:secret@a:1,b")
     assert "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("redis://h:1/x", "x"),
+        ("redis://h:1/0x", "0x"),
+        ("rediss://h:1/1/2", "1/2"),
+        ("redis://h:1/1_0", "1_0"),
+        ("redis+sentinel://s1:26379/mymaster/x", "x"),
+        ("redis+sentinel://s1:26379/mymaster/1/2", "1/2"),
+        ("redis+cluster://a:1,b:2/x", "x"),
+    ],
+)
+def test_a_database_path_that_is_not_a_number_is_refused(url: str, path: str) -> None:
+    """redis-py reads no db from such a path and used db 0 without a word (int('1_0') is 10)."""
+    with pytest.raises(InvalidNameError, match=rf"database {path!r}: .* must be a database number"):
+        parse_target(url)
+
+
+def test_a_cluster_url_naming_a_database_other_than_0_is_refused() -> None:
+    """Cluster has only db 0: the db of the URL was dropped and db 0 used."""
+    with pytest.raises(InvalidNameError, match="Cluster has only database 0"):
+        parse_target("redis+cluster://a:1,b:2/3")
+    assert parse_target("redis+cluster://a:1,b:2/0").kind == "cluster"
+
+
+@pytest.mark.parametrize("url", ["redis://h:1", "redis://h:1/", "redis://h:1/15", "unix:///tmp/r.sock"])
+def test_database_numbers_and_no_database_are_accepted(url: str) -> None:
+    assert parse_target(url).kind == "single"
+
+
+def test_a_bad_database_error_does_not_echo_the_password() -> None:
+    with pytest.raises(InvalidNameError) as info:
+        parse_target("redis://admin:s3cret@h:1/x")
+    assert "s3cret" not in str(info.value) and "admin" not in str(info.value)
