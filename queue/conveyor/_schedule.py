@@ -21,8 +21,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ._errors import InvalidNameError
 from ._keys import MAX_NAME_LENGTH, validate_name
-from ._models import Limit
-from ._settings_checks import MAX_SECONDS
+from ._models import Limit, check_priority
+from ._settings_checks import (
+    DURATIONS,
+    MAX_SECONDS,
+    NO_LIMIT,
+    Seconds,
+    _count_problem,
+    _duration_problem,
+)
 
 MAX_SCHEDULE_NAME = MAX_NAME_LENGTH - len("cron::") - 20  # 20: the digits of any fire time in ms
 
@@ -108,8 +115,16 @@ class Schedule:
             raise ValueError(
                 f"schedule {self.name!r}: missed must be one of {MISSED_POLICIES}, got {self.missed!r}"
             )
-        if not self.grace >= 0:
-            raise ValueError(f"schedule {self.name!r}: grace must be >= 0 seconds, got {self.grace!r}")
+        problem = _duration_problem("grace", self.grace, Seconds(inclusive=True))
+        if self.max_attempts is not None:
+            problem = problem or _count_problem("max_attempts", self.max_attempts, 1, NO_LIMIT)
+        problem = problem or _duration_problem("time_limit", self.time_limit, DURATIONS["time_limit"])
+        if problem:
+            raise ValueError(f"schedule {self.name!r}: {problem}")
+        try:
+            check_priority(self.priority)
+        except ValueError as exc:
+            raise ValueError(f"schedule {self.name!r}: {exc}") from None
 
     def job_id(self, fire_ms: int) -> str:
         """The job of one fire time: the same id in every process, so it can exist only once."""

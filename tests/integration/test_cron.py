@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -175,6 +176,45 @@ def test_bad_schedules_are_refused_naming_the_value(redis_url, queue_name):
     with pytest.raises(ValueError, match="schedule 'minutely' is already registered"):
         app.periodic("minutely", report, every=5, args=("k",))
     assert "x" not in app.schedules and "n" * 190 not in app.schedules
+
+
+GRACE = "schedule 'x': grace must be a finite number of seconds >= 0, got "
+
+
+@pytest.mark.parametrize(("grace", "message"), [
+    ("5", GRACE + "'5'"),  # a TypeError from the comparison before ("'>=' not supported ...")
+    (True, GRACE + "True"),  # accepted before: a bool is an int
+    (None, GRACE + "None"),
+    (-1, GRACE + "-1"),
+    (math.nan, GRACE + "nan"),
+    (math.inf, GRACE + "inf"),
+    (1e300, "schedule 'x': grace must be at most 1e\\+09 s, got 1e\\+300"),
+])
+def test_a_grace_that_is_not_a_number_of_seconds_is_refused_naming_it(redis_url, queue_name, grace, message):
+    app = _app(redis_url, queue_name)
+    with pytest.raises(ValueError, match=message):
+        app.periodic("x", "report", every=5, missed="skip", grace=grace, args=("k",))
+    with pytest.raises(ValueError, match=message):
+        Schedule("x", "t", "q", every=5, missed="skip", grace=grace)
+    assert "x" not in app.schedules
+    app.periodic("x", "report", every=5, missed="skip", grace=0, args=("k",))
+    Schedule("y", "t", "q", every=5, grace=2.5)
+    app.close()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"max_attempts": 0}, "max_attempts must be an int >= 1, got 0"),
+    ({"max_attempts": True}, "max_attempts must be an int >= 1, got True"),
+    ({"max_attempts": "3"}, "max_attempts must be an int >= 1, got '3'"),
+    ({"time_limit": 0}, "time_limit must be None or a finite number of seconds > 0, got 0"),
+    ({"time_limit": "9"}, "time_limit must be None or a finite number of seconds > 0, got '9'"),
+    ({"priority": 10}, "priority must be an int in 0..9"),
+    ({"priority": True}, "priority must be an int in 0..9"),
+])
+def test_a_schedule_built_directly_checks_its_job_options(options, message):
+    """Accepted before, then refused at every fire (the scheduler's tick packs the job)."""
+    with pytest.raises(ValueError, match=f"schedule 'x': {message}"):
+        Schedule("x", "t", "q", every=5, **options)
 
 
 @pytest.mark.parametrize(("now", "fire"), [
