@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._keys import validate_name
-from ._ops import MAX_BATCH, Call, QueueCore
+from ._ops import MAX_BATCH, Call, QueueCore, check_count
 from ._replies import text
 from ._scripts import Scripts
+from ._settings_checks import NO_LIMIT
 
 LISTABLE = ("waiting", "delayed", "active", "completed", "failed", "cancelled")
+MAX_OFFSET = 2**53  # past every job a queue can hold: a larger offset reads the same empty page
 
 
 Page = tuple[str, str, int, int] | Call[list[str]]
@@ -22,8 +24,8 @@ def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
     due time / lease deadline, completed, failed and cancelled newest first."""
     if state not in LISTABLE:
         raise ValueError(f"state must be one of {', '.join(LISTABLE)}, got {state!r}")
-    if offset < 0 or not 1 <= limit <= MAX_BATCH:
-        raise ValueError(f"offset must be >= 0 and limit in 1..{MAX_BATCH}, got {offset}, {limit}")
+    offset = min(check_count("offset", offset, 0, NO_LIMIT), MAX_OFFSET)  # ZRANGE's stop must fit int64
+    check_count("limit", limit, 1, MAX_BATCH)
     k = core.keys
     if state == "waiting":
         return Call(Scripts.WAITING_PAGE.value, (k.waiting,), (offset, limit), listed_ids)
@@ -39,8 +41,7 @@ def listed_ids(reply: Sequence[Any]) -> list[str]:
 
 def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | None:
     """Caller-given ids split into script-sized batches (None: 'all failed jobs')."""
-    if not 1 <= batch <= MAX_BATCH:
-        raise ValueError(f"batch must be in 1..{MAX_BATCH}, got {batch}")
+    check_count("batch", batch, 1, MAX_BATCH)
     if job_ids is None:
         return None
     if isinstance(job_ids, str):

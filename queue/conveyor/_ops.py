@@ -34,7 +34,7 @@ from ._replies import (
 from ._retry import retry_delay_ms
 from ._scripts import Script, Scripts
 from ._serialize import encode_payload
-from ._settings_checks import MAX_SECONDS
+from ._settings_checks import MAX_SECONDS, _count_problem
 
 NULL_RECORD = b"c:null"  # the success record of None (as _results.encode_result builds it)
 
@@ -43,6 +43,15 @@ _ENQUEUE = Scripts.ENQUEUE.value  # (an Enum member's .value is a descriptor cal
 LAYOUT_VERSION = "1"
 MAX_BATCH = 1000
 MAX_ERROR_CHARS = 4096
+
+
+def check_count(name: str, value: object, low: int, high: float) -> int:
+    """``value`` if it is an int (not a bool) in ``low..high``, else a ValueError naming it: a float
+    or a string reached the server, which failed with its own error."""
+    problem = _count_problem(name, value, low, high)
+    if problem:
+        raise ValueError(problem)
+    return value  # type: ignore[return-value]
 
 
 @dataclass(slots=True)
@@ -142,8 +151,7 @@ class QueueCore:
     # -- claim / ack ------------------------------------------------------------------------------
     def claim(self, count: int, lease: float | None) -> Call[tuple[list[Job], float]]:
         """Claim up to ``count`` jobs; also returns seconds until the next delayed job is due (-1: none)."""
-        if not 0 <= count <= MAX_BATCH:
-            raise ValueError(f"count must be in 0..{MAX_BATCH}, got {count}")
+        check_count("count", count, 0, MAX_BATCH)
         k = self.keys
         return Call(
             Scripts.CLAIM.value,
@@ -190,7 +198,8 @@ class QueueCore:
         ``results``: the success record of each job (``_results.encode_result``), stored when
         ``store_results`` is on (None there stores null for every job).
         """
-        if len(jobs) > MAX_BATCH or not 0 <= claim <= MAX_BATCH:
+        check_count("claim", claim, 0, MAX_BATCH)
+        if len(jobs) > MAX_BATCH:
             raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
         args: list[Any] = [
             self._lease_ms(lease),
@@ -293,9 +302,7 @@ class QueueCore:
     # -- maintenance ------------------------------------------------------------------------------
     def _batch(self, batch: int | None) -> int:
         batch = self.settings.maintenance_batch if batch is None else batch
-        if not 1 <= batch <= 100_000:
-            raise ValueError(f"batch must be in 1..100000, got {batch}")
-        return batch
+        return check_count("batch", batch, 1, 100_000)
 
     def promote(self, batch: int | None) -> Call[int]:
         k = self.keys

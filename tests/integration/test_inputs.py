@@ -62,7 +62,7 @@ async def _try_every_bad_input(api, q):
         await q.enqueue_many([("t", 1), "xyz"])  # a string was unpacked: task x, payload y, id z
     with pytest.raises(InvalidNameError):
         await q.cancel("")
-    with pytest.raises(ValueError, match="count must be in"):
+    with pytest.raises(ValueError, match=r"count must be an int in 0\.\.1000, got 1001"):
         await q.claim(count=1001)
     with pytest.raises(ValueError, match=r"lease must be >= 0\.05"):
         await q.claim(lease=0.01)
@@ -70,9 +70,9 @@ async def _try_every_bad_input(api, q):
         refusal = rf"lease must be >= 0\.05 s and at most 1e\+09 s, got {lease!r}"
         with pytest.raises(ValueError, match=refusal):
             await q.claim(lease=lease)
-    with pytest.raises(ValueError, match="batch must be in"):
+    with pytest.raises(ValueError, match=r"batch must be an int in 1\.\.100000, got 0"):
         await q.promote(batch=0)
-    with pytest.raises(ValueError, match="batch must be in"):
+    with pytest.raises(ValueError, match=r"batch must be an int in 1\.\.100000, got 100001"):
         await q.recover(batch=100_001)
 
 
@@ -96,6 +96,47 @@ async def test_bad_inputs_on_a_busy_queue_change_nothing(api):
     await q.ack(leased)  # the queue still works
     ok = await q.enqueue("t", "x" * 200)  # below the limit
     assert (await q.get_job(ok.id)).payload == "x" * 200
+
+
+BAD_COUNTS = [
+    ("jobs", ("waiting",), {"offset": 1.5}, r"offset must be an int >= 0, got 1\.5"),
+    ("jobs", ("failed",), {"offset": 1.5}, r"offset must be an int >= 0, got 1\.5"),
+    ("jobs", ("delayed",), {"offset": True}, r"offset must be an int >= 0, got True"),
+    ("jobs", ("waiting",), {"offset": "1"}, r"offset must be an int >= 0, got '1'"),
+    ("jobs", ("waiting",), {"offset": -1}, r"offset must be an int >= 0, got -1"),
+    ("jobs", ("waiting",), {"limit": 2.5}, r"limit must be an int in 1\.\.1000, got 2\.5"),
+    ("jobs", ("active",), {"limit": 2.5}, r"limit must be an int in 1\.\.1000, got 2\.5"),
+    ("jobs", ("active",), {"limit": "9"}, r"limit must be an int in 1\.\.1000, got '9'"),
+    ("claim", (), {"count": 1.5}, r"count must be an int in 0\.\.1000, got 1\.5"),
+    ("claim", (), {"count": True}, r"count must be an int in 0\.\.1000, got True"),
+    ("retry_failed", (), {"batch": 1.5}, r"batch must be an int in 1\.\.1000, got 1\.5"),
+    ("purge_failed", (), {"batch": "10"}, r"batch must be an int in 1\.\.1000, got '10'"),
+    ("promote", (), {"batch": 2.5}, r"batch must be an int in 1\.\.100000, got 2\.5"),
+    ("recover", (), {"batch": True}, r"batch must be an int in 1\.\.100000, got True"),
+    ("trim", (), {"batch": "5"}, r"batch must be an int in 1\.\.100000, got '5'"),
+]
+
+
+async def test_paging_and_batch_counts_that_are_not_ints_are_refused_before_the_server(api):
+    """Before, a float reached the server and failed with its error ('value is not an integer or out
+    of range'), a string raised a TypeError from a comparison, and True was taken for 1 (claim(count=True)
+    leased a job)."""
+    q = api.queue()
+    await q.enqueue_many([("t", 1), JobSpec("t", 2, delay=60), ("t", 3)])
+    [leased] = await q.claim()
+    snap, dbsize = api.snapshot(), api.admin.dbsize()
+    for method, args, kwargs, message in BAD_COUNTS:
+        with pytest.raises(ValueError, match=message):
+            await getattr(q, method)(*args, **kwargs)
+    for claim in (1.5, True, "1"):
+        with pytest.raises(ValueError, match=rf"claim must be an int in 0\.\.1000, got {claim!r}"):
+            await q.ack(leased, claim=claim)
+    assert api.snapshot() == snap and api.admin.dbsize() == dbsize
+    assert await q.counts() == counts(waiting=1, delayed=1, active=1)
+    assert [j.id for j in await q.jobs("waiting", offset=0, limit=1)]
+    for state in ("waiting", "completed"):  # past every job: an empty page, not a server error
+        assert await q.jobs(state, offset=2**64) == []
+    await q.ack(leased)
 
 
 @pytest.mark.parametrize("bad", ["", "a{b", "b}", "{x}"])
