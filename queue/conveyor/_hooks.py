@@ -60,6 +60,10 @@ class Hooks:
     after: list[Hook] = field(default_factory=list)
     on_retry: list[Hook] = field(default_factory=list)
     on_failure: list[Hook] = field(default_factory=list)
+    # Internal (instrument() uses it): sync ``hook(job)`` for an attempt whose before hooks ran but
+    # that gets no outcome hook because the worker is ending: an AsyncWorker cancelled its handler
+    # at the shutdown deadline and gives the job back (or leaves its thread's lease to expire).
+    on_release: list[Hook] = field(default_factory=list)
 
     @staticmethod
     def add(kind: list[Hook], hook: H) -> H:
@@ -181,6 +185,12 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
             if job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
                 still_running = not task.is_async and job._thread_running is not False
                 await _arun_failure_hooks(hooks, job, *stop_outcome(job, still_running))
+            else:
+                for hook in hooks.on_release:
+                    try:
+                        hook(job)
+                    except Exception as hook_exc:
+                        _report(hook, hook_exc)
             raise
         for hook in reversed(hooks.after):
             try:

@@ -117,6 +117,10 @@ class Metrics:
     def on_failure(self, job: Job, exc: BaseException) -> None:
         self.failed.labels(*self._observe(job)).inc()
 
+    def released(self, job: Job) -> None:
+        """A started job given back at worker shutdown: no outcome, no duration; forget its start."""
+        self._started.pop(job.id, None)
+
 
 def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one)."""
@@ -126,4 +130,5 @@ def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metr
     app.after(metrics.after)
     app.on_retry(metrics.on_retry)
     app.on_failure(metrics.on_failure)
+    app.hooks.add(app.hooks.on_release, metrics.released)
     return metrics

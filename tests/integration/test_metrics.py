@@ -124,3 +124,48 @@ def test_worker_serves_metrics_on_its_port(redis_url, queue_name, tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
+
+
+def test_a_job_given_back_at_worker_shutdown_leaves_no_start_time_behind(redis_url, queue_name):
+    """An AsyncWorker cancels handlers still running at its shutdown deadline and releases their
+    jobs: no after, on_retry or on_failure hook runs for them. Before, the metrics kept the start
+    time of each such job for ever (a leak in a process that runs workers again)."""
+    import asyncio  # noqa: PLC0415
+
+    from conveyor import AsyncWorker  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name)
+    registry = prometheus_client.CollectorRegistry()
+    metrics = conveyor.instrument(app, registry)
+
+    @app.task
+    async def slow() -> None:
+        await asyncio.sleep(30)
+
+    @app.task
+    def slow_in_thread() -> None:
+        time.sleep(0.5)
+
+    job_ids = {slow.enqueue().id, slow_in_thread.enqueue().id}
+
+    async def main() -> None:
+        q = app.async_queue(queue_name)
+        worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=2, shutdown_timeout=0.05)
+        task = asyncio.create_task(worker.run())
+        deadline = time.monotonic() + 10
+        while set(metrics._started) != job_ids and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert set(metrics._started) == job_ids, "both jobs started"
+        worker.stop()
+        await task
+        await app.aclose()
+
+    asyncio.run(main())
+    assert app.queue(queue_name).counts()["waiting"] == 1  # the async job was given back
+    assert metrics._started == {}
+    time.sleep(0.6)  # the thread's call returned meanwhile: no hook runs for it either
+    assert metrics._started == {}
+    samples = _samples(prometheus_client.generate_latest(registry).decode())
+    durations = [v for (name, _), v in samples.items() if name == "conveyor_job_duration_seconds_count"]
+    assert not any(durations)
+    app.close()
