@@ -181,8 +181,11 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         except Exception as exc:
             await _arun_failure_hooks(hooks, job, exc)
             raise
-        except asyncio.CancelledError:
-            if job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
+        except asyncio.CancelledError as exc:
+            me = asyncio.current_task()
+            if job.stop_reason is None and not (me and me.cancelling()):  # the task raised it:
+                await _arun_failure_hooks(hooks, job, exc)  # a failure like any other (AsyncWorker)
+            elif job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
                 still_running = not task.is_async and job._thread_running is not False
                 await _arun_failure_hooks(hooks, job, *stop_outcome(job, still_running))
             else:

@@ -433,3 +433,23 @@ def test_an_asyncio_worker_that_ends_leaves_no_time_limit_timer_behind(redis_url
         release.set()
     assert errors == []
     app.close()
+
+
+def test_a_cancelled_error_raised_by_the_task_itself_runs_the_failure_hooks(redis_url, queue_name):
+    """An async task that raises CancelledError itself (not stopped by the worker) fails its
+    attempt like any other error; its failure hooks must run (before, none did: the hooks took it
+    for the worker ending, and metrics missed the failure)."""
+    app = _app(redis_url, queue_name, max_attempts=2)
+    events: list[str] = []
+    for kind in ("after", "on_retry", "on_failure"):
+        getattr(app, kind)(lambda job, out, kind=kind: events.append(f"{kind}:{type(out).__name__}"))
+
+    @app.task
+    async def gives_up() -> None:
+        raise asyncio.CancelledError("an inner operation was cancelled")
+
+    gives_up.enqueue()
+    while app.queue(queue_name).counts()["failed"] == 0:  # a retry waits out its backoff
+        _run(app, [queue_name], concurrency=1)
+    assert events == ["on_retry:CancelledError", "on_failure:CancelledError"]
+    app.close()
