@@ -9,6 +9,7 @@ the window on every server.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import threading
@@ -207,3 +208,45 @@ async def test_a_rate_whose_interval_is_not_whole_milliseconds_claims_and_loses_
 
     await wait_until(all_claimed, timeout=10, what="the two reserved starts to be claimed")
     assert claimed == ids
+
+
+async def test_a_reserved_job_parked_at_the_concurrency_limit_reserves_again_when_released(api):
+    """A job that reserved a start under the rate, then was parked at the concurrency limit, kept
+    its reservation. Released by the freed slot long after that start, it started without the
+    rate check and without recording its start, so the key's next job started right after it:
+    two starts closer than 1 / rate. Claim times are read on the server clock (lease deadline)."""
+    q = api.queue()
+    limit, interval, lease = Limit("tenant-rs", concurrency=1, rate=10), 100, 30.0  # 100 ms apart
+    started: dict[str, int] = {}
+    held: dict[str, object] = {}
+
+    async def claim() -> list:
+        jobs = await q.claim(count=3, lease=lease)
+        for job in jobs:
+            held[job.id] = job
+            deadline = api.admin.hget(q.inner.core.keys.job(job.id), "l")
+            started[job.id] = int(deadline) - round(lease * 1000)
+        return jobs
+
+    async def claimed(job_id: str) -> bool:
+        return job_id in [j.id for j in await claim()]
+
+    [a] = await q.enqueue_many([JobSpec("t", "a", limit=limit)])
+    assert [j.id for j in await claim()] == [a.id]
+    await q.ack(held[a.id])
+    b, c = await q.enqueue_many([JobSpec("t", p, limit=limit) for p in "bc"])
+    assert await claim() == []  # both reserve their starts: b 100 ms after a, c 200 ms after a
+    assert await q.counts() == counts(delayed=2, total_completed=1)
+    await wait_until(lambda: claimed(b.id), timeout=5, what="b at its reserved start")
+    await asyncio.sleep(0.3)  # c's reserved start has passed: claimed now, it parks behind b
+    assert await claim() == []
+    assert await q.counts() == counts(waiting=1, active=1, total_completed=1)
+    await asyncio.sleep(0.3)  # long after c's reservation (and the key's next start) passed
+    await q.ack(held[b.id])  # frees the slot: c is released
+    await wait_until(lambda: claimed(c.id), timeout=5, what="c once released")
+    await q.ack(held[c.id])
+    [d] = await q.enqueue_many([JobSpec("t", "d", limit=limit)])
+    await wait_until(lambda: claimed(d.id), timeout=5, what="d")
+    times = [started[j.id] for j in (a, b, c, d)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= interval, f"starts {gaps} ms apart for a rate of one per {interval} ms"

@@ -266,7 +266,8 @@ end
 -- key was at its concurrency limit, <waiting>:pn how many jobs are parked (counted as waiting).
 -- A parked job is never polled: each freed slot (ack, fail, release, lease recovery) moves one
 -- parked job of its key back to the claim end of its level. A rate-limited job reserves the next
--- start of its key and waits in the delayed set until then.
+-- start of its key and waits in the delayed set until then; a job starts only at or after a start
+-- it reserved, and reservations of a key are gr ms apart (a parked job reserves again).
 
 -- One claim call's view of its limit keys, batched: a key's running count and next start are
 -- read once per call, then counted here, and written once at its end (flush_limits), however
@@ -283,11 +284,15 @@ end
 
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
--- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start).
+-- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start). A job parked with a
+-- reserved start gives the reservation up: its time passes while it is parked, and when a freed
+-- slot releases it, it reserves a start again like any job (had it kept its reservation, it would
+-- start unchecked, recorded nowhere, and the key's next job could start right after it).
 local function held_back(limits, waiting, delayed, key, id, f, now)
   local s = limit_state(limits, waiting, f[7], f[8])
   if f[8] and s.running + s.started >= tonumber(f[8]) then
     s.parked[#s.parked + 1] = id
+    if f[10] then redis.call('HDEL', key, 'rs') end
     return true
   end
   if f[9] and not f[10] then
