@@ -8,10 +8,21 @@ Missed fires (no scheduler ran at a fire time, e.g. during a deployment or an ou
 ``missed="once"`` (default) runs the most recent missed fire once and drops older ones;
 ``missed="skip"`` drops every fire time that is more than ``grace`` seconds old when first seen.
 A new schedule starts with the first fire time after a scheduler first sees it (never in the past).
+
+A schedule redefined under the same name (a deployment) takes effect from the new definition's
+next fire time: with the stored next fire time goes a mark naming the definition that stored it
+(``fingerprint``) and a floor, the time up to which fires were handled. A scheduler whose
+definition differs moves a future stored time earlier to its own next fire time after the floor
+(never later), and leaves a due time it does not share to the definition that stored it for
+``OWNER_WAIT_MS``. So while old and new schedulers run together, a due time is fired by its own
+definition, every fire time is later than the previous one (none twice), and once the old ones are
+gone the new definition fires alone. A time stored without a valid mark (by an earlier version)
+is kept until due, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -34,6 +45,10 @@ from ._settings_checks import (
 MAX_SCHEDULE_NAME = MAX_NAME_LENGTH - len("cron::") - 20  # 20: the digits of any fire time in ms
 
 MISSED_POLICIES = ("once", "skip")
+
+# How long a due fire time stored by another definition of a schedule is left to that definition's
+# schedulers (a rolling deploy runs both), before one whose definition does not fire it moves on.
+OWNER_WAIT_MS = 60_000
 
 
 def _zone(tz: str) -> ZoneInfo:
@@ -155,16 +170,39 @@ class Schedule:
     def _datetime(self, ms: int) -> datetime:
         return datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone(_zone(self.tz))
 
-    def decide(self, stored: int | None, now_ms: int) -> tuple[int, int | None]:
-        """(new next fire time, fire time to enqueue now or None) for the stored next fire time."""
-        if stored is None or stored > now_ms:
-            return (self.next_after(now_ms) if stored is None else stored), None
+    def fingerprint(self) -> str:
+        """A short digest of what sets the fire times (cron or period, and time zone)."""
+        timing = f"{self.cron}|{None if self.every is None else round(self.every * 1000)}|{self.tz}"
+        return hashlib.sha256(timing.encode()).hexdigest()[:12]
+
+    def decide(
+        self, stored: int | None, now_ms: int, writer: str | None = None, floor: int = 0
+    ) -> tuple[int, int | None, int]:
+        """(new next fire time, fire time to enqueue now or None, new floor) for the stored state.
+
+        ``writer`` is the fingerprint of the definition that stored ``stored`` (None: unknown, a
+        value written by an earlier version), ``floor`` the time up to which it handled fires:
+        every fire time enqueued so far is at or before it. The stored time changes only to a
+        later one, or to an earlier one after the floor, so fire times are enqueued in increasing
+        order and none twice.
+        """
+        if stored is None:
+            return self.next_after(now_ms), None, now_ms
+        foreign = writer is not None and writer != self.fingerprint()
+        if stored > now_ms:
+            if foreign:  # redefined: take effect from this definition's next fire time
+                earlier = self.next_after(max(now_ms, floor))
+                if earlier < stored:
+                    return earlier, None, floor
+            return stored, None, floor
         fire = self.latest_at_or_before(now_ms)
-        if fire < stored:  # stored by another definition (the schedule changed): that time is past
-            return self.next_after(now_ms), None
+        if fire < stored:  # stored by another definition: not a fire time of this one
+            if foreign and now_ms - stored < OWNER_WAIT_MS:
+                return stored, None, floor  # left to that definition's schedulers, if any still run
+            return self.next_after(now_ms), None, now_ms
         if self.missed == "skip" and now_ms - fire > self.grace * 1000:
-            return self.next_after(now_ms), None
-        return self.next_after(now_ms), fire
+            return self.next_after(now_ms), None, now_ms
+        return self.next_after(now_ms), fire, now_ms
 
 
 def _ms(moment: datetime) -> int:

@@ -1,9 +1,15 @@
 """Scheduler: enqueues the jobs of an app's periodic schedules; any number may run at once.
 
-Each tick reads every schedule's stored next fire time (one HMGET per queue) and, for a schedule
-that is new or due, runs the ``fire`` script: a compare-and-set of the next fire time that also
-creates the fire time's job (id ``cron:<name>:<fire ms>``). Competing schedulers therefore enqueue
-each fire time exactly once. Fire times come from each scheduler's own clock: keep hosts in NTP sync.
+Each tick reads every schedule's stored next fire time and its mark (one HMGET per queue) and, for
+a schedule that is new, due or redefined, runs the ``fire`` script: a compare-and-set of both that
+also creates the fire time's job (id ``cron:<name>:<fire ms>``). Competing schedulers therefore
+enqueue each fire time exactly once. Fire times come from each scheduler's own clock: keep hosts in
+NTP sync.
+
+The mark of schedule ``name`` is the field ``name{`` of the same hash (a name never holds '{'):
+``<fingerprint>:<next fire ms>:<floor ms>`` (``Schedule.decide``). It is valid only while its next
+fire time is the stored one: an earlier version writes the plain next fire time alone, and the
+stale mark then no longer counts.
 """
 
 from __future__ import annotations
@@ -27,10 +33,33 @@ FIRED = 1
 log = logging.getLogger("conveyor.scheduler")
 
 
+def mark_field(name: str) -> str:
+    """The hash field of a schedule's mark."""
+    return name + "{"
+
+
+def read_mark(mark: str | None, stored: int | None) -> tuple[str | None, int]:
+    """(fingerprint of the definition that stored ``stored``, floor), or (None, 0) when unknown."""
+    parts = (mark or "").split(":")
+    if stored is None or len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None, 0
+    if int(parts[1]) != stored:  # stale: an earlier version stored the time since
+        return None, 0
+    return parts[0], int(parts[2])
+
+
 def fire_call(
-    core: QueueCore, schedule: Schedule, stored: int | None, new_next: int, fire: int | None
+    core: QueueCore,
+    schedule: Schedule,
+    stored: int | None,
+    new_next: int,
+    fire: int | None,
+    *,
+    mark: str | None = None,
+    new_mark: str = "",
 ) -> Call[int]:
-    """The ``fire`` script call: advance ``schedule`` from ``stored`` to ``new_next``, maybe enqueue."""
+    """The ``fire`` script call: advance ``schedule`` from ``stored`` (with ``mark``, as read) to
+    ``new_next`` (with ``new_mark``), maybe enqueue."""
     job: list[object] = ["", "", "", "", 0, 0, ""]
     if fire is not None:
         packed = core.pack(
@@ -46,7 +75,7 @@ def fire_call(
         # id, task, payload, max attempts, time limit, priority, key limit (validated, encoded)
         job = [*packed[:4], packed[6], packed[5], packed[7]]
     k = core.keys
-    args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job]
+    args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job, mark or "", new_mark]
     return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)
 
 
@@ -74,12 +103,19 @@ class Scheduler:
         created: list[str] = []
         for queue_name, schedules in by_queue.items():
             queue = self.app.queue(queue_name)
-            stored = queue.client.hmget(queue.core.keys.schedules, [s.name for s in schedules])
-            for schedule, value in zip(schedules, stored, strict=True):
+            fields = [f for s in schedules for f in (s.name, mark_field(s.name))]
+            stored = queue.client.hmget(queue.core.keys.schedules, fields)
+            for i, schedule in enumerate(schedules):
+                value, raw_mark = stored[2 * i], stored[2 * i + 1]
                 previous = None if value is None else int(text(value))
+                mark = None if raw_mark is None else text(raw_mark)
                 try:  # one schedule's failure must not stop the others (a server error does)
-                    new_next, fire = schedule.decide(previous, now_ms)
-                    call = fire_call(queue.core, schedule, previous, new_next, fire)
+                    writer, floor = read_mark(mark, previous)
+                    new_next, fire, new_floor = schedule.decide(previous, now_ms, writer, floor)
+                    new_mark = f"{schedule.fingerprint()}:{new_next}:{new_floor}"
+                    call = fire_call(
+                        queue.core, schedule, previous, new_next, fire, mark=mark, new_mark=new_mark
+                    )
                 except Exception as exc:
                     log.error(
                         "schedule %r skipped at this tick: %s: %s", schedule.name, type(exc).__name__, exc

@@ -332,3 +332,116 @@ def test_a_schedule_redefined_after_a_fire_does_not_fire_that_time_again(redis_u
     assert Scheduler(new).tick(now=t0 + 86400 + 5) == [f"cron:report:{(t0 + 86400) * 1000}"]
     old.close()
     new.close()
+
+
+def _report_app(redis_url: str, queue_name: str, **when: object) -> Conveyor:
+    app = Conveyor(redis_url, default_queue=queue_name)
+    app.task(lambda: None, name="report")
+    app.periodic("report", "report", **when)
+    return app
+
+
+def _tick_and_finish(app: Conveyor, queue_name: str, now: float) -> list[str]:
+    """One tick; the jobs it created are done and gone at once (keep_completed=0), so a fire time
+    enqueued again would be created again."""
+    created = Scheduler(app).tick(now=now)
+    queue = app.queue(queue_name)
+    for job in queue.claim(count=10):
+        queue.ack(job)
+    return created
+
+
+def test_a_redefined_schedule_takes_effect_from_the_new_definitions_next_fire_time(redis_url, queue_name):
+    """A deployment changes a daily schedule to every 60 s: its stored next fire time, the old
+    definition's next 03:00, was kept, and the new definition fired nothing until then."""
+    t0 = int(datetime(2026, 6, 1, 10, 0, tzinfo=UTC).timestamp())
+    old = _report_app(redis_url, queue_name, cron="0 3 * * *")
+    new = _report_app(redis_url, queue_name, every=60)
+    assert Scheduler(old).tick(now=t0 + 10) == []  # stores tomorrow's 03:00
+    assert Scheduler(new).tick(now=t0 + 20) == []  # the new definition's next fire time: 10:01
+    assert Scheduler(new).tick(now=t0 + 61) == [f"cron:report:{(t0 + 60) * 1000}"]
+    assert Scheduler(new).tick(now=t0 + 121) == [f"cron:report:{(t0 + 120) * 1000}"]
+    old.close()
+    new.close()
+
+
+@pytest.mark.parametrize("old_ticks_first", [True, False])
+@pytest.mark.parametrize(
+    "old_when", [{"cron": "0 3 * * *"}, {"every": 60}], ids=["daily-to-60s", "60s-to-daily"]
+)
+def test_old_and_new_schedulers_of_a_redefined_schedule_fire_each_time_once(
+    redis_url, queue_name, old_when, old_ticks_first
+):
+    """A rolling deploy: old and new definitions tick together for ten minutes across 03:00, then
+    the old ones stop. Each fire time of either is enqueued once (the stored time never flips back
+    to one that fired), the old definition's due times are left to it, and then the new one fires
+    alone."""
+    t0 = int(datetime(2026, 6, 1, 2, 55, tzinfo=UTC).timestamp())
+    new_when = {"every": 60} if "cron" in old_when else {"cron": "0 3 * * *"}
+    old = _report_app(redis_url, queue_name, **old_when)
+    new = _report_app(redis_url, queue_name, **new_when)
+    Scheduler(old).tick(now=t0 - 0.9)  # the old definition ran before the deploy
+    created: list[str] = []
+    for second in range(900):
+        ticking = [old, new] if second < 600 else [new]  # the old schedulers stop after 10 min
+        if not old_ticks_first:
+            ticking.reverse()
+        for app, offset in zip(ticking, (0.1, 0.5), strict=False):
+            created += _tick_and_finish(app, queue_name, t0 + second + offset)
+    minutes = [f"cron:report:{(t0 + m) * 1000}" for m in range(0, 900, 60)]
+    if "cron" in old_when:  # new every 60 s: each minute from its first fire time on
+        assert created == minutes[1:]
+    else:  # the old every 60 s fired until it stopped, then the new daily waits for tomorrow
+        assert created == minutes[:10]
+        tomorrow = t0 + 300 + 86400  # 03:00
+        assert Scheduler(new).tick(now=tomorrow + 5) == [f"cron:report:{tomorrow * 1000}"]
+    old.close()
+    new.close()
+
+
+def test_a_scheduler_with_a_late_clock_never_moves_a_redefined_schedule_back_to_a_fired_time(
+    redis_url, queue_name
+):
+    """A new definition moves a stored time earlier, but never to one at or before the floor,
+    the time up to which fires were handled: here a scheduler whose clock is 10 ms late would have
+    moved it back to the minute the other definition had just fired, and fired it again."""
+    t0 = T0 + 600
+    old = _report_app(redis_url, queue_name, every=60)
+    new = _report_app(redis_url, queue_name, every=30)
+    Scheduler(old).tick(now=t0 - 30)
+    assert _tick_and_finish(old, queue_name, t0 + 0.5) == [f"cron:report:{t0 * 1000}"]
+    assert _tick_and_finish(new, queue_name, t0 - 0.01) == []  # moved to t0 + 30, not to t0
+    assert _tick_and_finish(new, queue_name, t0 + 1) == []
+    assert _tick_and_finish(new, queue_name, t0 + 31) == [f"cron:report:{(t0 + 30) * 1000}"]
+    old.close()
+    new.close()
+
+
+def test_a_next_fire_time_stored_without_a_mark_is_read_and_kept_until_due(redis_url, queue_name):
+    """A plain next fire time (stored by an earlier version, which writes no mark, or with a mark
+    left from another time) names no definition: it is kept until due, then fired as before."""
+    t0 = int(datetime(2026, 6, 1, 10, 0, tzinfo=UTC).timestamp())
+    new = _report_app(redis_url, queue_name, every=60)
+    queue = new.queue(queue_name)
+    tomorrow = (t0 + 17 * 3600) * 1000  # 03:00
+    queue.client.hset(queue.core.keys.schedules, "report", str(tomorrow))
+    queue.client.hset(queue.core.keys.schedules, "report{", f"0123456789ab:{tomorrow - 1}:0")  # stale
+    assert Scheduler(new).tick(now=t0 + 5) == []
+    assert int(queue.client.hget(queue.core.keys.schedules, "report")) == tomorrow
+    assert Scheduler(new).tick(now=tomorrow / 1000 + 1) == [f"cron:report:{tomorrow}"]
+    new.close()
+
+
+def test_fire_compares_the_mark_with_the_next_fire_time(redis_url, queue_name):
+    """A stale scheduler that read the same next fire time but another mark (the schedule moved
+    away and back since) changes nothing."""
+    app = _report_app(redis_url, queue_name, every=60)
+    queue, spec = app.queue(queue_name), app.schedules["report"]
+    Scheduler(app).tick(now=T0 + 1)
+    stored = (T0 + 60) * 1000
+    mark = queue.client.hget(queue.core.keys.schedules, "report{").decode()
+    assert mark == f"{spec.fingerprint()}:{stored}:{(T0 + 1) * 1000}"
+    call = fire_call(queue.core, spec, stored, stored + 60_000, stored, mark="other:1:0", new_mark="x:1:0")
+    assert queue._run(call) == 0
+    assert queue.client.hget(queue.core.keys.schedules, "report{").decode() == mark
+    app.close()

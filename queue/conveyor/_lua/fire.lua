@@ -2,20 +2,32 @@
 -- Any number of schedulers may call this for the same fire time: only the one whose expected value
 -- still matches advances the schedule, and the job id is derived from the name and fire time, so
 -- each fire time enqueues at most one job.
--- KEYS: 1 schedules, 2 waiting, 3 marker, 4 jobs (schedules: hash of schedule name -> next fire ms)
+-- A schedule redefined under the same name may move its stored time earlier (the client decides,
+-- _schedule.py): the mark stored with it (field '<name>{', '<fingerprint>:<next>:<floor>') names
+-- the definition that wrote it and is compared too. Earlier versions' scripts write the plain
+-- time alone, which clients then read without a valid mark.
+-- KEYS: 1 schedules, 2 waiting, 3 marker, 4 jobs (schedules: hash of schedule name -> next fire ms,
+--       and '<name>{' -> its mark)
 -- ARGV: 1 schedule name, 2 expected next fire time ('' = not stored yet), 3 new next fire time (ms),
 --       4 job id ('' = advance without a job), 5 task, 6 payload, 7 max attempts,
 --       8 time limit ms of each attempt (0 = none), 9 priority level (0..9, checked by the client),
---       10 key limit ('' = none; as in enqueue.lua)
+--       10 key limit ('' = none; as in enqueue.lua), 11 expected mark ('' = none stored),
+--       12 new mark ('' = delete it)
 -- Returns: 1 advanced and the job created, 2 advanced without a job (first sighting, skipped fire,
---          or the job id exists already), 0 the expected value did not match: nothing changed.
+--          moved earlier, or the job id exists already), 0 the expected time or mark did not match:
+--          nothing changed.
 -- Errors: none of its own.
 local schedules, waiting, marker, jobs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local name, expected, new_next, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
-local current = redis.call('HGET', schedules, name)
-if (current or '') ~= expected then return 0 end
-redis.call('HSET', schedules, name, new_next)
+local current = redis.call('HMGET', schedules, name, name .. '{')
+if (current[1] or '') ~= expected or (current[2] or '') ~= ARGV[11] then return 0 end
+if ARGV[12] == '' then
+  redis.call('HSET', schedules, name, new_next)
+  redis.call('HDEL', schedules, name .. '{')
+else
+  redis.call('HSET', schedules, name, new_next, name .. '{', ARGV[12])
+end
 if id == '' then return 2 end
 
 local key, level = jobs .. id, ARGV[9]
