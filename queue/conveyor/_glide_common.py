@@ -83,10 +83,11 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
 
 
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
-_KINDS = {
+_KINDS = {  # glide's name for a server error's kind (the reply's first word read by glide)
     "NoScriptError": redis_errors.NoScriptError,
     "ResponseError": redis_errors.ResponseError,
     "ExecAbortError": redis_errors.ExecAbortError,
+    "PermissionDenied": redis_errors.NoPermissionError,  # NOPERM
 }
 
 
