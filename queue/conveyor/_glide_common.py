@@ -88,6 +88,7 @@ _KINDS = {  # glide's name for a server error's kind (the reply's first word rea
     "ResponseError": redis_errors.ResponseError,
     "ExecAbortError": redis_errors.ExecAbortError,
     "PermissionDenied": redis_errors.NoPermissionError,  # NOPERM
+    "BusyLoadingError": redis_errors.BusyLoadingError,  # LOADING: a ConnectionError in redis-py
 }
 
 

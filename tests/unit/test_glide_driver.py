@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conveyor import ConveyorError, Queue, QueueSettings
+from conveyor import ConnectionFailedError, ConveyorError, PermissionDeniedError, Queue, QueueSettings
+from conveyor._connection import translate_error
 from conveyor._glide import SEAM, GlideSync
 from conveyor._glide_async import idle_reply_loop
 from conveyor._glide_common import _info, redis_error
@@ -39,6 +40,25 @@ def test_glide_errors_become_the_redis_py_errors_conveyor_handles(kind, message,
     assert type(mapped) is expected
     assert text in str(mapped)
     assert "signalled" not in str(mapped)
+
+
+@pytest.mark.parametrize(
+    ("message", "conveyor_error", "text"),
+    [  # glide 2.6's words for these replies of Valkey 9.1
+        ("An error was signalled by the server: - BusyLoadingError: Valkey is loading the dataset in memory",
+         ConnectionFailedError, "loading the dataset"),
+        ("An error was signalled by the server: - PermissionDenied: User u has no permissions to run the "
+         "'evalsha' command", PermissionDeniedError, "the command 'EVALSHA'"),
+    ],
+)
+def test_glide_server_errors_become_the_conveyor_errors_redis_py_gives(message, conveyor_error, text):
+    """LOADING (a restart or a replica's full sync): the call did not run. redis-py raises
+    BusyLoadingError, a ConnectionError, hence ConnectionFailedError; glide's came out as a plain
+    ResponseError, which a caller retrying a lost server does not catch."""
+    mapped = translate_error("127.0.0.1:6379/0", redis_error(glide_error("RequestError", message)), None)
+    assert type(mapped) is conveyor_error
+    assert text in str(mapped)
+    assert "127.0.0.1:6379/0" in str(mapped)
 
 
 def test_info_text_is_read_as_a_dict():
