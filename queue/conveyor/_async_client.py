@@ -113,6 +113,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
                 await self.client.script_load(script.source)
             if rounds.done:
                 return rounds.replies()
+            if pause := rounds.pause():  # a TRYAGAIN: the slot's keys are moving
+                await asyncio.sleep(pause)
         raise rounds.gave_up()
 
     async def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:

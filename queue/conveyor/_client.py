@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -98,6 +99,8 @@ class Queue(QueueBase[redis.Redis]):
                 self.client.script_load(script.source)
             if rounds.done:
                 return rounds.replies()
+            if pause := rounds.pause():  # a TRYAGAIN: the slot's keys are moving
+                time.sleep(pause)
         raise rounds.gave_up()
 
     def _pipeline_on(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:

@@ -8,9 +8,11 @@ route a keyless WAIT anywhere. Calls are therefore grouped by the node serving t
 connection: ``[ASKING,] EVALSHA ... [, WAIT]``.
 
 A call redirected by ``MOVED`` (the slot map is stale: re-read it) or ``ASK`` (slot migrating),
-or refused with ``NOSCRIPT``, did not run: it is sent again in the next round, and only it. Any
-other error is raised once every group's replies are read. This module holds the state; the
-twins (``Queue`` and ``AsyncQueue``) do the I/O.
+or refused with ``NOSCRIPT`` or ``TRYAGAIN`` (its slot is migrating and only some of its keys have
+moved: the next round waits ``pause()`` first, as redis-py's cluster client does for a lone call),
+did not run: it is sent again in the next round, and only it. Any other error is raised once every
+group's replies are read. This module holds the state; the twins (``Queue`` and ``AsyncQueue``) do
+the I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ._scripts import Script, is_noscript
 from ._topology import is_cluster
 
 MAX_ROUNDS = 5  # redirections followed before giving up (a slot migrating twice is already rare)
+TRYAGAIN_PAUSE = 0.05  # seconds before re-sending a call refused with TRYAGAIN, doubled each time
 PENDING = object()
 # Errors after which the slot map may name a dead or demoted node: read it again.
 REMAP_ERRORS = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ClusterDownError)
@@ -60,6 +63,8 @@ class Rounds:
         self.wait, self.check = wait, check
         self.remap = False  # the slot map must be read again before the next round
         self.to_load: dict[str, Script] = {}
+        self.busy = 0  # rounds in which a call was refused with TRYAGAIN
+        self._busy_now = False
 
     @property
     def done(self) -> bool:
@@ -108,6 +113,8 @@ class Rounds:
                 self.remap = True
             elif isinstance(reply, redis_errors.AskError):
                 item.ask = (reply.host, int(reply.port))
+            elif isinstance(reply, redis_errors.TryAgainError):
+                self._busy_now = True
             elif isinstance(reply, BaseException) and is_noscript(reply):
                 self.to_load[item.call.script.sha] = item.call.script
             elif isinstance(reply, BaseException):
@@ -121,12 +128,23 @@ class Rounds:
         if self.wait and any(item.reply is not PENDING for item in items):
             self.check(replies[position])
 
+    def pause(self) -> float:
+        """Seconds to wait before the next round: none, unless a call was refused with TRYAGAIN
+        (a migration moving its slot's keys: give it time to finish)."""
+        if not self._busy_now:
+            return 0.0
+        self._busy_now = False
+        self.busy += 1
+        return TRYAGAIN_PAUSE * float(2 ** (self.busy - 1))
+
     def scripts_to_load(self) -> list[Script]:
         scripts, self.to_load = list(self.to_load.values()), {}
         return scripts
 
     def gave_up(self) -> ConveyorError:
-        return ConveyorError(f"a script call was still redirected after {MAX_ROUNDS} attempts")
+        return ConveyorError(
+            f"a script call was still redirected (MOVED, ASK or TRYAGAIN) after {MAX_ROUNDS} attempts"
+        )
 
 
 def _node(client: Any, item: Routed) -> Any:

@@ -292,6 +292,56 @@ def test_queue_works_after_its_slot_moves_to_another_primary(cluster: Cluster, w
     queue.close()
 
 
+@pytest.mark.parametrize(("mode", "wait"), [("sync", 0), ("sync", 1), ("async", 1)])
+def test_an_enqueue_during_a_slot_migration_waits_out_tryagain(
+    cluster: Cluster, mode: str, wait: int
+) -> None:
+    """A reshard in progress has moved some of a queue's keys: a script call naming keys on both
+    nodes is refused with TRYAGAIN, which means it did not run. redis-py's cluster client re-sends a
+    lone EVALSHA; the pipeline of EVALSHA then WAIT (wait_replicas) raised the TryAgainError at once."""
+    name = f"tryagain-{mode}-{wait}"
+    queue = Queue.from_url(cluster.url, name, wait_replicas=wait)
+    queue.enqueue_many([("t", i) for i in range(5)])
+    slot = key_slot(name.encode())
+    source = cluster.owner(slot)
+    target = next(s[0] for s in cluster.shards if s[0] is not source and s[0].running)
+    with source.client() as src, target.client() as dst:
+        source_id = src.execute_command("CLUSTER", "MYID").decode()
+        target_id = dst.execute_command("CLUSTER", "MYID").decode()
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        src.execute_command("MIGRATE", target.host, target.port, queue.core.keys.meta, 0, 5000)
+
+        def finish() -> None:  # the rest of the reshard, a moment later
+            time.sleep(0.15)
+            with source.client() as s, target.client() as d:
+                while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                    s.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+                for client in (d, s):
+                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+        rest = threading.Thread(target=finish)
+        rest.start()
+        try:
+            if mode == "sync":
+                job = queue.enqueue("t", 5)
+            else:
+                job = asyncio.run(_async_enqueue(cluster.url, name, wait))
+        finally:
+            rest.join(10)
+    assert job.created
+    assert queue.counts()["waiting"] == 6
+    queue.close()
+
+
+async def _async_enqueue(url: str, name: str, wait: int) -> Job:
+    queue = AsyncQueue.from_url(url, name, wait_replicas=wait)
+    try:
+        return await queue.enqueue("t", 5)
+    finally:
+        await queue.aclose()
+
+
 def _migrate_slot(source, target, slot: int) -> None:  # type: ignore[no-untyped-def]
     """The documented slot migration: IMPORTING/MIGRATING, MIGRATE the keys, SETSLOT NODE everywhere."""
     with source.client() as src, target.client() as dst:
