@@ -131,7 +131,9 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         return ConveyorError(f"script refused: {message}")
     if isinstance(exc, MasterNotFoundError):
         return ConnectionFailedError(f"no primary for {where}: {exc}")
-    if isinstance(exc, redis_errors.RedisClusterException):
+    # CLUSTERDOWN, MASTERDOWN and redis-py's cluster retries running out ('TTL exhausted'): the
+    # cluster cannot serve the call now, as when the server is out of reach.
+    if isinstance(exc, redis_errors.RedisClusterException | redis_errors.ClusterError):
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
         return connection_failed(where, exc)

@@ -83,12 +83,16 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
 
 
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
-_KINDS = {  # glide's name for a server error's kind (the reply's first word read by glide)
+_KINDS: dict[str, type[Exception]] = {  # glide's name for a server error's kind (the reply's first word read by glide)
     "NoScriptError": redis_errors.NoScriptError,
     "ResponseError": redis_errors.ResponseError,
     "ExecAbortError": redis_errors.ExecAbortError,
     "PermissionDenied": redis_errors.NoPermissionError,  # NOPERM
     "BusyLoadingError": redis_errors.BusyLoadingError,  # LOADING: a ConnectionError in redis-py
+    "ClusterDown": redis_errors.ClusterDownError,  # CLUSTERDOWN: the call did not run
+    "MasterDown": redis_errors.MasterDownError,  # MASTERDOWN: a replica lost its primary
+    "TryAgain": redis_errors.TryAgainError,  # TRYAGAIN: keys of a call mid-migration
+    "ReadOnly": redis_errors.ReadOnlyError,  # READONLY: a write sent to a replica
 }
 
 

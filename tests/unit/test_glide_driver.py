@@ -49,6 +49,10 @@ def test_glide_errors_become_the_redis_py_errors_conveyor_handles(kind, message,
          ConnectionFailedError, "loading the dataset"),
         ("An error was signalled by the server: - PermissionDenied: User u has no permissions to run the "
          "'evalsha' command", PermissionDeniedError, "the command 'EVALSHA'"),
+        ("An error was signalled by the server: - ClusterDown: The cluster is down",
+         ConnectionFailedError, "The cluster is down"),
+        ("An error was signalled by the server: - MasterDown: Link with MASTER is down",
+         ConnectionFailedError, "Link with MASTER is down"),
     ],
 )
 def test_glide_server_errors_become_the_conveyor_errors_redis_py_gives(message, conveyor_error, text):
@@ -117,3 +121,26 @@ def test_only_a_reply_loop_of_another_thread_left_idle_is_refused(monkeypatch):
     finally:
         ours.close()
         other.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("TryAgain", redis_errors.TryAgainError), ("ReadOnly", redis_errors.ReadOnlyError)],
+)
+def test_glide_cluster_error_kinds_are_the_redis_py_classes(name, expected):
+    """Callers (and the grouped Cluster path, which waits out TRYAGAIN) tell these apart by class,
+    as redis-py raises them; glide's came out as a plain ResponseError."""
+    message = f"An error was signalled by the server: - {name}: some text"
+    assert type(redis_error(glide_error("RequestError", message))) is expected
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [redis_errors.ClusterDownError("The cluster is down"), redis_errors.MasterDownError("MASTERDOWN"),
+     redis_errors.ClusterError("TTL exhausted.")],
+)
+def test_a_cluster_that_cannot_serve_now_is_a_connection_failure(exc):
+    """redis-py's CLUSTERDOWN, MASTERDOWN and exhausted cluster retries reached the caller raw;
+    like an unreachable server, they are ConnectionFailedError (the call can be retried)."""
+    mapped = translate_error("127.0.0.1:7000", exc, None)
+    assert type(mapped) is ConnectionFailedError and str(exc) in str(mapped)
