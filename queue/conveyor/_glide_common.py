@@ -83,7 +83,8 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
 
 
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
-_KINDS: dict[str, type[Exception]] = {  # glide's name for a server error's kind (the reply's first word read by glide)
+# glide's name for a server error's kind (the reply's first word read by glide)
+_KINDS: dict[str, type[Exception]] = {
     "NoScriptError": redis_errors.NoScriptError,
     "ResponseError": redis_errors.ResponseError,
     "ExecAbortError": redis_errors.ExecAbortError,
