@@ -16,7 +16,7 @@ from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
-from ._grouped import MAX_ROUNDS, REMAP_ERRORS, NodeCommand, Rounds
+from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call
@@ -98,7 +98,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def _send_grouped(self, calls: Sequence[Call[Any]], durable: bool) -> list[Any]:
         """One pipeline per node serving the calls' queues (concurrently), WAIT after each if ``durable``."""
         rounds = Rounds(calls, self._wait_args() if durable else None, self._check_replicas)
-        for _ in range(MAX_ROUNDS):
+        while rounds.another():
             groups = rounds.groups(self.client)
             sent = [self._pipeline_on(node, rounds.commands(items)) for node, items in groups]
             try:

@@ -16,7 +16,7 @@ from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy
 from ._direct import DirectScripts, HeldScripts
-from ._grouped import MAX_ROUNDS, REMAP_ERRORS, Rounds
+from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call
@@ -86,7 +86,7 @@ class Queue(QueueBase[redis.Redis]):
     def _send_grouped(self, calls: Sequence[Call[Any]], durable: bool) -> list[Any]:
         """One pipeline per node serving the calls' queues, each followed by WAIT if ``durable``."""
         rounds = Rounds(calls, self._wait_args() if durable else None, self._check_replicas)
-        for _ in range(MAX_ROUNDS):
+        while rounds.another():
             for node, items in rounds.groups(self.client):
                 try:
                     rounds.settle(items, self._pipeline_on(node, rounds.commands(items)))

@@ -30,6 +30,7 @@ from ._topology import is_cluster
 
 MAX_ROUNDS = 5  # redirections followed before giving up (a slot migrating twice is already rare)
 TRYAGAIN_PAUSE = 0.05  # seconds before re-sending a call refused with TRYAGAIN, doubled each time
+TRYAGAIN_ROUNDS = 6  # TRYAGAIN rounds waited out (3.15 s in all), besides the MAX_ROUNDS redirections
 PENDING = object()
 # Errors after which the slot map may name a dead or demoted node: read it again.
 REMAP_ERRORS = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ClusterDownError)
@@ -64,6 +65,7 @@ class Rounds:
         self.remap = False  # the slot map must be read again before the next round
         self.to_load: dict[str, Script] = {}
         self.busy = 0  # rounds in which a call was refused with TRYAGAIN
+        self.sent = 0  # rounds sent
         self._busy_now = False
 
     @property
@@ -128,6 +130,15 @@ class Rounds:
         if self.wait and any(item.reply is not PENDING for item in items):
             self.check(replies[position])
 
+    def another(self) -> bool:
+        """Whether to send a (further) round: up to MAX_ROUNDS redirected ones, and besides them up
+        to TRYAGAIN_ROUNDS waited out (a migration in progress counts apart from the MOVED that
+        follows its end: counted together, a slow migration used up the redirections)."""
+        if self.sent - self.busy >= MAX_ROUNDS or self.busy > TRYAGAIN_ROUNDS:
+            return False
+        self.sent += 1
+        return True
+
     def pause(self) -> float:
         """Seconds to wait before the next round: none, unless a call was refused with TRYAGAIN
         (a migration moving its slot's keys: give it time to finish)."""
@@ -135,7 +146,7 @@ class Rounds:
             return 0.0
         self._busy_now = False
         self.busy += 1
-        return TRYAGAIN_PAUSE * float(2 ** (self.busy - 1))
+        return TRYAGAIN_PAUSE * float(2 ** (self.busy - 1)) if self.busy <= TRYAGAIN_ROUNDS else 0.0
 
     def scripts_to_load(self) -> list[Script]:
         scripts, self.to_load = list(self.to_load.values()), {}
@@ -143,7 +154,8 @@ class Rounds:
 
     def gave_up(self) -> ConveyorError:
         return ConveyorError(
-            f"a script call was still redirected (MOVED, ASK or TRYAGAIN) after {MAX_ROUNDS} attempts"
+            f"a script call was still redirected (MOVED or ASK) after {MAX_ROUNDS} attempts, or refused "
+            f"with TRYAGAIN (its slot migrating) {self.busy} times"
         )
 
 
