@@ -183,12 +183,12 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
             raise
         except asyncio.CancelledError as exc:
             me = asyncio.current_task()
-            if job.stop_reason is None and not (me and me.cancelling()):  # the task raised it:
-                await _arun_failure_hooks(hooks, job, exc)  # a failure like any other (AsyncWorker)
-            elif job.stop_reason is not None:  # stopped by the worker (else the worker is ending)
+            if job.stop_reason is not None:  # stopped by the worker: time limit or cancel
                 still_running = not task.is_async and job._thread_running is not False
                 await _arun_failure_hooks(hooks, job, *stop_outcome(job, still_running))
-            else:
+            elif not (me and me.cancelling()):  # raised by the task itself: a failure like any other
+                await _arun_failure_hooks(hooks, job, exc)
+            else:  # the worker is ending: the job is given back, with no outcome
                 for hook in hooks.on_release:
                     try:
                         hook(job)

@@ -278,9 +278,7 @@ def test_queue_works_after_its_slot_moves_to_another_primary(cluster: Cluster, w
     name = f"migrating-{wait}"
     queue = Queue.from_url(cluster.url, name, wait_replicas=wait)
     queue.enqueue_many([("t", i) for i in range(5)])
-    slot = key_slot(name.encode())
-    source = cluster.owner(slot)
-    target = next(s[0] for s in cluster.shards if s[0] is not source and s[0].running)
+    slot, source, target = _slot_and_another_primary(cluster, name)
     _migrate_slot(source, target, slot)
     jobs = queue.claim(5)
     assert len(jobs) == 5
@@ -302,33 +300,24 @@ def test_an_enqueue_during_a_slot_migration_waits_out_tryagain(
     name = f"tryagain-{mode}-{wait}"
     queue = Queue.from_url(cluster.url, name, wait_replicas=wait)
     queue.enqueue_many([("t", i) for i in range(5)])
-    slot = key_slot(name.encode())
-    source = cluster.owner(slot)
-    target = next(s[0] for s in cluster.shards if s[0] is not source and s[0].running)
-    with source.client() as src, target.client() as dst:
-        source_id = src.execute_command("CLUSTER", "MYID").decode()
-        target_id = dst.execute_command("CLUSTER", "MYID").decode()
-        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    slot, source, target = _slot_and_another_primary(cluster, name)
+    _start_migration(source, target, slot)
+    with source.client() as src:  # one of the queue's keys moves first
         src.execute_command("MIGRATE", target.host, target.port, queue.core.keys.meta, 0, 5000)
 
-        def finish() -> None:  # the rest of the reshard, a moment later
-            time.sleep(0.15)
-            with source.client() as s, target.client() as d:
-                while keys := s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
-                    s.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
-                for client in (d, s):
-                    client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    def finish() -> None:  # the rest of the reshard, a moment later
+        time.sleep(0.15)
+        _finish_migration(source, target, slot)
 
-        rest = threading.Thread(target=finish)
-        rest.start()
-        try:
-            if mode == "sync":
-                job = queue.enqueue("t", 5)
-            else:
-                job = asyncio.run(_async_enqueue(cluster.url, name, wait))
-        finally:
-            rest.join(10)
+    rest = threading.Thread(target=finish)
+    rest.start()
+    try:
+        if mode == "sync":
+            job = queue.enqueue("t", 5)
+        else:
+            job = asyncio.run(_async_enqueue(cluster.url, name, wait))
+    finally:
+        rest.join(10)
     assert job.created
     assert queue.counts()["waiting"] == 6
     queue.close()
@@ -342,17 +331,39 @@ async def _async_enqueue(url: str, name: str, wait: int) -> Job:
         await queue.aclose()
 
 
-def _migrate_slot(source, target, slot: int) -> None:  # type: ignore[no-untyped-def]
-    """The documented slot migration: IMPORTING/MIGRATING, MIGRATE the keys, SETSLOT NODE everywhere."""
+def _slot_and_another_primary(cluster: Cluster, name: str):  # type: ignore[no-untyped-def]
+    """The slot of queue ``name``, the primary serving it, and another running primary."""
+    slot = key_slot(name.encode())
+    source = cluster.owner(slot)
+    return slot, source, next(s[0] for s in cluster.shards if s[0] is not source and s[0].running)
+
+
+def _node_id(node) -> str:  # type: ignore[no-untyped-def]
+    with node.client() as client:
+        return client.execute_command("CLUSTER", "MYID").decode()
+
+
+def _start_migration(source, target, slot: int) -> None:  # type: ignore[no-untyped-def]
+    """The documented slot migration's first step: the target IMPORTING, the source MIGRATING."""
     with source.client() as src, target.client() as dst:
-        source_id = src.execute_command("CLUSTER", "MYID").decode()
-        target_id = dst.execute_command("CLUSTER", "MYID").decode()
-        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", _node_id(source))
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", _node_id(target))
+
+
+def _finish_migration(source, target, slot: int) -> None:  # type: ignore[no-untyped-def]
+    """The rest: MIGRATE the slot's keys left on the source, then SETSLOT NODE on both."""
+    target_id = _node_id(target)
+    with source.client() as src, target.client() as dst:
         while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
             src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
         for client in (dst, src):
             client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def _migrate_slot(source, target, slot: int) -> None:  # type: ignore[no-untyped-def]
+    """The documented slot migration: IMPORTING/MIGRATING, MIGRATE the keys, SETSLOT NODE everywhere."""
+    _start_migration(source, target, slot)
+    _finish_migration(source, target, slot)
 
 
 def _same_slot_pair(prefix: str) -> tuple[str, str]:

@@ -46,18 +46,6 @@ def _wrap_run(monkeypatch, api, after):
     monkeypatch.setattr(cls, "_run", run)
 
 
-def _gate(api):
-    gate = threading.Event()
-    if api.is_async:
-
-        async def wait(job):
-            while not gate.is_set():
-                await asyncio.sleep(0.01)
-
-        return gate, wait
-    return gate, lambda job: gate.wait(30)
-
-
 async def test_a_job_finished_during_the_last_call_before_the_deadline_is_acked(api, monkeypatch):
     """Job B finishes after stop(); while the ack of B is in flight, job A finishes too, and the
     reply comes after the shutdown deadline. A finished before the deadline: it must be acked,
