@@ -85,6 +85,14 @@ def _check_cron_fires(expression: str) -> None:
         raise ValueError(f"invalid cron expression {expression!r}: it never matches a date to come") from exc
 
 
+def _fixed_time(expression: str) -> bool:
+    """Whether a cron expression names its minute and hour (no field of the two starts with '*')."""
+    if expression.startswith("@"):  # @hourly is '0 * * * *'; the other aliases name both
+        return expression.lower() != "@hourly"
+    minute, hour = expression.split()[:2]
+    return not (minute.startswith("*") or hour.startswith("*"))
+
+
 def _period(every: object) -> bool:
     """Whether ``every`` is a usable period: a finite number of seconds >= 0.001, not a bool."""
     return (isinstance(every, int | float) and not isinstance(every, bool)
@@ -152,7 +160,10 @@ class Schedule:
             step = round(self.every * 1000)
             return (now_ms // step + 1) * step
         it = _check_cron(str(self.cron))(str(self.cron), self._datetime(now_ms))
-        return _ms(it.get_next(datetime))
+        moment = it.get_next(datetime)
+        while self._repeated_fixed_time(moment):
+            moment = it.get_next(datetime)
+        return _ms(moment)
 
     def latest_at_or_before(self, now_ms: int) -> int:
         """The last fire time at or before ``now_ms``."""
@@ -163,9 +174,20 @@ class Schedule:
         # One second later as an instant, not as local time: adding to a local time drops its fold,
         # so in a repeated hour (DST ends) it landed an hour earlier, on a fire time already past.
         latest = _ms(croniter(str(self.cron), self._datetime(now_ms + 1000)).get_prev(datetime))
-        if latest > now_ms:
-            latest = _ms(croniter(str(self.cron), self._datetime(latest)).get_prev(datetime))
+        if latest > now_ms or self._repeated_fixed_time(self._datetime(latest)):
+            it = croniter(str(self.cron), self._datetime(latest))
+            while latest > now_ms or self._repeated_fixed_time(self._datetime(latest)):
+                latest = _ms(it.get_prev(datetime))
         return latest
+
+    def _repeated_fixed_time(self, moment: datetime) -> bool:
+        """Whether ``moment`` is the second occurrence of a local time that a fixed-time cron names.
+
+        As cron does when clocks fall back: an expression that names its minute and hour ('30 2 * * *')
+        fires once, at the first occurrence; one with '*' in either field fires at every instant.
+        """
+        repeated = moment.fold == 1 and moment.replace(fold=0).utcoffset() != moment.utcoffset()
+        return repeated and _fixed_time(str(self.cron))
 
     def _datetime(self, ms: int) -> datetime:
         return datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone(_zone(self.tz))

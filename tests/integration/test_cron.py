@@ -289,6 +289,33 @@ def test_a_cron_schedule_fires_each_time_once_across_the_autumn_dst_change(redis
     app.close()
 
 
+def test_a_fixed_time_cron_schedule_fires_once_in_the_repeated_autumn_hour(redis_url, queue_name):
+    """Europe/Paris repeats 02:00-03:00 on 2026-10-25. A daily '30 2 * * *' ran twice that night, at
+    00:30 and 01:30 UTC (croniter yields both occurrences of 02:30). As cron does, a schedule that
+    names its minute and hour fires once, at the first occurrence; one with '*' in the minute or
+    hour field ('*/20 2 * * *') fires at every matching instant, as the half-hourly one above."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+    app.task(lambda: None, name="report")
+    app.periodic("daily", "report", cron="30 2 * * *", tz="Europe/Paris")
+    app.periodic("early", "report", cron="*/20 2 * * *", tz="Europe/Paris")
+    scheduler, queue = Scheduler(app), app.queue(queue_name)
+    start = int(datetime(2026, 10, 24, 22, 0, tzinfo=UTC).timestamp())
+    scheduler.tick(now=start)
+    created: list[str] = []
+    for now in range(start + 60, start + 28 * 3600, 60):
+        created += scheduler.tick(now=now)
+        for job in queue.claim(count=10):
+            queue.ack(job)
+
+    def utc(name: str) -> list[str]:
+        stamps = [int(i.rsplit(":", 1)[1]) // 1000 for i in created if i.startswith(f"cron:{name}:")]
+        return [datetime.fromtimestamp(s, UTC).strftime("%d %H:%M") for s in stamps]
+    assert utc("daily") == ["25 00:30", "26 01:30"]
+    both = ["25 00:00", "25 00:20", "25 00:40", "25 01:00", "25 01:20", "25 01:40"]
+    assert utc("early") == [*both, "26 01:00", "26 01:20", "26 01:40"]
+    app.close()
+
+
 def test_cron_expressions_that_never_fire_or_fire_at_random_times_are_refused(redis_url, queue_name):
     """Accepted before: a date that never comes ('0 0 30 2 *') then failed at every tick of every
     scheduler, logged once a second forever, and never fired; a random field ('R') gave each
