@@ -264,6 +264,19 @@ def test_a_schedule_failing_at_a_tick_is_logged_by_name_and_the_others_still_fir
     app.close()
 
 
+def _tick_each_minute(app: Conveyor, queue_name: str, start: int, hours: int) -> list[str]:
+    """One scheduler ticking each minute for ``hours``; each job is done at once (keep_completed=0:
+    its record goes), so a fire time enqueued again would be created again."""
+    scheduler, queue = Scheduler(app), app.queue(queue_name)
+    scheduler.tick(now=start)
+    created: list[str] = []
+    for now in range(start + 60, start + hours * 3600, 60):
+        created += scheduler.tick(now=now)
+        for job in queue.claim(count=10):
+            queue.ack(job)
+    return created
+
+
 def test_a_cron_schedule_fires_each_time_once_across_the_autumn_dst_change(redis_url, queue_name):
     """Europe/Paris falls back on 2026-10-25 at 01:00 UTC (03:00 CEST -> 02:00 CET). During the
     repeated hour the latest fire time was computed in the first occurrence of the hour (adding a
@@ -276,14 +289,8 @@ def test_a_cron_schedule_fires_each_time_once_across_the_autumn_dst_change(redis
         pass
 
     app.periodic("half-hourly", report, cron="*/30 * * * *", tz="Europe/Paris")
-    scheduler, queue = Scheduler(app), app.queue(queue_name)
     start = int(datetime(2026, 10, 24, 23, 10, tzinfo=UTC).timestamp())
-    scheduler.tick(now=start)
-    created: list[str] = []
-    for now in range(start + 60, start + 4 * 3600, 60):
-        created += scheduler.tick(now=now)
-        for job in queue.claim(count=10):  # done at once: with keep_completed=0 its record goes
-            queue.ack(job)
+    created = _tick_each_minute(app, queue_name, start, hours=4)
     expected = [f"cron:half-hourly:{(start + 20 * 60 + 1800 * i) * 1000}" for i in range(8)]
     assert created == expected  # 23:30 to 03:00 UTC: each half hour once, none twice
     app.close()
@@ -298,14 +305,8 @@ def test_a_fixed_time_cron_schedule_fires_once_in_the_repeated_autumn_hour(redis
     app.task(lambda: None, name="report")
     app.periodic("daily", "report", cron="30 2 * * *", tz="Europe/Paris")
     app.periodic("early", "report", cron="*/20 2 * * *", tz="Europe/Paris")
-    scheduler, queue = Scheduler(app), app.queue(queue_name)
     start = int(datetime(2026, 10, 24, 22, 0, tzinfo=UTC).timestamp())
-    scheduler.tick(now=start)
-    created: list[str] = []
-    for now in range(start + 60, start + 28 * 3600, 60):
-        created += scheduler.tick(now=now)
-        for job in queue.claim(count=10):
-            queue.ack(job)
+    created = _tick_each_minute(app, queue_name, start, hours=28)
 
     def utc(name: str) -> list[str]:
         stamps = [int(i.rsplit(":", 1)[1]) // 1000 for i in created if i.startswith(f"cron:{name}:")]
