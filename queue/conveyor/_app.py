@@ -14,6 +14,7 @@ from ._models import Job, Limit, QueueSettings
 from ._schedule import Schedule
 from ._serialize import encode_payload
 from ._tasks import Task, TaskOptions
+from ._topology import check_url
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -25,7 +26,7 @@ class Conveyor:
 
     ``settings`` (or keyword overrides of [QueueSettings][conveyor.QueueSettings]) apply to every
     queue of the app. Queue clients are created on first use, one per queue name (sync and asyncio
-    separately).
+    separately); a URL no client could use (its scheme, hosts, database or options) is refused here.
     """
 
     def __init__(
@@ -36,6 +37,7 @@ class Conveyor:
         settings: QueueSettings | None = None,
         **overrides: Any,
     ) -> None:
+        check_url(url)  # here, not at the first enqueue of a web request
         self.url = url
         self.default_queue = default_queue
         self.settings = resolve_settings(settings, overrides)

@@ -78,6 +78,13 @@ def parse_target(url: str) -> Target:
     return Target(kind, urlunsplit((plain, netloc, "/" + db, parts.query, "")), hosts, service)
 
 
+def check_url(url: object) -> None:
+    """Refuse, with no I/O, a URL that no client could be built from (so an app refuses it at once)."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str such as 'redis://localhost:6379/0', not {type(url).__name__}")
+    parse_url(parse_target(url).url)  # type: ignore[no-untyped-call]  # ValueError naming a bad option
+
+
 def _check_db(db: str, url: str) -> None:
     """Refuse a database path that is not a number: redis-py ignores it and uses db 0."""
     if db and not (db.isascii() and db.isdigit()):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conveyor import InvalidNameError
+from conveyor import Conveyor, InvalidNameError
 from conveyor._topology import parse_target
 
 
@@ -83,3 +83,21 @@ def test_a_bad_database_error_does_not_echo_the_password() -> None:
     with pytest.raises(InvalidNameError) as info:
         parse_target("redis://admin:s3cret@h:1/x")
     assert "s3cret" not in str(info.value) and "admin" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "error", "message"),
+    [
+        ("localhost:6379", InvalidNameError, "scheme"),
+        ("redis://u:secret@h:1/db", InvalidNameError, "database 'db'"),
+        ("redis://h:1/0?socket_timeout=soon", ValueError, "socket_timeout"),
+        ("redis+cluster://a:1,b", InvalidNameError, "host:port"),
+        (None, TypeError, "url must be a str"),
+    ],
+)
+def test_an_app_refuses_a_bad_url_when_it_is_created(url: object, error: type, message: str) -> None:
+    """The app kept any URL and the error came at its first enqueue or worker start: in a web
+    application, at the first request that enqueued, long after the deployment looked healthy."""
+    with pytest.raises(error, match=message) as info:
+        Conveyor(url)  # type: ignore[arg-type]
+    assert "secret" not in str(info.value)
