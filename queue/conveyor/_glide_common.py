@@ -52,7 +52,7 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
         ca = options.get("ssl_ca_certs")
         tls = glide.TlsAdvancedConfiguration(
             use_insecure_tls=options.get("ssl_cert_reqs", "").lower() == "none" or None,
-            root_pem_cacerts=Path(ca).read_bytes() if ca else None,
+            root_pem_cacerts=_read_ca(ca) if ca else None,
         )
     credentials = None
     if parts.password is not None or parts.username:
@@ -72,6 +72,14 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
             connection_timeout=max(1, round(settings.connect_timeout * 1000)), tls_config=tls
         ),
     )
+
+
+def _read_ca(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        problem = f"URL option ssl_ca_certs names {path}, which cannot be read: {exc.strerror}"
+        raise ConveyorError(problem) from exc
 
 
 def _arg(value: Any) -> str | bytes:

@@ -84,6 +84,13 @@ def test_what_glide_cannot_do_is_an_explicit_error(url, match):
         Queue.from_url(url, "q", driver="glide")
 
 
+def test_a_missing_ca_file_is_an_error_naming_the_option(tmp_path):
+    """It was a bare FileNotFoundError from inside the glide configuration."""
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConveyorError, match=f"ssl_ca_certs names {missing}.*cannot be read"):
+        Queue.from_url(f"rediss://:secret@127.0.0.1:6379/0?ssl_ca_certs={missing}", "q", driver="glide")
+
+
 def test_an_unknown_driver_is_refused():
     with pytest.raises(ValueError, match="driver must be"):
         QueueSettings(driver="aioredis")
