@@ -365,7 +365,7 @@ class QueueCore:
         k = self.keys
         return Call(
             Scripts.CANCEL.value,
-            (k.waiting, k.delayed, k.jobs, *self._result_keys()),
+            (k.waiting, k.delayed, k.jobs, *self._result_keys(), k.marker),
             (job_id, self._result_ttl_ms()),
             lambda r: int(r[0]) in (1, 2),  # 2: active, its worker is asked to stop it
         )
