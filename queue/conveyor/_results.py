@@ -78,7 +78,10 @@ def results_off(queue: str) -> ConveyorError:
 
 def check_wait(job_id: str, timeout: float | None) -> str:
     validate_name("job id", job_id)
-    if timeout is not None and not timeout >= 0:
+    # a str failed in a comparison (TypeError naming no argument), True waited 1 s
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
         raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
     return job_id
 
