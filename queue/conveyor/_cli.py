@@ -34,7 +34,8 @@ def load_app(path: str) -> Conveyor:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module that exits on import (argparse at top level)
+        # left the command with the module's exit code (3 is a forced worker exit) and no message
         raise BadInput(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from exc
     app: Any = module
     for part in attribute.split("."):

@@ -18,6 +18,7 @@ from ._connection import check_policy
 from ._direct import DirectScripts, HeldScripts
 from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
+from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call
 from ._replies import settle_single
@@ -267,6 +268,7 @@ class Queue(QueueBase[redis.Redis]):
 
     def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
+        validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
         try:
             return self.core.parse_job(job_id, self.client.hgetall(self.core.keys.job(job_id)))
         except REDIS_ERRORS as exc:

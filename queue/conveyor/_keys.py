@@ -26,6 +26,16 @@ def validate_name(kind: str, name: object) -> str:
         raise InvalidNameError(f"{kind} name {name!r} must not contain '{{' or '}}' (hash tag characters)")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidNameError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if not name.isascii():
+        # Names are sent as UTF-8: a lone surrogate (os.fsdecode of a bad byte, for example) used to
+        # fail in the client's encoder, with an error naming no argument, and with automatic
+        # batching it failed every concurrent caller sent in the same call.
+        try:
+            name.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidNameError(
+                f"{kind} name {name!r} is not valid Unicode text (lone surrogate at index {exc.start})"
+            ) from None
     return name
 
 

@@ -237,6 +237,9 @@ class QueueCore:
     def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
         """Record a failed attempt; the reply says 'retry' or 'failed'."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        # Sent as UTF-8: a lone surrogate (a path os.fsdecode made from bad bytes) failed to encode,
+        # and the attempt was not recorded; escaped, the text still shows the byte.
+        message = message.encode("utf-8", "backslashreplace").decode()
         delay = retry_delay_ms(self.settings.backoff, job.attempts, job.max_attempts, retry)
         k = self.keys
 
