@@ -25,6 +25,12 @@ ClientT = TypeVar("ClientT")
 
 def resolve_settings(settings: QueueSettings | None, overrides: dict[str, Any]) -> QueueSettings:
     """Settings given as an object, keyword overrides, or both (overrides win)."""
+    if settings is not None and not isinstance(settings, QueueSettings):
+        # a dict here failed in dataclasses.replace, naming neither the argument nor what it needs
+        raise TypeError(
+            f"settings must be a conveyor.QueueSettings (or give them as keyword arguments), "
+            f"got {type(settings).__name__}"
+        )
     return replace(settings or QueueSettings(), **overrides)
 
 

@@ -10,7 +10,7 @@ from ._errors import ConveyorError
 from ._keys import validate_name
 from ._retry import Backoff
 from ._serialize import JSON, Serializer, decode_payload
-from ._settings_checks import MAX_SECONDS, settings_problems
+from ._settings_checks import MAX_SECONDS, finite, settings_problems
 
 STATES = {
     "w": "waiting",
@@ -131,8 +131,9 @@ class Limit:
             raise ValueError(f"limit {self.key!r}: concurrency must be an int >= 1, got {self.concurrency!r}")
         rate = self.rate
         # At least one start per MAX_SECONDS: a smaller rate's interval overflows (1e-320 gave inf).
+        # A huge int (10**400) raised OverflowError in isfinite: only a float-sized one is a rate.
         if rate is not None and (
-            type(rate) not in (int, float) or not math.isfinite(rate) or not rate >= 1 / MAX_SECONDS
+            type(rate) not in (int, float) or not finite(rate) or not rate >= 1 / MAX_SECONDS
         ):
             raise ValueError(
                 f"limit {self.key!r}: rate must be at least {1 / MAX_SECONDS:g} jobs per second "

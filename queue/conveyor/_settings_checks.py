@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ._retry import MAX_DELAY
+from ._retry import MAX_DELAY, Backoff
 
 MAX_SECONDS = MAX_DELAY  # 1e9 s, about 31 years; far beyond any lease, timeout or retention a queue needs
 NO_LIMIT = math.inf
@@ -63,9 +63,23 @@ def settings_problems(settings: Any) -> list[str]:
             for name in FLAGS if not isinstance(getattr(settings, name), bool)]  # fmt: skip
     if not _is_int(settings.protocol) or settings.protocol not in (2, 3):
         out.append(f"protocol must be 2 or 3, got {settings.protocol!r}")
+    # Used only later (at a job's first failure, or its first enqueue), where a wrong object
+    # raised AttributeError: 'int' object has no attribute 'delay' / 'dumps'.
+    if not isinstance(settings.backoff, Backoff):
+        out.append(f"backoff must be a conveyor.Backoff, got {settings.backoff!r}")
+    if not all(callable(getattr(settings.serializer, method, None)) for method in ("dumps", "loads")):
+        out.append(f"serializer must have dumps() and loads() methods, got {settings.serializer!r}")
     if settings.driver not in DRIVERS:
         out.append(f"driver must be 'redis-py' or 'glide', got {settings.driver!r}")
     return [message for message in out if message]
+
+
+def finite(value: float) -> bool:
+    """Whether ``value`` is finite; an int too large for a float is not (math.isfinite raises)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float (10**400): OverflowError escaped before
+        return False
 
 
 def _is_int(value: object) -> bool:
@@ -82,7 +96,7 @@ def _count_problem(name: str, value: object, low: int, high: float) -> str:
 def _duration_problem(name: str, value: object, rule: Seconds) -> str:
     if value is None and rule.optional:
         return ""
-    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    number = isinstance(value, int | float) and not isinstance(value, bool) and finite(value)
     if number and value > MAX_SECONDS:  # type: ignore[operator]
         return f"{name} must be at most {MAX_SECONDS:g} s, got {value!r}"
     if number and (value >= rule.low if rule.inclusive else value > rule.low):  # type: ignore[operator]
