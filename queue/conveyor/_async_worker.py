@@ -14,6 +14,7 @@ from ._dispatch import (
     RECOVERABLE,
     Dispatcher,
     WorkerOptions,
+    check_first_run,
     fail_call,
     failure_of,
     idle_wait,
@@ -84,6 +85,7 @@ class AsyncWorker:
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
+        self._ran = False
 
     def _new_lanes(self, pumps: int, options: dict[str, Any]) -> list[AsyncWorker]:
         """The lanes of a worker with several pumps (none with one): same class and handlers,
@@ -126,7 +128,9 @@ class AsyncWorker:
 
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
-        delayed jobs, retries waiting out their backoff too, stay for a later worker)."""
+        delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
+        runs once: a second call raises RuntimeError."""
+        check_first_run(self)
         if self._lanes:
             return await self._run_lanes()
         pump, maint = self._role("pump"), self._role("maint")
@@ -182,13 +186,20 @@ class AsyncWorker:
         return self.stats
 
     def _lanes_want_marker(self) -> bool:
-        return any(lane._dispatch.wants_marker() for lane in self._lanes)
+        return any(lane._wants_marker() for lane in self._lanes)
+
+    def _wants_marker(self) -> bool:
+        """A lane that ended (burst: nothing left for it when it looked) claims nothing more: its
+        free slots must not draw the wake-ups the lanes still running need."""
+        return not self._finished.is_set() and self._dispatch.wants_marker()
 
     def _wake_lanes(self) -> None:
         """Wake ONE lane, the one with the most free slots: waking all would send an empty claim
         from every other lane per wake-up. While work remains, the claim script wakes the marker
-        again, and the next wake-up goes to a lane that still has room."""
-        free = [lane for lane in self._lanes if lane._dispatch.wants_marker()]
+        again, and the next wake-up goes to a lane that still has room. (A burst lane that ended
+        drew them all before: a job enqueued meanwhile waited for a running lane's block timeout
+        or its busy handlers, with its slots free.)"""
+        free = [lane for lane in self._lanes if lane._wants_marker()]
         if free:
             max(free, key=lambda lane: lane.options.capacity - lane._dispatch.held)._wake.set()
 
@@ -246,6 +257,11 @@ class AsyncWorker:
                 failure = failure_of(job, exc)  # attempt's failure, never the end of the slot or loop
             if job.stop_reason is not None:
                 self._after_stop(me, timer)
+                # Settled as stopped whatever the handler did once asked to stop: a handler that
+                # swallowed its CancelledError and returned was acked as completed (a cancelled
+                # job ended completed, a time limit was not enforced); one that raised something
+                # else got that error and its retry rule (see Job.cancelled: it is discarded).
+                failure, result = stopped(job, job.stop_reason, thread_runs_on(handler, job)), None
             elif timer is not None:
                 timer.cancel()
             del self._running[token]

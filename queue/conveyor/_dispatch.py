@@ -48,21 +48,36 @@ class WorkerOptions:
     install_signal_handlers: bool = True
 
     def __post_init__(self) -> None:
-        if not 1 <= self.concurrency <= MAX_BATCH:
-            raise ValueError(f"concurrency must be in 1..{MAX_BATCH}, got {self.concurrency}")
-        if not 0 <= self.prefetch <= MAX_BATCH:
-            raise ValueError(f"prefetch must be in 0..{MAX_BATCH}, got {self.prefetch}")
-        if not self.shutdown_timeout >= 0:  # inf: no deadline; NaN is refused
+        # Types first: a float count (2.5 slots, 0.5 prefetch) or a str passed the range checks
+        # or failed them with a bare TypeError, and a float claim budget then failed every pump
+        # call for ever ("worker pump error; retrying") instead of being refused here.
+        if not _is_int(self.concurrency) or not 1 <= self.concurrency <= MAX_BATCH:
+            raise ValueError(f"concurrency must be in 1..{MAX_BATCH} (an int), got {self.concurrency!r}")
+        if not _is_int(self.prefetch) or not 0 <= self.prefetch <= MAX_BATCH:
+            raise ValueError(f"prefetch must be in 0..{MAX_BATCH} (an int), got {self.prefetch!r}")
+        if not _is_number(self.shutdown_timeout) or not self.shutdown_timeout >= 0:  # inf: no deadline
             raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {self.shutdown_timeout!r}")
-        if not 0 < self.block_timeout <= MAX_SECONDS:  # the wait's TTLs and socket timeout derive from it
-            raise ValueError(
+        if not _is_number(self.block_timeout) or not 0 < self.block_timeout <= MAX_SECONDS:
+            raise ValueError(  # the wait's TTLs and socket timeout derive from it
                 f"block_timeout must be > 0 and at most {MAX_SECONDS:g} seconds, got {self.block_timeout!r}"
             )
+        for flag in ("burst", "install_signal_handlers"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
 
     @property
     def capacity(self) -> int:
         """Most jobs leased at once: running plus prefetched."""
         return min(MAX_BATCH, self.concurrency + self.prefetch)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    """A real number of seconds (NaN is left to the range check, which refuses it)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,15 @@ class Failure:
     job: Job
     error: str
     retry: bool
+
+
+def check_first_run(worker: Any) -> None:
+    """Refuse a second run() of a worker: its stop is final (set when a run ends, and a stop()
+    before run() must hold), so a second run returned at once and ran nothing, silently."""
+    if worker._ran:
+        name = type(worker).__name__
+        raise RuntimeError(f"{name}.run() was called already: a worker runs once; create a new {name}")
+    worker._ran = True
 
 
 def validate_handlers(handlers: Mapping[str, Callable[..., Any]], want_async: bool) -> None:

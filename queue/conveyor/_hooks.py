@@ -94,7 +94,7 @@ def stop_outcome(job: Job, still_running: bool) -> tuple[BaseException, bool]:
     return exc, failure.retry and will_retry(job, exc)
 
 
-def _report(hook: Hook, exc: Exception) -> None:
+def _report(hook: Hook, exc: BaseException) -> None:
     log.exception("hook %s raised %s; ignored", getattr(hook, "__qualname__", hook), type(exc).__name__)
 
 
@@ -102,7 +102,7 @@ def _run_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool |
     for hook in hooks.after_failure(job, exc, retry):
         try:
             hook(job, exc)
-        except Exception as hook_exc:
+        except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
             _report(hook, hook_exc)
 
 
@@ -111,7 +111,9 @@ async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry:
         try:
             if (pending := _start(hook, job, exc)) is not None:
                 await pending
-        except Exception as hook_exc:
+        except asyncio.CancelledError:
+            raise  # the worker's own (shutdown deadline): the attempt ends, no outcome
+        except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
             _report(hook, hook_exc)
 
 
@@ -133,8 +135,11 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
         try:
             for hook in hooks.before:
                 hook(job)
+            if job.stop_reason is not None:  # cancelled or timed out during the hooks: settled
+                _run_failure_hooks(hooks, job, *stop_outcome(job, True))  # already, never started
+                return None
             result = bare(job)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit too: the worker fails the attempt, the hooks say so
             _run_failure_hooks(hooks, job, *(stop_outcome(job, True) if job.stop_reason else (exc, None)))
             raise
         if job.stop_reason is not None:
@@ -143,7 +148,7 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
         for hook in reversed(hooks.after):
             try:
                 hook(job, result)
-            except Exception as hook_exc:
+            except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
                 _report(hook, hook_exc)
         return result
 
@@ -173,37 +178,50 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         return in_thread(bare, not task.is_async)
 
     async def hooked(job: Job) -> Any:
+        if not task.is_async:  # no thread runs it during the before hooks: stopped then, it never
+            job._thread_running = False  # ran, and is retried (it was failed as still running)
         try:
             for hook in hooks.before:
                 if (pending := _start(hook, job)) is not None:
                     await pending
             result = await bare(job)
-        except Exception as exc:
-            await _arun_failure_hooks(hooks, job, exc)
-            raise
         except asyncio.CancelledError as exc:
             me = asyncio.current_task()
             if job.stop_reason is not None:  # stopped by the worker: time limit or cancel
-                still_running = not task.is_async and job._thread_running is not False
-                await _arun_failure_hooks(hooks, job, *stop_outcome(job, still_running))
+                await _arun_failure_hooks(hooks, job, *stop_outcome(job, _thread_runs(task, job)))
             elif not (me and me.cancelling()):  # raised by the task itself: a failure like any other
                 await _arun_failure_hooks(hooks, job, exc)
             else:  # the worker is ending: the job is given back, with no outcome
                 for hook in hooks.on_release:
                     try:
                         hook(job)
-                    except Exception as hook_exc:
+                    except BaseException as hook_exc:
                         _report(hook, hook_exc)
             raise
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the worker fails the
+            # attempt. Raised once the worker asked it to stop: settled as stopped (see AsyncWorker).
+            stop = stop_outcome(job, _thread_runs(task, job)) if job.stop_reason else (exc, None)
+            await _arun_failure_hooks(hooks, job, *stop)
+            raise
+        if job.stop_reason is not None:  # it swallowed its stop and returned: settled as stopped
+            await _arun_failure_hooks(hooks, job, *stop_outcome(job, _thread_runs(task, job)))
+            return result
         for hook in reversed(hooks.after):
             try:
                 if (pending := _start(hook, job, result)) is not None:
                     await pending
-            except Exception as hook_exc:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
                 _report(hook, hook_exc)
         return result
 
     return in_thread(hooked, not task.is_async)
+
+
+def _thread_runs(task: Task[..., Any], job: Job) -> bool:
+    """Whether a thread may still run a stopped attempt of a sync task (as ``thread_runs_on``)."""
+    return not task.is_async and job._thread_running is not False
 
 
 def _in_a_thread(job: Job, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ from ._dispatch import (
     Dispatcher,
     Failure,
     WorkerOptions,
+    check_first_run,
     fail_call,
     failure_of,
     idle_wait,
@@ -78,6 +79,7 @@ class Worker:
         self._ready: stdlib_queue.SimpleQueue[Job | None] = stdlib_queue.SimpleQueue()
         self._wake, self._stop, self._finished = threading.Event(), threading.Event(), threading.Event()
         self._lock = threading.Lock()
+        self._ran = False
 
     @property
     def stats(self) -> dict[str, int]:
@@ -95,7 +97,9 @@ class Worker:
 
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
-        delayed jobs, retries waiting out their backoff too, stay for a later worker)."""
+        delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
+        runs once: a second call raises RuntimeError."""
+        check_first_run(self)
         pump, maint = self._role("pump"), self._role("maint")
         waiter = self._waiter or self._own_waiter()
         threads = [
