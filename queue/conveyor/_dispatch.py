@@ -24,7 +24,7 @@ from ._models import Job, QueueSettings
 from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
 from ._results import encode_result
-from ._settings_checks import MAX_SECONDS
+from ._settings_checks import Seconds, _count_problem, _duration_problem
 
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
@@ -48,19 +48,20 @@ class WorkerOptions:
     install_signal_handlers: bool = True
 
     def __post_init__(self) -> None:
-        # Types first: a float count (2.5 slots, 0.5 prefetch) or a str passed the range checks
-        # or failed them with a bare TypeError, and a float claim budget then failed every pump
-        # call for ever ("worker pump error; retrying") instead of being refused here.
-        if not _is_int(self.concurrency) or not 1 <= self.concurrency <= MAX_BATCH:
-            raise ValueError(f"concurrency must be in 1..{MAX_BATCH} (an int), got {self.concurrency!r}")
-        if not _is_int(self.prefetch) or not 0 <= self.prefetch <= MAX_BATCH:
-            raise ValueError(f"prefetch must be in 0..{MAX_BATCH} (an int), got {self.prefetch!r}")
-        if not _is_number(self.shutdown_timeout) or not self.shutdown_timeout >= 0:  # inf: no deadline
-            raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {self.shutdown_timeout!r}")
-        if not _is_number(self.block_timeout) or not 0 < self.block_timeout <= MAX_SECONDS:
-            raise ValueError(  # the wait's TTLs and socket timeout derive from it
-                f"block_timeout must be > 0 and at most {MAX_SECONDS:g} seconds, got {self.block_timeout!r}"
-            )
+        # The shared rules of counts and durations check the type too: a float count (2.5 slots,
+        # 0.5 prefetch) or a str passed the bare range checks or failed them with a TypeError, and a
+        # float claim budget then failed every pump call for ever ("worker pump error; retrying").
+        problem = (
+            _count_problem("concurrency", self.concurrency, 1, MAX_BATCH)
+            or _count_problem("prefetch", self.prefetch, 0, MAX_BATCH)
+            # the wait's TTLs and socket timeout derive from it
+            or _duration_problem("block_timeout", self.block_timeout, Seconds())
+        )
+        if problem:
+            raise ValueError(problem)
+        timeout = self.shutdown_timeout  # inf: no deadline, so not a duration rule (finite, capped)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+            raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {timeout!r}")
         for flag in ("burst", "install_signal_handlers"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
@@ -69,15 +70,6 @@ class WorkerOptions:
     def capacity(self) -> int:
         """Most jobs leased at once: running plus prefetched."""
         return min(MAX_BATCH, self.concurrency + self.prefetch)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    """A real number of seconds (NaN is left to the range check, which refuses it)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,11 +133,11 @@ def test_worker_rejects_handlers_of_the_wrong_kind():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"concurrency": 0}, "concurrency must be in 1..1000"),
-        ({"concurrency": 1001}, "concurrency must be in 1..1000"),
-        ({"prefetch": -1}, "prefetch must be in 0..1000"),
+        ({"concurrency": 0}, "concurrency must be an int in 1..1000"),
+        ({"concurrency": 1001}, "concurrency must be an int in 1..1000"),
+        ({"prefetch": -1}, "prefetch must be an int in 0..1000"),
         ({"shutdown_timeout": -1}, "shutdown_timeout must be >= 0"),
-        ({"block_timeout": 0}, "block_timeout must be > 0"),
+        ({"block_timeout": 0}, "block_timeout must be a finite number of seconds > 0"),
     ],
 )
 def test_worker_options_are_validated(options, message):

@@ -327,17 +327,23 @@ local function flush_limits(limits, waiting, now)
   end
 end
 
+-- Up to n parked jobs of limit key g, oldest first, to the claim end of their levels, its running
+-- count unchanged (cancel hands on the turn of a released job it removed). Returns how many moved.
+local function release_parked(waiting, jobs, g, n)
+  local ids = redis.call('RPOP', waiting .. ':p:' .. g, n)
+  if not ids then return 0 end
+  redis.call('DECRBY', waiting .. ':pn', #ids)
+  for i = 1, #ids do requeue('RPUSH', waiting, jobs, ids[i]) end
+  return #ids
+end
+
 -- n jobs of limit key g left the active set: free their slots and release up to n parked jobs of
 -- the key, oldest first, to the claim end of their levels (as n single frees would). Returns how
 -- many were released (the caller wakes a worker when any was).
 local function free_slots(waiting, jobs, g, n)
   local running = waiting .. ':g'
   if redis.call('HINCRBY', running, g, -n) <= 0 then redis.call('HDEL', running, g) end
-  local ids = redis.call('RPOP', waiting .. ':p:' .. g, n)
-  if not ids then return 0 end
-  redis.call('DECRBY', waiting .. ':pn', #ids)
-  for i = 1, #ids do requeue('RPUSH', waiting, jobs, ids[i]) end
-  return #ids
+  return release_parked(waiting, jobs, g, n)
 end
 
 local function free_slot(waiting, jobs, g)

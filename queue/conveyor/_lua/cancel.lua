@@ -42,12 +42,7 @@ end
 redis.call('DEL', key)
 if f[3] and f[5] and not was_parked
     and (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0) < tonumber(f[5]) then
-  local next_id = redis.call('RPOP', waiting .. ':p:' .. f[3])
-  if next_id then
-    redis.call('DECR', waiting .. ':pn')
-    requeue('RPUSH', waiting, jobs, next_id)
-    wake(KEYS[7])
-  end
+  if release_parked(waiting, jobs, f[3], 1) > 0 then wake(KEYS[7]) end
 end
 use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
 if RESULTS.ttl > 0 then
