@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from ._app import Conveyor
-from ._cli import EXIT_OK, BadInput, load_app
+from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, load_app
 from ._client import Queue
 from ._inspect import LISTABLE
 from ._models import Job
@@ -196,7 +196,8 @@ def failed_job_command(
     def decorate(operation: Callable[[Queue, list[str] | None], int]) -> Any:
         @cli.command(
             name=action,
-            help=f"{summary} failed jobs of one queue: JOB_IDS, or every one with --all.",
+            help=f"{summary} failed jobs of one queue: JOB_IDS, or every one with --all. "
+            "Given ids that are not failed are named and skipped (exit code 1).",
         )
         @common
         @click.option("-q", "--queue", "queue_name", required=True, help="The queue of the failed jobs.")
@@ -215,15 +216,30 @@ def failed_job_command(
                 raise BadInput(f"{action}: give job ids or --all (not both)")
             _setup_logging(log_level)
             app = load_app(app_path)
-            queue = check_queues(app, [queue_name])[0]
-            done = operation(app.queue(queue), list(job_ids) or None)
+            queue = app.queue(check_queues(app, [queue_name])[0])
+            skipped = not_failed(queue, job_ids)
+            done = operation(queue, list(job_ids) or None)
             app.close()
             click.echo(f"{verb} {done} failed job(s) of queue {queue_name}")
+            if skipped:  # named, and exit 1: a script must not mistake a typo for success
+                click.echo(f"not failed, skipped: {', '.join(skipped)}", err=True)
+                return EXIT_FAILURE
             return EXIT_OK
 
         return command
 
     return decorate
+
+
+def not_failed(queue: Queue, job_ids: tuple[str, ...]) -> list[str]:
+    """Each given id whose job is not failed now, with its state ("no such job" when none).
+    Read before the operation: after it, a re-queued or deleted job looks like a skipped one."""
+    skipped = []
+    for job_id in dict.fromkeys(job_ids):
+        job = queue.get_job(job_id)
+        if job is None or job.state != "failed":
+            skipped.append(f"{job_id} ({'no such job' if job is None else job.state})")
+    return skipped
 
 
 @failed_job_command("retry", "Re-queue (attempts reset)", "re-queued")

@@ -302,3 +302,23 @@ def test_a_timeout_that_is_not_a_usable_number_of_seconds_is_bad_input(redis_url
     name = option.removeprefix("--").replace("-", "_")
     assert last.startswith("conveyor: error: ") and name in last and repr(float(value)) in last, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("action", ["retry", "purge"])
+def test_retry_and_purge_name_the_given_ids_that_were_not_failed(redis_url, queue_name, app_dir, action):
+    """A mistyped or not-failed id was skipped silently ("re-queued 0 ..." and exit 0): an operator's
+    script could not tell. Each skipped id is named with its state, and the exit code is 1."""
+    cwd, module = app_dir
+    env = _env(redis_url, queue_name, cwd / "out.txt")
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    failed = default.enqueue("broken", None, max_attempts=1)
+    burst = _run(["worker", f"{module}:app", "-q", default.name, "--burst"], cwd, env)
+    assert burst.returncode == 0 and default.counts()["failed"] == 1, burst.stderr
+    waiting = default.enqueue("normal", {"args": [2]})
+    done = _run([action, f"{module}:app", "-q", default.name, failed.id, waiting.id, "ghost-id"], cwd, env)
+    verb = "re-queued" if action == "retry" else "deleted"
+    assert done.stdout.strip() == f"{verb} 1 failed job(s) of queue {default.name}", done.stderr
+    assert done.returncode == 1, done.stderr
+    assert f"not failed, skipped: {waiting.id} (waiting), ghost-id (no such job)" in done.stderr
+    assert default.counts()["failed"] == 0 and default.get_job(waiting.id).state == "waiting"
+    default.close()
