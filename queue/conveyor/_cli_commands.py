@@ -105,7 +105,9 @@ def worker(
              ", ".join(runner.queues), concurrency, mode)  # fmt: skip
     stats = runner.run()
     for queue, numbers in stats.items():
-        log.info("queue %s: %d processed, %d failed", queue, numbers["processed"], numbers["failed"])
+        # "failed" counts failed attempts: most are retried, so it is not the queue's failed count
+        log.info("queue %s: %d completed, %d attempt(s) failed (retried or failed for good)",
+                 queue, numbers["processed"], numbers["failed"])  # fmt: skip
     log.info("worker %d stopped", os.getpid())
     return EXIT_OK
 

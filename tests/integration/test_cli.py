@@ -314,6 +314,9 @@ def test_retry_and_purge_name_the_given_ids_that_were_not_failed(redis_url, queu
     failed = default.enqueue("broken", None, max_attempts=1)
     burst = _run(["worker", f"{module}:app", "-q", default.name, "--burst"], cwd, env)
     assert burst.returncode == 0 and default.counts()["failed"] == 1, burst.stderr
+    # it said "0 processed, 1 failed", also for a job that was retried: an attempt count, not jobs
+    summary = f"queue {default.name}: 0 completed, 1 attempt(s) failed (retried or failed for good)"
+    assert summary in burst.stderr
     waiting = default.enqueue("normal", {"args": [2]})
     done = _run([action, f"{module}:app", "-q", default.name, failed.id, waiting.id, "ghost-id"], cwd, env)
     verb = "re-queued" if action == "retry" else "deleted"
