@@ -63,8 +63,12 @@ def _check_cron(expression: str) -> Any:
         from croniter import croniter  # noqa: PLC0415 - optional extra, needed only for cron specs
     except ImportError as exc:
         raise ImportError("cron schedules need the 'cron' extra: pip install 'conveyor[cron]'") from exc
-    if not isinstance(expression, str) or not croniter.is_valid(expression):
-        raise ValueError(f"invalid cron expression {expression!r}")
+    if not isinstance(expression, str):
+        raise ValueError(f"invalid cron expression {expression!r}: not a string")
+    try:
+        croniter(expression)
+    except Exception as exc:  # croniter's CroniterBadCronError and kin: its message says what is wrong
+        raise ValueError(f"invalid cron expression {expression!r}: {exc}") from None
     return croniter
 
 
@@ -131,9 +135,12 @@ class Schedule:
                 f"schedule {self.name!r}: every must be a number of seconds from 0.001 to {MAX_SECONDS:g}, "
                 f"got {self.every!r}"
             )
-        if self.cron is not None:
-            _check_cron_fires(self.cron)
-        _zone(self.tz)
+        try:
+            if self.cron is not None:
+                _check_cron_fires(self.cron)
+            _zone(self.tz)
+        except ValueError as exc:
+            raise ValueError(f"schedule {self.name!r}: {exc}") from exc.__cause__
         if self.missed not in MISSED_POLICIES:
             raise ValueError(
                 f"schedule {self.name!r}: missed must be one of {MISSED_POLICIES}, got {self.missed!r}"

@@ -1,0 +1,28 @@
+"""A bad schedule's error names the schedule and why its cron expression was refused."""
+
+from __future__ import annotations
+
+import pytest
+from conveyor import Schedule
+
+
+@pytest.mark.parametrize(
+    ("cron", "reason"),
+    [
+        ("61 * * * *", "out of range"),
+        ("* * * *", "Exactly 5, 6 or 7 columns"),
+        ("every day", "Exactly 5, 6 or 7 columns"),
+        ("a b c d e", "not acceptable"),
+        ("* * 31 2 *", "never matches a date to come"),
+    ],
+)
+def test_an_invalid_cron_expression_names_the_schedule_and_the_reason(cron, reason):
+    # it said only "invalid cron expression '61 * * * *'": neither which schedule nor what is wrong
+    with pytest.raises(ValueError, match="schedule 'nightly': invalid cron expression") as caught:
+        Schedule("nightly", "report", "default", cron=cron)
+    assert repr(cron) in str(caught.value) and reason in str(caught.value)
+
+
+def test_an_unknown_time_zone_names_the_schedule():
+    with pytest.raises(ValueError, match="schedule 'nightly': unknown time zone 'Mars/Olympus'"):
+        Schedule("nightly", "report", "default", cron="0 3 * * *", tz="Mars/Olympus")
