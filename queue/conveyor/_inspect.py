@@ -55,7 +55,7 @@ def retry_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
     k = core.keys
     return Call(
         Scripts.RETRY_FAILED.value,
-        (k.waiting, k.failed, k.marker, k.jobs),
+        (k.waiting, k.failed, k.marker, k.jobs, k.results),
         (len(ids), batch, *ids),
         lambda r: int(r[0]),
     )

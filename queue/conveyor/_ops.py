@@ -87,6 +87,9 @@ class QueueCore:
             k.dedup,
             k.cancelled,
         )
+        # A call carrying a caller-given id also names the results hash (enqueue.lua deletes a
+        # reused id's old record there); the common call with generated ids sends one key less.
+        self._enqueue_keys_with_ids = (*self._enqueue_keys, k.results)
         self._window = self._window_ms()
         self._default_lease_ms = round(settings.lease * 1000)  # validated by QueueSettings
 
@@ -145,7 +148,8 @@ class QueueCore:
         for group in groups:
             args += group[:5]
         serializer = self.settings.serializer
-        return Call(_ENQUEUE, self._enqueue_keys, args,
+        keys = self._enqueue_keys_with_ids if any(group[0] for group in groups) else self._enqueue_keys
+        return Call(_ENQUEUE, keys, args,
                     lambda reply: enqueued_jobs(groups, reply, serializer, self.owner))  # fmt: skip
 
     # -- claim / ack ------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup, 9 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup, 9 cancelled, 10 results
+--       (10, a hash, is sent only with a caller-given id: a new job with a finished job's id drops
+--       that job's result record, whatever the caller's store_results, or a worker storing no
+--       result would leave the old job's record as the new job's result)
 -- ARGV: 1 deduplication window ms (-1: a finished job dedups while retained; >= 0: for that long
 --       after it finished), then n groups of 5 (n = (#ARGV - 1) / 5 <= 1000): id ('' = generate),
 --       task, payload, max attempts, options: '' for the common job (ready now, priority 0, no
@@ -98,6 +101,7 @@ local function create_with(key, id, task, payload, max, options)
 end
 
 local window -- read once, and only when a caller gave an id
+local reused = {} -- caller-given ids of jobs created here: any result record of theirs is stale
 for base = 2, #ARGV, 5 do
   local id, options = ARGV[base], ARGV[base + 4]
   local old = false
@@ -108,6 +112,7 @@ for base = 2, #ARGV, 5 do
   else
     window = window or tonumber(ARGV[1])
     old = existing_job(id, window)
+    if not old then reused[#reused + 1] = id end
   end
   if old then
     existed, existing = existed or {}, existing or {}
@@ -122,6 +127,7 @@ for base = 2, #ARGV, 5 do
     create_with(jobs .. id, id, ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], options)
   end
 end
+if #reused > 0 then redis.call('HDEL', KEYS[10], unpack(reused)) end
 -- At most 1000 ids / 2000 values (bounded above): within Lua's unpack limit, no chunks needed.
 local pushed = 0
 if #ready > 0 then pushed = redis.call('LPUSH', waiting, unpack(ready)) end

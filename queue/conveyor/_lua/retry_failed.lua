@@ -1,5 +1,7 @@
 -- retry_failed: give failed jobs a fresh start (attempts reset to 0) at the claim end of the queue.
--- KEYS: 1 waiting, 2 failed, 3 marker, 4 jobs
+-- Their failure records go too, whatever the caller's store_results: a new attempt finished by a
+-- worker that stores no result would else leave the old failure as the job's result.
+-- KEYS: 1 waiting, 2 failed, 3 marker, 4 jobs, 5 results (hash)
 -- ARGV: 1 n (<= 1000; 0 = the oldest `batch` failed jobs), 2 batch (1..1000), then n ids
 -- Returns: {retried, then the ids retried}
 -- Errors: CONVEYOR_BOUND when n or batch exceeds 1000. Ids that are not failed are skipped.
@@ -18,6 +20,7 @@ end
 -- to the claim end of its own priority level.
 for i = 1, #moved do requeue('RPUSH', waiting, jobs, moved[i]) end
 call_chunked('ZREM', failed, moved)
+call_chunked('HDEL', KEYS[5], moved)
 if #moved > 0 then wake(marker) end
 local out = {#moved}
 for i = 1, #moved do out[i + 1] = moved[i] end
