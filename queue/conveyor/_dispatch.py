@@ -162,6 +162,7 @@ class Dispatcher:
     deadlines: dict[str, float] = field(default_factory=dict)  # token -> time limit (monotonic)
     overrun: set[int] = field(default_factory=set)  # id() of settled jobs whose thread still runs
     releasing: set[str] = field(default_factory=set)  # tokens given back at shutdown: never started
+    lost: set[str] = field(default_factory=set)  # leases an extend found lost: warned once, not renewed
 
     @property
     def held(self) -> int:
@@ -265,12 +266,13 @@ class Dispatcher:
         self.started.discard(token)
         self.running.discard(token)
         self.releasing.discard(token)
+        self.lost.discard(token)
 
     def needs_heartbeat(self, tick: float) -> list[Job]:
         """Leased jobs that would reach a third of their lease before the next tick: the gap
         between two heartbeats of a job (when a cancel can reach its worker) is at most a third."""
         cutoff = time.monotonic() - max(0.0, self.lease / 3 - tick)
-        leased = list(self.leases.values())
+        leased = [lease for token, lease in self.leases.items() if token not in self.lost]
         return [job for job, since in leased if since <= cutoff and job.token][:MAX_BATCH]
 
     def woke_late(self, slept: float, tick: float) -> None:
@@ -296,7 +298,10 @@ class Dispatcher:
                 self.leases[token] = (job, now)
             if status in STOP_STATUS:
                 stop.append((job, STOP_STATUS[status]))
-            elif status != 1 and token in self.leases and not self._acking(job):
+            elif status != 1 and token in self.leases and token not in self.lost and not self._acking(job):
+                # A token never holds its lease again (a redelivery gets a new one): warn once,
+                # and stop renewing it; the handler's outcome will be refused when it ends.
+                self.lost.add(token)
                 log.warning("lease of job %s lost: %s", job.id, LEASE_STATUS.get(status, status))
         return stop
 
