@@ -85,6 +85,7 @@ class AsyncWorker:
         self._wake, self._stop, self._finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._slots: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop run() runs on (for stop())
         self._ran = False
 
     def _new_lanes(self, pumps: int, options: dict[str, Any]) -> list[AsyncWorker]:
@@ -115,11 +116,19 @@ class AsyncWorker:
         return {key: sum(s[key] for s in each) for key in each[0]}
 
     def stop(self) -> None:
-        """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
+        """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs. Safe to
+        call from any thread (a worker run in one thread, stopped from another)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not _on_loop(loop):
+            loop.call_soon_threadsafe(self._stop_here)  # asyncio events belong to their loop's thread
+        else:
+            self._stop_here()
+
+    def _stop_here(self) -> None:
         self._stop.set()
         self._wake.set()
         for lane in self._lanes:
-            lane.stop()
+            lane._stop_here()
 
     def _role(self, role: str) -> AsyncQueue:
         q = self.queue
@@ -131,6 +140,7 @@ class AsyncWorker:
         delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
         runs once: a second call raises RuntimeError."""
         check_first_run(self)
+        self._loop = asyncio.get_running_loop()
         if self._lanes:
             return await self._run_lanes()
         pump, maint = self._role("pump"), self._role("maint")
@@ -425,3 +435,11 @@ class AsyncWorker:
                 log.warning(
                     "maintenance failed (%s); will retry", exc, exc_info=not isinstance(exc, RECOVERABLE)
                 )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the caller runs on ``loop``'s thread (inside one of its callbacks or tasks)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
