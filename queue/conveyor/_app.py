@@ -190,12 +190,12 @@ class Conveyor:
         for task in self._tasks_of(queue):
             if task.is_async:
                 raise TypeError(f"task {task.name!r} is async: run queue {queue!r} on an AsyncWorker")
-            handlers[task.name] = sync_handler(task, self.hooks)
+            handlers[task.name] = sync_handler(task, self.hooks, self.settings)
         return handlers
 
     def async_handlers(self, queue: str) -> dict[str, AsyncHandler]:
         """Handlers for an [AsyncWorker][conveyor.AsyncWorker] on ``queue``; sync tasks run in threads."""
-        return {task.name: async_handler(task, self.hooks) for task in self._tasks_of(queue)}
+        return {task.name: async_handler(task, self.hooks, self.settings) for task in self._tasks_of(queue)}
 
     # -- clients ----------------------------------------------------------------------------------
     def queue(self, name: str) -> Queue:

@@ -18,12 +18,12 @@ from typing import Any
 
 import redis
 
-from ._errors import ConveyorError, PayloadTooLargeError, SerializationError
+from ._errors import ConveyorError, SerializationError
 from ._keys import validate_name
 from ._models import Job, QueueSettings
 from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
-from ._results import encode_result
+from ._results import PreparedResult, prepare_result
 from ._settings_checks import Seconds, _count_problem, _duration_problem
 
 log = logging.getLogger("conveyor.worker")
@@ -114,10 +114,10 @@ def settle_return(settings: QueueSettings, job: Job, value: Any) -> tuple[Failur
     or not serialisable: a rerun would fail the same way)."""
     if not settings.store_results:
         return None, None
-    try:
-        return None, encode_result(settings, job.task, value)
-    except (SerializationError, PayloadTooLargeError) as exc:
-        return Failure(job, f"{type(exc).__name__}: {exc}", False), None
+    prepared = value if type(value) is PreparedResult else prepare_result(settings, job.task, value)
+    if prepared.error is not None:
+        return Failure(job, f"{type(prepared.error).__name__}: {prepared.error}", False), None
+    return None, prepared.data
 
 
 def missing_handler(job: Job) -> Failure:

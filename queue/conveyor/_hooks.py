@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -23,8 +24,9 @@ from typing import Any, TypeVar
 
 from ._dispatch import stopped
 from ._errors import SerializationError
-from ._models import Job
+from ._models import Job, QueueSettings
 from ._replies import CANCEL, TIMEOUT
+from ._results import PreparedResult, prepare_result
 from ._tasks import Task, unpack_arguments
 
 log = logging.getLogger("conveyor.hooks")
@@ -117,9 +119,18 @@ async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry:
             _report(hook, hook_exc)
 
 
-def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
-    """A thread worker's handler for ``task`` (sync task, sync hooks only)."""
-    fn = task.fn
+def _preparer(task: Task[..., Any], settings: QueueSettings | None) -> Callable[[Any], PreparedResult] | None:
+    """Serialises a return value in the hook wrapper when results are stored: one that cannot be
+    stored fails the attempt, so the failure hooks must run, not the ``after`` hooks."""
+    if settings is None or not settings.store_results:
+        return None
+    return functools.partial(prepare_result, settings, task.name)
+
+
+def sync_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | None = None) -> SyncHandler:
+    """A thread worker's handler for ``task`` (sync task, sync hooks only); ``settings``: the
+    queue's, whose results it serialises."""
+    fn, prepare = task.fn, _preparer(task, settings)
 
     def bare(job: Job) -> Any:
         args, kwargs = unpack_arguments(job)
@@ -145,12 +156,16 @@ def sync_handler(task: Task[..., Any], hooks: Hooks) -> SyncHandler:
         if job.stop_reason is not None:
             _run_failure_hooks(hooks, job, *stop_outcome(job, True))
             return result
+        prepared = prepare(result) if prepare is not None else None
+        if prepared is not None and prepared.error is not None:
+            _run_failure_hooks(hooks, job, prepared.error, False)
+            return prepared
         for hook in reversed(hooks.after):
             try:
                 hook(job, result)
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
                 _report(hook, hook_exc)
-        return result
+        return result if prepared is None else prepared
 
     return hooked
 
@@ -162,9 +177,10 @@ def _start(hook: Hook, *args: Any) -> Any:
     return result if result is not None and inspect.isawaitable(result) else None
 
 
-def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
-    """An asyncio worker's handler for ``task``; a sync task runs in a thread (asyncio.to_thread)."""
-    fn = task.fn
+def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | None = None) -> AsyncHandler:
+    """An asyncio worker's handler for ``task``; a sync task runs in a thread (asyncio.to_thread);
+    ``settings``: the queue's, whose results it serialises."""
+    fn, prepare = task.fn, _preparer(task, settings)
 
     async def bare(job: Job) -> Any:
         args, kwargs = unpack_arguments(job)
@@ -206,6 +222,10 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
         if job.stop_reason is not None:  # it swallowed its stop and returned: settled as stopped
             await _arun_failure_hooks(hooks, job, *stop_outcome(job, _thread_runs(task, job)))
             return result
+        prepared = prepare(result) if prepare is not None else None
+        if prepared is not None and prepared.error is not None:
+            await _arun_failure_hooks(hooks, job, prepared.error, False)
+            return prepared
         for hook in reversed(hooks.after):
             try:
                 if (pending := _start(hook, job, result)) is not None:
@@ -214,7 +234,7 @@ def async_handler(task: Task[..., Any], hooks: Hooks) -> AsyncHandler:
                 raise
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
                 _report(hook, hook_exc)
-        return result
+        return result if prepared is None else prepared
 
     return in_thread(hooked, not task.is_async)
 

@@ -64,6 +64,24 @@ def encode_result(settings: QueueSettings, task: str, value: Any) -> bytes:
     return SUCCESS + data
 
 
+class PreparedResult:
+    """A task's return value as its app's hook wrapper settled it, to run the hooks that fit the
+    outcome: serialised (``data``), or refused (``error``: it cannot be stored, the attempt
+    fails without a retry). The worker then stores it as it is (no second serialisation)."""
+
+    __slots__ = ("data", "error")
+
+    def __init__(self, data: bytes | None, error: ConveyorError | None) -> None:
+        self.data, self.error = data, error
+
+
+def prepare_result(settings: QueueSettings, task: str, value: Any) -> PreparedResult:
+    try:
+        return PreparedResult(encode_result(settings, task, value), None)
+    except (SerializationError, PayloadTooLargeError) as exc:
+        return PreparedResult(None, exc)
+
+
 def result_values(settings: QueueSettings, job: Any, value: Any) -> list[bytes] | None:
     """The ack script's result argument for one job acked by hand (None: results off)."""
     return [encode_result(settings, job.task, value)] if settings.store_results else None

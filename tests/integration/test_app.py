@@ -19,6 +19,19 @@ def _run(app: Conveyor, queues: list[str], **options) -> dict[str, dict[str, int
     return Runner(app, queues, **{"burst": True, "concurrency": 4, **options}).run()
 
 
+def _outcome_hooks(app: Conveyor, runs_on: str) -> list[str]:
+    """Record every outcome hook as 'kind:ExceptionOrResultType'; put the app's queue on asyncio
+    (one async task) unless ``runs_on`` is 'thread-worker'."""
+    events: list[str] = []
+    for kind in ("after", "on_retry", "on_failure"):
+        getattr(app, kind)(lambda job, out, kind=kind: events.append(f"{kind}:{type(out).__name__}"))
+    if runs_on != "thread-worker":
+        @app.task
+        async def unused() -> None:  # one async task puts the queue on asyncio
+            pass
+    return events
+
+
 def test_sync_tasks_run_with_their_arguments_and_defaults(redis_url, queue_name):
     app = _app(redis_url, queue_name)
     got: list[tuple[str, str]] = []
@@ -243,16 +256,7 @@ def test_an_attempt_stopped_at_its_time_limit_runs_the_failure_hooks(redis_url, 
     metrics their start time, per attempt), and a sync task that returned after its limit ran the
     ``after`` hooks: metrics counted it completed although the job was failed."""
     app = _app(redis_url, queue_name, max_attempts=2)
-    events: list[str] = []
-
-    for kind in ("after", "on_retry", "on_failure"):
-        getattr(app, kind)(lambda job, out, kind=kind: events.append(f"{kind}:{type(out).__name__}"))
-
-    if runs_on != "thread-worker":
-        @app.task
-        async def unused() -> None:  # one async task puts the queue on asyncio
-            pass
-
+    events = _outcome_hooks(app, runs_on)
     if runs_on == "asyncio":
         @app.task(time_limit=0.2)
         async def slow() -> None:
@@ -452,4 +456,31 @@ def test_a_cancelled_error_raised_by_the_task_itself_runs_the_failure_hooks(redi
     while app.queue(queue_name).counts()["failed"] == 0:  # a retry waits out its backoff
         _run(app, [queue_name], concurrency=1)
     assert events == ["on_retry:CancelledError", "on_failure:CancelledError"]
+    app.close()
+
+
+@pytest.mark.parametrize("runs_on", ["thread-worker", "asyncio", "asyncio-thread"])
+@pytest.mark.parametrize("value", ["x" * 200, {1, 2}], ids=["too-large", "not-serialisable"])
+def test_a_result_that_cannot_be_stored_runs_the_failure_hooks(redis_url, queue_name, runs_on, value):
+    """The job fails for good (its return value cannot be stored), but the app ran the ``after``
+    hooks, as for a success, and no failure hook: metrics counted it completed, tracing ended its
+    span as a success, an alerting on_failure hook never heard of it."""
+    app = Conveyor(redis_url, default_queue=queue_name, store_results=True, max_result_bytes=100,
+                   keep_failed=-1)  # fmt: skip
+    events = _outcome_hooks(app, runs_on)
+    if runs_on == "asyncio":
+        @app.task(max_attempts=3)
+        async def produce() -> object:
+            return value
+    else:
+        @app.task(max_attempts=3)
+        def produce() -> object:
+            return value
+
+    job = produce.enqueue()
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    error = "PayloadTooLargeError" if isinstance(value, str) else "SerializationError"
+    assert events == [f"on_failure:{error}"]  # not retried: a rerun would fail the same way
+    stored = app.queue(queue_name).get_job(job.id)
+    assert stored.state == "failed" and stored.attempts == 1 and stored.error.startswith(f"{error}: ")
     app.close()
