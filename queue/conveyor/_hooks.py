@@ -46,7 +46,10 @@ def current_job() -> Job:
     try:
         return _CURRENT_JOB.get()
     except LookupError:
-        raise LookupError("current_job() is only available inside a running task") from None
+        raise LookupError(
+            "current_job() is only available while a task of a Conveyor app runs (a handler given "
+            "to Worker or AsyncWorker directly gets its job as its argument)"
+        ) from None
 
 
 def will_retry(job: Job, exc: BaseException) -> bool:
