@@ -112,12 +112,15 @@ def settle_return(settings: QueueSettings, job: Job, value: Any) -> tuple[Failur
     """What a handler's return value settles to: (None, its serialised form) when results are
     stored, (None, None) when not, or a failure without retry when it cannot be stored (too large
     or not serialisable: a rerun would fail the same way)."""
-    if not settings.store_results:
+    if type(value) is PreparedResult:  # settled by an app's hook wrapper, whose hooks already ran
+        prepared = value
+    elif not settings.store_results:
         return None, None
-    prepared = value if type(value) is PreparedResult else prepare_result(settings, job.task, value)
-    if prepared.error is not None:
+    else:
+        prepared = prepare_result(settings, job.task, value)
+    if prepared.error is not None:  # failed as the failure hooks said
         return Failure(job, f"{type(prepared.error).__name__}: {prepared.error}", False), None
-    return None, prepared.data
+    return None, prepared.data if settings.store_results else None
 
 
 def missing_handler(job: Job) -> Failure:
