@@ -36,6 +36,6 @@ def acl_rules(prefix: str = "cv", queue: str | None = None) -> str:
     With ``queue``, only that queue's keys; otherwise every queue under ``prefix``.
     """
     validate_name("prefix", prefix)
-    pattern = f"{prefix}:{{{validate_name('queue', queue)}}}:*" if queue else f"{prefix}:{{*}}:*"
+    pattern = f"{prefix}:{{{validate_name('queue name', queue)}}}:*" if queue else f"{prefix}:{{*}}:*"
     commands = sorted(set(CLIENT_COMMANDS) | set(SCRIPT_COMMANDS))
     return " ".join(["resetkeys", f"~{pattern}", "resetchannels", "-@all", *(f"+{c}" for c in commands)])

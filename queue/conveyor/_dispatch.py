@@ -93,7 +93,7 @@ def check_first_run(worker: Any) -> None:
 def validate_handlers(handlers: Mapping[str, Callable[..., Any]], want_async: bool) -> None:
     """Reject handlers of the wrong kind at construction, not at the first job."""
     for task, handler in handlers.items():
-        validate_name("task", task)
+        validate_name("task name", task)
         if not callable(handler):
             raise TypeError(f"handler for task {task!r} is not callable")
         if inspect.iscoroutinefunction(handler) != want_async:

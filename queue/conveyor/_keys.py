@@ -17,15 +17,16 @@ MAX_NAME_LENGTH = 200
 
 
 def validate_name(kind: str, name: object) -> str:
-    """Return ``name`` if it can be part of a key, else raise ``InvalidNameError``."""
+    """Return ``name`` if it can be part of a key, else raise ``InvalidNameError`` naming it as
+    ``kind`` ("queue name", "job id", ...)."""
     if not isinstance(name, str):
-        raise InvalidNameError(f"{kind} name must be a string, got {type(name).__name__}")
+        raise InvalidNameError(f"{kind} must be a string, got {type(name).__name__}")
     if not name:
-        raise InvalidNameError(f"{kind} name must not be empty")
+        raise InvalidNameError(f"{kind} must not be empty")
     if FORBIDDEN_NAME_CHARS & set(name):
-        raise InvalidNameError(f"{kind} name {name!r} must not contain '{{' or '}}' (hash tag characters)")
+        raise InvalidNameError(f"{kind} {name!r} must not contain '{{' or '}}' (hash tag characters)")
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidNameError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+        raise InvalidNameError(f"{kind} is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
     if not name.isascii():
         # Names are sent as UTF-8: a lone surrogate (os.fsdecode of a bad byte, for example) used to
         # fail in the client's encoder, with an error naming no argument, and with automatic
@@ -34,7 +35,7 @@ def validate_name(kind: str, name: object) -> str:
             name.encode()
         except UnicodeEncodeError as exc:
             raise InvalidNameError(
-                f"{kind} name {name!r} is not valid Unicode text (lone surrogate at index {exc.start})"
+                f"{kind} {name!r} is not valid Unicode text (lone surrogate at index {exc.start})"
             ) from None
     return name
 
@@ -113,7 +114,7 @@ class QueueKeys:
 def queue_keys(prefix: str, queue: str) -> QueueKeys:
     """Build the keys of ``queue`` under ``prefix``."""
     validate_name("prefix", prefix)
-    validate_name("queue", queue)
+    validate_name("queue name", queue)
     base = f"{prefix}:{{{queue}}}:"
     return QueueKeys(
         meta=base + "meta",

@@ -69,7 +69,7 @@ class QueueCore:
     """Pure logic of one queue: validation, argument packing and reply parsing."""
 
     def __init__(self, name: str, settings: QueueSettings) -> None:
-        self.name = validate_name("queue", name)
+        self.name = validate_name("queue name", name)
         self.settings = settings
         self.keys: QueueKeys = queue_keys(settings.prefix, name)
         self._valid_tasks: set[str] = set()
@@ -113,7 +113,7 @@ class QueueCore:
         (ready now, priority 0, no time limit, no key limit: each ARGV costs the server about 1k
         instructions), else '<delay ms>:<priority>:<time limit ms>:<key limit>'."""
         if task not in self._valid_tasks:
-            self._valid_tasks.add(validate_name("task", task))
+            self._valid_tasks.add(validate_name("task name", task))
         settings = self.settings
         if max_attempts is None:
             max_attempts = settings.max_attempts

@@ -122,7 +122,7 @@ class Schedule:
     limit: Limit | None = None
 
     def __post_init__(self) -> None:
-        validate_name("schedule", self.name)
+        validate_name("schedule name", self.name)
         if len(self.name) > MAX_SCHEDULE_NAME:  # its fires' job ids 'cron:<name>:<ms>' must be valid
             raise InvalidNameError(
                 f"schedule name is {len(self.name)} characters long; the limit is {MAX_SCHEDULE_NAME} "

@@ -47,7 +47,7 @@ class TaskOptions:
     limit: Limit | None = None
 
     def __post_init__(self) -> None:
-        validate_name("queue", self.queue)
+        validate_name("queue name", self.queue)
         check_priority(self.priority)
         if self.limit is not None and not isinstance(self.limit, Limit):
             raise TypeError(f"limit must be a conveyor.Limit, got {self.limit!r}")
@@ -93,7 +93,7 @@ class Task(Generic[P, R]):
     """
 
     def __init__(self, app: Conveyor, name: str, fn: Callable[P, R], options: TaskOptions) -> None:
-        self.app, self.name, self.fn, self.options = app, validate_name("task", name), fn, options
+        self.app, self.name, self.fn, self.options = app, validate_name("task name", name), fn, options
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
 

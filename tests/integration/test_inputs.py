@@ -143,7 +143,7 @@ async def test_paging_and_batch_counts_that_are_not_ints_are_refused_before_the_
 async def test_bad_queue_and_prefix_names_are_refused(api, bad):
     with pytest.raises(InvalidNameError, match="queue name"):
         api.queue(name=bad)
-    with pytest.raises(InvalidNameError, match="prefix name"):
+    with pytest.raises(InvalidNameError, match="prefix"):
         api.queue(prefix=bad)
     assert api.queue_keys(name=api.name) == []
 

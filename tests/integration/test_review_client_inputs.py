@@ -54,7 +54,7 @@ async def test_get_job_with_an_id_that_is_not_a_string_names_the_problem(api):
     q = api.queue()
     job = await q.enqueue("t", 1)
     for bad in (5, None, b"1"):
-        with pytest.raises(InvalidNameError, match="job id name must be a string"):
+        with pytest.raises(InvalidNameError, match="job id must be a string"):
             await q.get_job(bad)
     assert (await q.get_job(job.id)).payload == 1  # generated (all-digit) ids still read
 

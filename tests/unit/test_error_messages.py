@@ -1,4 +1,4 @@
-"""Errors that name what is wrong and where: schedules, current_job()."""
+"""Errors that name what is wrong and where: schedules, names, current_job()."""
 
 from __future__ import annotations
 
@@ -35,3 +35,22 @@ def test_current_job_outside_an_app_task_says_where_the_job_is():
 
     with pytest.raises(LookupError, match=r"a task of a Conveyor app runs.*gets its job as its argument"):
         current_job()
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad", "message"),
+    [
+        ("job id", "", "job id must not be empty"),
+        ("job id", 5, "job id must be a string, got int"),
+        ("prefix", "a{b", "prefix 'a{b' must not contain"),
+        ("queue name", "", "queue name must not be empty"),
+    ],
+)
+def test_a_bad_name_is_named_once(kind, bad, message):
+    """It said "job id name must not be empty" and "prefix name ...": every kind got " name"."""
+    from conveyor import InvalidNameError  # noqa: PLC0415
+    from conveyor._keys import validate_name  # noqa: PLC0415
+
+    with pytest.raises(InvalidNameError) as caught:
+        validate_name(kind, bad)
+    assert str(caught.value).startswith(message)
