@@ -185,7 +185,7 @@ def jobs(
         for row in rows:
             click.echo(json.dumps(row))
         return EXIT_OK
-    columns = ["id", "task", "state", "attempts", "error"]
+    columns = ["id", "task", "state", "priority", "attempts", "error"]
     _table(columns, [[row[c] for c in columns] for row in rows])
     return EXIT_OK
 
@@ -256,8 +256,8 @@ def _purge(queue: Queue, job_ids: list[str] | None) -> int:
 
 def _job_row(job: Job) -> dict[str, Any]:
     error = (job.error or "").strip().splitlines()
-    return {"id": job.id, "task": job.task, "state": job.state, "attempts": job.attempts,
-            "error": error[0] if error else ""}  # fmt: skip
+    return {"id": job.id, "task": job.task, "state": job.state, "priority": job.priority,
+            "attempts": job.attempts, "error": error[0] if error else ""}  # fmt: skip
 
 
 def _table(columns: list[str], rows: list[list[Any]]) -> None:

@@ -325,3 +325,19 @@ def test_retry_and_purge_name_the_given_ids_that_were_not_failed(redis_url, queu
     assert f"not failed, skipped: {waiting.id} (waiting), ghost-id (no such job)" in done.stderr
     assert default.counts()["failed"] == 0 and default.get_job(waiting.id).state == "waiting"
     default.close()
+
+
+def test_jobs_lists_each_jobs_priority_in_claim_order(redis_url, queue_name, app_dir):
+    """Waiting jobs are listed in claim order, which priorities decide: without a priority column
+    the order looked arbitrary (ids 12, 11, 10) and an operator could not check a job's level."""
+    cwd, module = app_dir
+    env = _env(redis_url, queue_name, cwd / "out.txt")
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    ids = [default.enqueue("normal", {"args": [p]}, priority=p).id for p in (0, 5, 9)]
+    listed = _run(["jobs", f"{module}:app", "-q", default.name, "-s", "waiting", "--json"], cwd, env)
+    assert [(row["id"], row["priority"]) for row in map(json.loads, listed.stdout.splitlines())] == [
+        (ids[2], 9), (ids[1], 5), (ids[0], 0)]
+    table = _run(["jobs", f"{module}:app", "-q", default.name, "-s", "waiting"], cwd, env)
+    assert table.stdout.splitlines()[0].split() == ["id", "task", "state", "priority", "attempts", "error"]
+    default.close()
+
