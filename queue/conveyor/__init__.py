@@ -20,6 +20,7 @@ from ._errors import (
     SchemaVersionError,
     SerializationError,
     ServerConfigError,
+    ServerError,
     UnknownTaskError,
 )
 from ._hooks import current_job
@@ -61,6 +62,7 @@ __all__ = [
     "SerializationError",
     "Serializer",
     "ServerConfigError",
+    "ServerError",
     "Task",
     "UnknownTaskError",
     "Worker",

@@ -16,6 +16,7 @@ from ._errors import (
     PermissionDeniedError,
     PoolExhaustedError,
     ServerConfigError,
+    ServerError,
 )
 from ._models import QueueSettings
 from ._scripts import Scripts
@@ -140,6 +141,16 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
     denied = permission_denied(exc)
     if denied:
         return PermissionDeniedError(f"NOPERM: the server at {where} refused {denied} to this user ({exc})")
+    if isinstance(exc, redis_errors.OutOfMemoryError) or "> 'maxmemory'" in message:
+        # A script is refused at its first write that could grow memory, and only while it has
+        # written nothing (the server cannot stop a script midway): the refused call changed nothing.
+        return ServerError(
+            f"the server at {where} is out of memory (used memory > maxmemory, policy noeviction) "
+            f"and refused the call before it changed anything: raise maxmemory, or let workers "
+            f"drain the queue ({exc})"
+        )
+    if isinstance(exc, redis_errors.ResponseError):  # any other error reply: a Conveyor error too
+        return ServerError(f"the server at {where} answered with an error: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(message)
 
 

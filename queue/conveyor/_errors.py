@@ -38,6 +38,12 @@ class ServerConfigError(ConveyorError):
     """The server is configured in a way that can lose jobs (strict mode only)."""
 
 
+class ServerError(ConveyorError):
+    """The server answered with an error reply: out of memory (maxmemory with noeviction), a write
+    sent to a read-only replica, a key of the queue holding the wrong type, ... The message names
+    the server and quotes its reply. A script refused for lack of memory changed nothing."""
+
+
 class ConnectionFailedError(ConveyorError, ConnectionError):
     """The server could not be reached; the message names the address, never the credentials."""
 

@@ -1,0 +1,36 @@
+"""A server's error replies reach the caller as Conveyor errors naming the server: every error a
+caller can meet derives from ConveyorError (conveyor/_errors.py). Out of memory (maxmemory with
+noeviction) escaped as redis-py's OutOfMemoryError, a type the caller had no reason to catch."""
+
+from __future__ import annotations
+
+import pytest
+from conveyor import ConveyorError, Queue, Worker
+from conveyor._connection import redact_url
+
+from bench.servers import start_server
+
+
+@pytest.fixture
+def full_server(server):
+    """A fresh server of the session's kind, with a tiny maxmemory (never the shared one)."""
+    if server.family == "dragonfly":
+        pytest.skip("Dragonfly's maxmemory is a start flag with a large minimum")
+    with start_server(server.kind, extra_args=["--maxmemory", "3mb"]) as srv:
+        yield srv
+
+
+def test_out_of_memory_is_a_conveyor_error_and_writes_nothing(full_server):
+    q = Queue.from_url(full_server.url, "oom")
+    enqueued = 0
+    with pytest.raises(ConveyorError, match="out of memory") as caught:
+        while enqueued < 100_000:
+            q.enqueue("t", "x" * 1000)
+            enqueued += 1
+    assert redact_url(full_server.url).split("//")[1].split("/")[0] in str(caught.value)
+    with pytest.raises(ConveyorError, match="out of memory"):
+        q.enqueue_many([("t", "y")] * 100)
+    assert q.counts()["waiting"] == enqueued  # the refused calls wrote nothing
+    stats = Worker(q, {"t": lambda job: None}, burst=True, concurrency=4).run()
+    assert stats["processed"] == enqueued and q.counts()["waiting"] == 0  # draining still works
+    q.close()
