@@ -138,6 +138,11 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
         return connection_failed(where, exc)
+    if isinstance(exc, redis_errors.TimeoutError):  # not a ConnectionError in redis-py
+        return ConnectionFailedError(
+            f"the server at {where} did not answer within socket_timeout ({exc}): the call may have "
+            "been applied or not (an enqueue with a job_id is safe to repeat)"
+        )
     denied = permission_denied(exc)
     if denied:
         return PermissionDeniedError(f"NOPERM: the server at {where} refused {denied} to this user ({exc})")

@@ -4,8 +4,11 @@ noeviction) escaped as redis-py's OutOfMemoryError, a type the caller had no rea
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
-from conveyor import ConveyorError, Queue, Worker
+from conveyor import ConnectionFailedError, ConveyorError, Queue, Worker
 from conveyor._connection import redact_url
 
 from bench.servers import start_server
@@ -33,4 +36,27 @@ def test_out_of_memory_is_a_conveyor_error_and_writes_nothing(full_server):
     assert q.counts()["waiting"] == enqueued  # the refused calls wrote nothing
     stats = Worker(q, {"t": lambda job: None}, burst=True, concurrency=4).run()
     assert stats["processed"] == enqueued and q.counts()["waiting"] == 0  # draining still works
+    q.close()
+
+
+@pytest.fixture
+def own_server(server):
+    """A fresh server of the session's kind, this test's to pause (never the shared one)."""
+    with start_server(server.kind) as srv:
+        yield srv
+
+
+def test_a_server_that_does_not_answer_in_time_is_a_conveyor_error(own_server):
+    """A frozen server (socket_timeout passed) raised redis-py's TimeoutError, not a ConveyorError,
+    and nothing said that the call may have been applied."""
+    q = Queue.from_url(own_server.url, "frozen", socket_timeout=0.3)
+    q.enqueue("t", 1)  # connected
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(ConnectionFailedError, match="did not answer within") as caught:
+            q.enqueue("t", 2)
+        assert "may have been applied" in str(caught.value)
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    assert q.counts()["waiting"] in (1, 2)
     q.close()
