@@ -16,6 +16,7 @@ from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
+from ._errors import ConveyorError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._keys import validate_name
@@ -38,6 +39,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     client of its own if other code needs retries. A call that times out (``TimeoutError`` or
     [ConnectionFailedError][conveyor.ConnectionFailedError]) may or may not have run on the server:
     enqueue with caller-given ``job_id`` values and re-send the same call, which is then idempotent.
+
+    An ``AsyncQueue`` belongs to the event loop it first runs on (redis-py's rule for asyncio
+    clients): create one per loop, for example inside the coroutine given to ``asyncio.run()``.
+    Used after that loop closed, a call raises a ConveyorError saying so.
     """
 
     @classmethod
@@ -152,6 +157,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             return call.parse(await self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
+        except RuntimeError as exc:
+            raise closed_loop_error(self.name, exc) from exc
 
     async def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -335,3 +342,15 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if self._lone is not None:
             await self._lone.put_back()
         await self.client.aclose()
+
+
+def closed_loop_error(name: str, exc: RuntimeError) -> Exception:
+    """Name the cause of asyncio's "Event loop is closed" met on a connection of an earlier loop
+    (a module-level AsyncQueue used in two ``asyncio.run()`` calls); other RuntimeErrors as they are."""
+    if "Event loop is closed" not in str(exc):
+        return exc
+    return ConveyorError(
+        f"AsyncQueue {name!r} belongs to the event loop it first ran on, which is closed now "
+        "(redis-py's rule for asyncio clients): create one AsyncQueue per event loop, for example "
+        "inside the coroutine given to asyncio.run()"
+    )

@@ -60,3 +60,17 @@ def test_a_server_that_does_not_answer_in_time_is_a_conveyor_error(own_server):
         os.kill(own_server.pid, signal.SIGCONT)
     assert q.counts()["waiting"] in (1, 2)
     q.close()
+
+
+def test_an_async_queue_used_after_its_event_loop_closed_says_so(redis_url, queue_name):
+    """A module-level AsyncQueue used in two asyncio.run() calls failed in the second with
+    RuntimeError('Event loop is closed'): no Conveyor error, nothing saying what to do."""
+    import asyncio  # noqa: PLC0415
+
+    from conveyor import AsyncQueue  # noqa: PLC0415
+
+    q = AsyncQueue.from_url(redis_url, queue_name)
+    asyncio.run(q.enqueue("t", 1))
+    with pytest.raises(ConveyorError, match="belongs to the event loop it first ran on") as caught:
+        asyncio.run(q.enqueue("t", 2))
+    assert "one AsyncQueue per event loop" in str(caught.value)
