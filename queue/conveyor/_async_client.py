@@ -31,6 +31,10 @@ from ._topology import ASYNC, connect
 T = TypeVar("T")
 
 
+# RuntimeError: asyncio's "Event loop is closed", met on a connection of an earlier loop (_error)
+ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError)
+
+
 class AsyncQueue(QueueBase[aredis.Redis]):
     """A queue on a Redis-compatible server, used from asyncio code.
 
@@ -80,6 +84,11 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         """Return a connection kept by ``hold_connection`` to the pool."""
         if self._direct is not None:
             await self._direct.put_back()
+
+    def _error(self, exc: BaseException) -> Exception:
+        if isinstance(exc, RuntimeError):
+            return closed_loop_error(self.name, exc)
+        return super()._error(exc)
 
     # -- execution --------------------------------------------------------------------------------
     async def _evalsha(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
@@ -155,10 +164,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             if not self._ready:
                 await self._check_server()
             return call.parse(await self._evalsha(call, direct))
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
-        except RuntimeError as exc:
-            raise closed_loop_error(self.name, exc) from exc
 
     async def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -212,7 +219,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             if todo := self._unchecked(cores, pipe):
                 self._layouts_checked(todo, await pipe.execute())
             replies = await self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
         return {core.name: call.parse(reply) for core, call, reply in zip(cores, calls, replies, strict=True)}
 
@@ -284,7 +291,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self._queue_counts(pipe)
         try:
             return self.core.parse_counts(await pipe.execute())
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
 
     async def get_job(self, job_id: str) -> Job | None:
@@ -292,7 +299,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
         try:
             return self.core.parse_job(job_id, await self.client.hgetall(self.core.keys.job(job_id)))
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
 
     async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
@@ -308,7 +315,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             for job_id in ids:
                 pipe.hgetall(self.core.keys.job(job_id))
             found = await pipe.execute() if ids else []
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
         return [j for i, f in zip(ids, found, strict=True) if (j := self.core.parse_job(i, f))]
 
@@ -329,7 +336,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
         try:
             total, limit = 0, int(await self.client.zcard(self.core.keys.failed))
-        except REDIS_ERRORS as exc:
+        except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
         while total < limit and (done := await self._run(build(self.core, [], min(batch, limit - total)))):
             total += done

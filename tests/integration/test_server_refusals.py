@@ -74,3 +74,7 @@ def test_an_async_queue_used_after_its_event_loop_closed_says_so(redis_url, queu
     with pytest.raises(ConveyorError, match="belongs to the event loop it first ran on") as caught:
         asyncio.run(q.enqueue("t", 2))
     assert "one AsyncQueue per event loop" in str(caught.value)
+    q2 = AsyncQueue.from_url(redis_url, queue_name + "-2")
+    asyncio.run(q2.counts())
+    with pytest.raises(ConveyorError, match="belongs to the event loop it first ran on"):
+        asyncio.run(q2.counts())  # any call, not only scripts
