@@ -35,14 +35,24 @@ class Script:
 # A top-level definition of _lib.lua: ``local function name(`` or ``local NAME =`` at column 0.
 _DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# A Lua string literal (kept: its text may be code, as in a KEYS name) or a comment (dropped). Long
+# brackets ([[...]]) appear in no Conveyor script.
+_STRING_OR_COMMENT = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|--[^\n]*""")
+
+
+def _code(text: str) -> str:
+    """``text`` without its Lua comments: a helper named only in prose is not needed."""
+    return _STRING_OR_COMMENT.sub(lambda m: "" if m.group().startswith("--") else m.group(), text)
 
 
 def _helpers(lib: str, body: str) -> str:
     """The part of ``lib`` that ``body`` needs: its header comment, then every top-level
     definition ``body`` names, directly or through another one, in the lib's order.
 
-    A Lua local can only be reached by its name, so a definition whose name never appears is
-    dead code; a name seen in a comment or string only keeps a definition that is not needed.
+    A Lua local can only be reached by its name, so a definition whose name never appears in code
+    is dead; comments are not searched (the enqueue script's prose names claim_jobs, which once
+    brought 7 helpers it never calls along: 13 closures per call, about 3.7 us of its 16 on Valkey
+    9.1). A name seen in a string only keeps a definition that is not needed.
     """
     starts = list(_DEFINITION.finditer(lib))
     if not starts:
@@ -50,11 +60,11 @@ def _helpers(lib: str, body: str) -> str:
     blocks = {m.group(1): lib[m.start() : n.start() if n else len(lib)]
               for m, n in zip(starts, [*starts[1:], None], strict=True)}  # fmt: skip
     used: set[str] = set()
-    pending = [body]
+    pending = [_code(body)]
     while pending:
         found = set(_IDENTIFIER.findall(pending.pop())) & blocks.keys() - used
         used |= found
-        pending += [blocks[name] for name in found]
+        pending += [_code(blocks[name]) for name in found]
     return lib[: starts[0].start()] + "".join(text for name, text in blocks.items() if name in used)
 
 

@@ -12,7 +12,7 @@ from conveyor._ops import QueueCore
 from conveyor._results import read_call
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
-from conveyor._scripts import Scripts, _helpers
+from conveyor._scripts import Scripts, _code, _helpers
 
 LUA_DIR = resources.files("conveyor").joinpath("_lua")
 LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
@@ -107,8 +107,8 @@ def test_script_source_is_the_lib_helpers_it_uses_plus_transition_and_sha_is_sta
         assert lib.startswith(helpers.split("\nlocal ", 1)[0])  # the lib's header comment first
         carried = _definitions(helpers)
         assert carried == [name for name in order if name in carried]  # the lib's order
-        # every lib name the script uses is carried (a missing local would be a nil global)
-        named = set(re.findall(r"[A-Za-z_]\w*", body + helpers)) & set(order)
+        # every lib name the script's code uses is carried (a missing local would be a nil global)
+        named = set(re.findall(r"[A-Za-z_]\w*", _code(body + helpers))) & set(order)
         assert named <= set(carried), (s.name, named - set(carried))
         assert re.fullmatch(r"[0-9a-f]{40}", s.sha)
     assert len({s.value.sha for s in Scripts}) == len(Scripts)
@@ -131,6 +131,18 @@ def test_helpers_keep_what_is_named_directly_or_through_another_helper():
     assert kept.startswith("-- header\n")
     assert _definitions(kept) == ["N", "a", "b"]
     assert _definitions(_helpers(lib, "return 1")) == []
+
+
+def test_helpers_named_only_in_comments_are_left_out():
+    """Each carried helper costs a closure per call: the enqueue script's comments name claim_jobs,
+    and carrying it (and the 6 helpers it calls) cost about 3.7 us of a lone enqueue's 16 on
+    Valkey 9.1."""
+    lib = ("local function a()\nend\nlocal function b()\n  -- not c()\n  return '--' .. a()\nend\n"
+           "local function c()\nend\n")
+    assert _definitions(_helpers(lib, "-- b() is not called here\nreturn 1")) == []
+    assert _definitions(_helpers(lib, "local s = 'x--' .. b() -- c()")) == ["a", "b"]
+    enqueue = Scripts.ENQUEUE.value.source
+    assert "local function claim_jobs" not in enqueue and "local function pop_ready" not in enqueue
 
 
 def test_the_common_enqueue_sends_no_results_key():
