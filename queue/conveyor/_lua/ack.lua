@@ -58,7 +58,7 @@ if string.sub(request, 1, 1) == '+' then
   end
 end
 
-local out, done, finished, freed = {}, {}, {}, {}
+local out, done, finished, freed, gone = {}, {}, {}, {}, {}
 local claimed = request ~= '' and {} or nil  -- claimed ids and tokens, for the record
 local records, expires = {}, nil
 if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
@@ -78,7 +78,7 @@ for i = 1, n do
       records[r + 1], records[r + 2] = id, expires .. ARGV[at + 2]
     end
     if keep == 0 then
-      redis.call('DEL', key)
+      gone[#gone + 1] = key  -- one DEL for the batch: a command called from Lua has a fixed cost
     else
       redis.call('HDEL', key, 'k', 'l', 'h', 'q')
       redis.call('HSET', key, 's', 'c', 't', now)
@@ -90,6 +90,7 @@ end
 local released = 0
 for g, k in pairs(freed) do released = released + free_slots(waiting, jobs, g, k) end
 if released > 0 then wake(marker) end
+if #gone > 0 then redis.call('DEL', unpack(gone)) end  -- <= 1000 keys (bounded above)
 if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed
   redis.call('HINCRBY', meta, 'completed', #done)
