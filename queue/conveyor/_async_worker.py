@@ -347,12 +347,16 @@ class AsyncWorker:
         return bool(claimed), until_due
 
     async def _sleep(self, seconds: float, deadline: float) -> bool:
-        """Wait for a wake-up; False when none came in time."""
+        """Wait for a wake-up; False when none came in time. (asyncio.timeout, not wait_for: on
+        Python 3.11 wait_for wraps the wait in a task of its own, and the pump sleeps once per
+        batch, until its handlers finish.)"""
         woke = True
-        try:
-            await asyncio.wait_for(self._wake.wait(), max(0.0, min(seconds, deadline - time.monotonic())))
-        except TimeoutError:
-            woke = False
+        if not self._wake.is_set():
+            try:
+                async with asyncio.timeout(max(0.0, min(seconds, deadline - time.monotonic()))):
+                    await self._wake.wait()
+            except TimeoutError:
+                woke = False
         self._wake.clear()
         return woke
 
