@@ -233,6 +233,11 @@ class Api:
         self.admin.close()
 
     # -- inspection through a separate admin connection -----------------------------------------
+    def all_keys(self) -> set[bytes]:
+        """Every key on the server. To prove nothing was written, compare with ``<=`` (no key
+        added), not with DBSIZE: a key an earlier test left with a TTL may expire meanwhile."""
+        return set(self.admin.scan_iter(count=1000))
+
     def queue_keys(self, name: str | None = None, prefix: str = "cv") -> list[bytes]:
         """Every key of the queue (its hash tag), found with SCAN."""
         pattern = f"{prefix}:{{{name or self.name}}}:*"
