@@ -4,6 +4,7 @@ error mapping to redis-py's classes, reply shapes, the batch adapter and naming 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,13 @@ SEAM = (
 )
 _SOURCES = {s.value.sha: s.value.source for s in Scripts}
 _URL_OPTIONS = ("ssl_ca_certs", "ssl_cert_reqs")
+# glide Script objects, one per (glide module, sha), kept for the life of the process. A Script's
+# __del__ calls into cffi under cffi's lock, which is not re-entrant: a Script freed by the cyclic
+# GC while the same thread was inside cffi (glide casting an error reply) deadlocked that thread,
+# and every glide call of the process after it (a clean-clone CI run hung 300 s). Never freed,
+# a Script never runs that __del__ while the process works.
+_SCRIPT_OBJECTS: dict[tuple[str, str], Any] = {}
+_SCRIPT_LOCK = threading.Lock()
 
 
 def _module(name: str) -> Any:
@@ -232,10 +240,15 @@ class GlideDriver:
         """Nothing to turn off: glide does not re-send a command that timed out."""
 
     def _script(self, sha: str) -> Any:
-        scripts: dict[str, Any] = self.__dict__.setdefault("_scripts", {})
-        if sha not in scripts:
-            scripts[sha] = self._glide.Script(_SOURCES[sha])
-        return scripts[sha]
+        """The process-wide glide Script of ``sha`` (see ``_SCRIPT_OBJECTS``)."""
+        key = (self.module, sha)
+        script = _SCRIPT_OBJECTS.get(key)
+        if script is None:
+            with _SCRIPT_LOCK:  # one Script per key: a second one, dropped, would run __del__
+                if key not in _SCRIPT_OBJECTS:
+                    _SCRIPT_OBJECTS[key] = self._glide.Script(_SOURCES[sha])
+                script = _SCRIPT_OBJECTS[key]
+        return script
 
 
 def _key_list(keys: str | Sequence[str]) -> list[str]:

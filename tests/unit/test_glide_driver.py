@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from conveyor import ConnectionFailedError, ConveyorError, PermissionDeniedError, Queue, QueueSettings
 from conveyor._connection import translate_error
 from conveyor._glide import SEAM, GlideSync
 from conveyor._glide_async import idle_reply_loop
-from conveyor._glide_common import _info, redis_error
+from conveyor._glide_common import _SOURCES, _info, redis_error
 from redis import exceptions as redis_errors
 
 pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
@@ -151,3 +152,23 @@ def test_a_cluster_that_cannot_serve_now_is_a_connection_failure(exc):
     like an unreachable server, they are ConnectionFailedError (the call can be retried)."""
     mapped = translate_error("127.0.0.1:7000", exc, None)
     assert type(mapped) is ConnectionFailedError and str(exc) in str(mapped)
+
+
+def test_glide_scripts_outlive_the_clients_that_used_them(monkeypatch):
+    """A glide Script freed by the cyclic GC while its thread was inside cffi deadlocked the process
+    (Script.__del__ takes cffi's lock, which is not re-entrant: a CI run hung). Scripts are now kept
+    for the process: a closed, collected client frees none, and the next client reuses them."""
+    freed: list[str] = []
+    script_class = GlideSync("redis://127.0.0.1:1/0", QueueSettings(driver="glide"))._glide.Script
+    monkeypatch.setattr(script_class, "__del__", lambda self: freed.append(self.hash), raising=True)
+    sha = next(iter(_SOURCES))
+    first = GlideSync("redis://127.0.0.1:1/0", QueueSettings(driver="glide"))  # lazy: no I/O yet
+    first._script(sha)
+    first.close()
+    del first
+    gc.collect()
+    assert freed == []
+    second, third = (GlideSync("redis://127.0.0.1:1/0", QueueSettings(driver="glide")) for _ in "23")
+    assert second._script(sha) is third._script(sha)
+    second.close()
+    third.close()
