@@ -159,10 +159,9 @@ def test_glide_scripts_outlive_the_clients_that_used_them(monkeypatch):
     (Script.__del__ takes cffi's lock, which is not re-entrant: a CI run hung). Scripts are now kept
     for the process: a closed, collected client frees none, and the next client reuses them."""
     freed: list[str] = []
-    script_class = GlideSync("redis://127.0.0.1:1/0", QueueSettings(driver="glide"))._glide.Script
-    monkeypatch.setattr(script_class, "__del__", lambda self: freed.append(self.hash), raising=True)
-    sha = next(iter(_SOURCES))
     first = GlideSync("redis://127.0.0.1:1/0", QueueSettings(driver="glide"))  # lazy: no I/O yet
+    monkeypatch.setattr(first._glide.Script, "__del__", lambda self: freed.append(self.hash), raising=True)
+    sha = next(iter(_SOURCES))
     first._script(sha)
     first.close()
     del first
