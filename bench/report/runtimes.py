@@ -259,6 +259,12 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
                  for s, r in got["ratios"].items() if s != "reference" and (v, s) not in moved}
              for o, by in ratios(ds).items() if o != BASELINE}
     overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items() if r}
+    if not overall and found:
+        return ("**No recommendation from these runs:** the baseline measured twice differs beyond noise "
+                "in every scenario the options were measured in, so no option's ratio can be told from "
+                f"this machine's run-to-run drift: {drift_cells(moved)}. "
+                "Measure again on a quieter machine; until then the default (redis-py with hiredis) is "
+                "the one Conveyor is tested and measured with.\n")
     if not overall:
         return ("**No recommendation yet:** no runtime, loop or driver other than the baseline has been "
                 "measured. Until then the default (redis-py with hiredis) is the one Conveyor is tested and "
@@ -280,11 +286,15 @@ def left_out(moved: dict[tuple[str, str], float]) -> str:
     (0.34x), ...`` for the cells the baseline drifts in."""
     if not moved:
         return ""
+    return f"; left out, where the baseline measured twice differs beyond noise: {drift_cells(moved)}"
+
+
+def drift_cells(moved: dict[tuple[str, str], float]) -> str:
+    """``latency on valkey-9.1 (0.34x), redis-8.2 (1.20x); process on ...``"""
     by: dict[str, list[str]] = {}
     for server, scenario in sorted(moved, key=lambda k: server_rank(k[0])):
         by.setdefault(scenario, []).append(f"{server} ({times(moved[server, scenario])})")
-    cells = "; ".join(f"{s} on {', '.join(v)}" for s, v in sorted(by.items()))
-    return f"; left out, where the baseline measured twice differs beyond noise: {cells}"
+    return "; ".join(f"{s} on {', '.join(v)}" for s, v in sorted(by.items()))
 
 
 def trade_offs(ds: Dataset, prefix: str = "") -> str:

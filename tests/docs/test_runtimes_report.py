@@ -100,6 +100,19 @@ def test_a_scenario_the_baseline_itself_drifts_in_is_left_out_of_the_recommendat
             "(0.33x)") in advice
 
 
+def test_options_measured_only_where_the_baseline_drifts_get_no_recommendation_and_say_why(
+        tmp_path: Path) -> None:
+    # The baseline measured twice differs 1.5x in every scenario: 3.12's ratios cannot be told
+    # from the machine's drift. The page must not claim that nothing but the baseline was measured.
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.5)
+    py312 = variant_run("20261129T233000Z-4e7312", "2026-11-29T23:30:00Z", 1.3, "3.12.1")
+    advice = render(dataset(tmp_path, make_run(), again, py312), "runtimes_recommendation")
+    assert "no runtime, loop or driver other than the baseline has been measured" not in advice
+    assert advice.startswith("**No recommendation from these runs:**"), advice
+    assert "the baseline measured twice differs beyond noise in every scenario" in advice
+    assert "process on valkey-9.1 (1.50x)" in advice
+
+
 def test_a_faster_raw_client_alone_is_not_the_recommendation(tmp_path: Path) -> None:
     # A driver whose raw client is 2x faster (reference) but whose queue is 0.85x is not advised.
     fast_raw = variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 0.85, driver="glide")
