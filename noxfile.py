@@ -51,7 +51,8 @@ def _tests(session: nox.Session) -> None:
 def _bench(session: nox.Session) -> None:
     _install(session, "bench")
     args = " ".join(session.posargs).replace("=", " ")
-    if "--driver glide" in args:  # the optional client, only for the runs that measure it
+    beside = args.split("--beside ", 1)[1].split(" ", 1)[0].split(",") if "--beside " in args else []
+    if "--driver glide" in args or "glide" in beside:  # the optional client, only where measured
         session.install("-q", *PYPROJECT["project"]["optional-dependencies"]["glide"])
     session.run("python", "-m", "bench", *session.posargs)
 

@@ -22,7 +22,7 @@ from bench.peers import LIBRARIES
 from bench.peers import resolve as resolve_libraries
 from bench.plan import DEFAULT_CONFIGS, DRAGONFLY_GLOBAL, Options, build_plan
 from bench.runner import Runner
-from bench.scenarios._common import DRIVER_SCENARIOS, DRIVERS, LOOPS
+from bench.scenarios._common import BESIDE, DRIVER_SCENARIOS, DRIVERS, LOOPS
 from bench.servers import CONFIGS, KINDS
 
 KIND_IDS = tuple(kind.id for kind in KINDS)
@@ -95,6 +95,10 @@ def parser() -> argparse.ArgumentParser:
                         "variants); redis-py-pure = redis-py with its pure-Python parser only; "
                         "glide = valkey-glide. Not the default: recorded in each result's params, "
                         f"and only {', '.join(DRIVER_SCENARIOS)} run")
+    p.add_argument("--beside", type=_csv, default=[], metavar="OPTIONS",
+                   help=f"runtime options ({', '.join(BESIDE)}) measured beside the run's own in "
+                        "the same run: every case of each server's baseline variant gets a twin on "
+                        "each option, run right after it (glide: the driver scenarios only)")
     p.add_argument("--timeout", type=float, default=900.0,
                    help="seconds allowed per repetition process (default %(default)s)")
     p.add_argument("--libraries", type=_csv, default=["conveyor"],
@@ -163,6 +167,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise SystemExit(f"--loop {args.loop}: the {args.loop} package is not installed here "
                          "(it is in the bench dependency group: use `nox -s bench`)")
     scenario_names, parsers, missing = driver_choice(args.driver, args.scenarios, args.parsers)
+    check_beside(args.beside, args.loop, args.driver)
     return Options(
         servers=servers, configs=args.configs, scenarios=scenario_names,
         protocols=args.protocols, parsers=parsers, quick=args.quick,
@@ -170,8 +175,26 @@ def options_from_args(args: argparse.Namespace) -> Options:
         warmup=args.warmup if args.warmup is not None else (0 if args.quick else 1),
         external=urls, force_flush=args.force_flush, params=parse_params(args.param),
         timeout=args.timeout, output=args.output, client_variants=args.client_variants,
-        loop=args.loop, driver=args.driver, driver_missing=missing,
+        loop=args.loop, driver=args.driver, driver_missing=missing, beside=args.beside,
     )
+
+
+def check_beside(beside: list[str], loop: str, driver: str) -> None:
+    """Refuse a --beside option that is unknown, repeated, the run's own, or not installed."""
+    unknown = [b for b in beside if b not in BESIDE]
+    if unknown:
+        raise SystemExit(f"--beside: unknown option(s) {unknown}; choose from {', '.join(BESIDE)}")
+    if len(set(beside)) != len(beside):
+        raise SystemExit(f"--beside: {','.join(beside)} names an option twice")
+    if ("uvloop" in beside and loop != "asyncio") or ("glide" in beside and driver != "redis-py"):
+        raise SystemExit("--beside compares with the standard asyncio loop and redis-py: "
+                         "leave --loop and --driver at their defaults")
+    packages = {"uvloop": ("uvloop",), "glide": ("glide", "glide_sync")}
+    missing = [m for b in beside for m in packages[b] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(f"--beside {','.join(beside)}: {' and '.join(missing)} not installed in this "
+                         "interpreter (uvloop and valkey-glide are in the bench dependencies: "
+                         "use `nox -s bench`)")
 
 
 def driver_choice(driver: str, names: list[str], parsers: list[str]) -> tuple[list[str], list[str], str]:

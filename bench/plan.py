@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios
-from bench.scenarios._common import Variant
+from bench.scenarios._common import BESIDE, DRIVER_SCENARIOS, Variant
 from bench.servers import ServerUnavailable, get_kind, locate
 
 DEFAULT_CONFIGS = ("default", "listpack-1024", "aof-everysec", "aof-always")
@@ -40,6 +40,7 @@ class Options:
     loop: str = "asyncio"  # event loop of the asyncio parts of scenarios ("asyncio" or "uvloop")
     driver: str = "redis-py"  # Conveyor's client library (see bench.scenarios._common.DRIVERS)
     driver_missing: str = ""  # why --driver cannot run here (its servers are "not measured")
+    beside: list[str] = field(default_factory=list)  # --beside: options twinned with every case
 
 
 @dataclass
@@ -51,11 +52,13 @@ class CellSpec:
     cases: list[dict[str, Any]]
     repetitions: int = 5
     warmup: int = 1
+    beside: tuple[str, ...] = ()  # the --beside options each case is twinned with
 
     @property
     def label(self) -> str:
-        """Human label."""
-        return f"{self.scenario} @ {self.variant.label}"
+        """Human label (also the key of the cell's recorded time: a twinned cell takes longer)."""
+        twins = f" beside {','.join(self.beside)}" if self.beside else ""
+        return f"{self.scenario} @ {self.variant.label}{twins}"
 
 
 @dataclass
@@ -158,11 +161,19 @@ def _fill_cells(sp: ServerPlan, opts: Options, client: bool = True) -> None:
                 cases = [{**case, "loop": opts.loop} for case in cases]
             if opts.driver != "redis-py":  # likewise for the driver
                 cases = [{**case, "driver": opts.driver} for case in cases]
+            beside = twinned(name, opts.beside) if variant.primary else ()
+            cases = [twin for case in cases for twin in [case, *({**case, **BESIDE[b]} for b in beside)]]
             if cases:
                 reps = min(opts.repetitions, getattr(module, "MAX_REPETITIONS", opts.repetitions))
                 warm = min(opts.warmup, getattr(module, "WARMUP", opts.warmup))
-                spec = CellSpec(name, variant, cases, reps, warm)
+                spec = CellSpec(name, variant, cases, reps, warm, beside)
                 by_label[variant.config].cells.append(spec)
+
+
+def twinned(scenario: str, beside: list[str]) -> tuple[str, ...]:
+    """The --beside options that apply to ``scenario`` (glide runs only the driver scenarios).
+    Each case is followed by its twin on each: run back to back, they compare like for like."""
+    return tuple(b for b in beside if b != "glide" or scenario in DRIVER_SCENARIOS)
 
 
 def unavailable_command(kind_id: str) -> str:

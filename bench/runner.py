@@ -34,7 +34,7 @@ from bench.plan import (
     fill_external,
 )
 from bench.results import RESULTS_DIR, SCHEMA_VERSION, ResultsError, write_results
-from bench.scenarios._common import INJECT_ENV, Target, flush_sync
+from bench.scenarios._common import BESIDE, INJECT_ENV, Target, flush_sync
 from bench.servers import (
     ServerStartError,
     ServerUnavailable,
@@ -129,6 +129,7 @@ class Runner:
                 "client_install_bytes": environment.install_sizes(),
                 # only when not the default, so default runs keep the method of earlier files
                 **({"driver": self.opts.driver} if self.opts.driver != "redis-py" else {}),
+                **({"beside": self.opts.beside} if self.opts.beside else {}),
             },
         }
 
@@ -276,8 +277,9 @@ class Runner:
         if self._progress is not None:
             self._progress.advance(self._task, planned - done + 1 if done else planned)
         self.timing[spec.label] = round(time.monotonic() - began, 2)
-        for row in outcome.results:
-            headlines.mark(row, spec.variant.primary)
+        for row in outcome.results:  # a --beside twin is never its scenario's headline row
+            twin = any(row["params"].get(k) == v for b in spec.beside for k, v in BESIDE[b].items())
+            headlines.mark(row, spec.variant.primary and not twin)
         self.results += outcome.results
         for failure in outcome.failures:
             self.console.print(f"[red bold]FAILED[/] {spec.label} {failure.get('params', '')}: "

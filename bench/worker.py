@@ -54,11 +54,11 @@ def main(argv: list[str]) -> int:
     from redis.utils import HIREDIS_AVAILABLE  # noqa: PLC0415 (deliberately lazy)
 
     from bench import scenarios  # noqa: PLC0415 (deliberately lazy)
-    from bench.scenarios._common import Target  # noqa: PLC0415 (deliberately lazy)
+    from bench.scenarios._common import Target, case_target  # noqa: PLC0415 (deliberately lazy)
 
     target = Target.from_dict(spec["target"])
     module = scenarios.load(spec["scenario"])
-    outcomes = [run_case(module, target, params) for params in spec["cases"]]
+    outcomes = [run_case(module, case_target(target, params), params) for params in spec["cases"]]
     _inject_missing_metric(outcomes, spec.get("repetition", 0))
     out = {"hiredis_active": HIREDIS_AVAILABLE, "cases": outcomes}
     Path(argv[1]).write_text(json.dumps(out))

@@ -20,10 +20,12 @@ DEFAULT_PYTHON = "3.11"  # the default runtime's interpreter (the Runtimes page'
 
 
 def default_client(doc: dict[str, Any]) -> bool:
-    """Whether a result file measured the default client: redis-py on the standard asyncio loop
-    (not a ``--driver`` or ``--loop`` variant run, which feeds the Runtimes page)."""
+    """Whether a result file measured the default client only: redis-py on the standard asyncio
+    loop (not a ``--driver`` or ``--loop`` variant run, nor a run with ``--beside`` twins among its
+    cases: those feed the Runtimes page)."""
     method = doc["method"]
-    return method.get("driver", "redis-py") == "redis-py" and method.get("loop", "asyncio") == "asyncio"
+    return (method.get("driver", "redis-py") == "redis-py" and method.get("loop", "asyncio") == "asyncio"
+            and not method.get("beside"))
 
 
 def default_runtime(doc: dict[str, Any]) -> bool:

@@ -62,10 +62,21 @@ class Option(NamedTuple):
         return f"CPython {self.short}"
 
 
-BASELINE = Option(BASELINE_PYTHON)
-OPTIONS = (BASELINE, Option("3.12"), Option("3.13"), Option("3.11", "uvloop", args=" --loop uvloop"),
+# uvloop and glide run as twins of the baseline's cases in its own run (bench --beside): each
+# case back to back with its baseline case, so the drift between runs cannot enter their ratios.
+# An interpreter, or redis-py's parser (chosen at import), needs a process and so a run of its own.
+WITH_TWINS = " --beside uvloop,glide"
+BASELINE = Option(BASELINE_PYTHON, args=WITH_TWINS)
+OPTIONS = (BASELINE, Option("3.12"), Option("3.13"), Option("3.11", "uvloop", args=WITH_TWINS),
            Option("3.11", driver="redis-py-pure", args=" --driver redis-py-pure"),
-           Option("3.11", driver="glide", args=" --driver glide"))
+           Option("3.11", driver="glide", args=WITH_TWINS))
+# The runs that measure the options, in order (an option's status names the number of its run).
+COMMANDS = tuple(dict.fromkeys(f"nox -s bench_python-{o.python} -- {BENCH}{o.args}" for o in OPTIONS))
+
+
+def command_number(option: Option) -> int:
+    """The number of the command (below the page's table) that measures ``option``."""
+    return COMMANDS.index(f"nox -s bench_python-{option.python} -- {BENCH}{option.args}") + 1
 # Each driver's Cluster, Sentinel and TLS through Conveyor, and its packages (their notes: runtimes.md).
 TRADE_OFFS = {"redis-py": ("yes", "yes", "yes", ("redis", "hiredis")),
               "redis-py-pure": ("yes", "yes", "yes", ("redis",)),
@@ -129,6 +140,7 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
             "spread": {s: (float(np.exp(lo)), float(np.exp(hi)))
                        for s, lo, hi in zip(ratio.index, per.worst.mean(), per.best.mean(), strict=True)},
             "run": pairs.run_id.iloc[0], "base": sorted(set(pairs.run_id_base)),
+            "same_run": bool(pairs.same.all()),
             "minutes": float(pairs.gap.max().total_seconds() / 60)}
 
 
@@ -161,7 +173,7 @@ def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
             if pairs.empty:
                 continue
             got = out.setdefault(option, {})[server] = summed(pairs)
-            if option != BASELINE:
+            if option != BASELINE and not got["same_run"]:  # twins in one run do not drift apart
                 for s, r in got["ratios"].items():
                     got["noise"][s] |= abs(np.log(r)) <= abs(np.log(moved.get(server, {}).get(s, 1.0)))
     return out
@@ -195,7 +207,7 @@ def runtimes_table(ds: Dataset, prefix: str = "") -> str:
     found = ratios(ds)
     again = drift(ds)
     runs = {o: (again or found.get(o)) if o == BASELINE else found.get(o) for o in OPTIONS}
-    listed = pd.DataFrame([row for n, o in enumerate(OPTIONS, 1) for row in status_rows(o, runs[o], n)])
+    listed = pd.DataFrame([row for o in OPTIONS for row in status_rows(o, runs[o], command_number(o))])
     measured = [o for o in OPTIONS if o in found and o != BASELINE]
     servers = sorted({s for o in measured for s in found[o]}, key=server_rank)
 
@@ -255,9 +267,11 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
     with a faster raw client but a slower queue must not be recommended on its strength.
     """
     moved = drifting(ds)
+    measured = {o: by for o, by in ratios(ds).items() if o != BASELINE}
     found = {o: {(v, s): 1.0 if got["noise"][s] else r for v, got in by.items()
-                 for s, r in got["ratios"].items() if s != "reference" and (v, s) not in moved}
-             for o, by in ratios(ds).items() if o != BASELINE}
+                 for s, r in got["ratios"].items()
+                 if s != "reference" and (got["same_run"] or (v, s) not in moved)}
+             for o, by in measured.items()}
     overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items() if r}
     if not overall and found:
         return ("**No recommendation from these runs:** the baseline measured twice differs beyond noise "
@@ -270,9 +284,12 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
                 "measured. Until then the default (redis-py with hiredis) is the one Conveyor is tested and "
                 "measured with.\n")
     best = max(overall, key=overall.__getitem__)
+    # a scenario measured beside the baseline in one run is kept even where separate runs drift
+    skipped = {(v, s): moved[v, s] for v, got in measured[best].items() for s in got["ratios"]
+               if (v, s) in moved and not got["same_run"]}
     scope = (f"{', '.join(sorted({s for _, s in found[best]}))} "
              f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}, noise counted as 1.00x"
-             f"{left_out(moved)}")
+             f"{left_out(skipped)}")
     if overall[best] <= 1 + THRESHOLD:
         return (f"**Keep the default.** No measured option beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "
@@ -310,9 +327,10 @@ def trade_offs(ds: Dataset, prefix: str = "") -> str:
 
 def runtimes_commands(ds: Dataset, prefix: str = "") -> str:
     """The commands that produce this page's data."""
-    lines = "\n".join(f"# {n}. {o.label}\n{cell(f'nox -s bench_python-{o.python} -- {BENCH}{o.args}')}"
-                      for n, o in enumerate(OPTIONS, 1))
-    again = (f"# {len(OPTIONS) + 1}. the baseline again, so each option has a baseline run near it\n"
+    lines = "\n".join(f"# {n}. {'; '.join(o.label for o in OPTIONS if command_number(o) == n)}\n"
+                      f"{cell(command)}" for n, command in enumerate(COMMANDS, 1))
+    again = (f"# {len(COMMANDS) + 1}. the baseline again, so each option of a run of its own has a "
+             "baseline run near it\n"
              + cell(f"nox -s bench_python-{BASELINE.python} -- {BENCH}"))
     return f"```sh\n{lines}\n{again}\n```\n"
 

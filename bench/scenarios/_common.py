@@ -12,7 +12,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Coroutine, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -89,6 +89,19 @@ LOOPS = ("asyncio", "uvloop")
 # --driver: Conveyor's client library, and for redis-py its reply parser.
 DRIVERS = ("redis-py", "redis-py-pure", "glide")
 DRIVER_SCENARIOS = ("reference", "enqueue-single", "enqueue-bulk", "process", "latency")
+# --beside: runtime options measured next to the run's own in the same run. Each case gets a twin
+# per option, run right after it in every repetition (each in its own process), so the drift of a
+# shared machine between runs minutes apart cannot enter the option's ratio.
+BESIDE = {"uvloop": {"loop": "uvloop"}, "glide": {"driver": "glide"}}
+
+
+def case_target(target: Target, params: dict[str, Any]) -> Target:
+    """The target one case runs on: a case that names its loop or driver (a --beside twin, or
+    every case of a --loop/--driver run) runs on it; redis-py-pure is redis-py with the Python
+    parser, which the repetition's process chose at start (target.parser)."""
+    loop = params.get("loop", target.loop)
+    driver = "glide" if params.get("driver", target.driver) == "glide" else "redis-py"
+    return replace(target, loop=loop, driver=driver)
 
 
 def run_async(target: Target, coro: Coroutine[Any, Any, T]) -> T:

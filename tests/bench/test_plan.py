@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,47 @@ def test_list_prices_a_cell_by_its_time_in_the_newest_committed_run(tmp_path) ->
     assert priced == 1 and seconds == pytest.approx(300.0 + SERVER_START_S)
     assert plan_estimate(plan, {})[1] == 0 and plan_estimate(plan, {})[0] < 100.0
     assert recorded_cells(True, tmp_path) == {label: (9.0, 1, 0)}
+
+
+def test_beside_twins_every_baseline_case_right_after_it_and_glide_only_where_it_runs() -> None:
+    opts = options(scenarios=["process", "memory"], protocols=[3], beside=["uvloop", "glide"])
+    plan = build_plan(opts)
+    primary = [c for c in plan.cells if c.variant.primary]
+    process = next(c for c in primary if c.scenario == "process")
+    base = build_plan(options(scenarios=["process"], protocols=[3])).cells[0].cases
+    assert process.cases == [twin for case in base for twin in
+                             (case, {**case, "loop": "uvloop"}, {**case, "driver": "glide"})]
+    memory = next(c for c in primary if c.scenario == "memory")
+    assert {c.get("driver") for c in memory.cases} == {None} and memory.beside == ("uvloop",)
+    assert process.label.endswith(" beside uvloop,glide")  # its recorded time is its own
+    others = [c for c in plan.cells if not c.variant.primary]
+    assert others and all(not c.beside and all("loop" not in k for k in c.cases) for c in others)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--beside", "tokio"], "unknown option(s) ['tokio']; choose from uvloop, glide"),
+    (["--beside", "uvloop,uvloop"], "names an option twice"),
+    (["--beside", "uvloop", "--loop", "uvloop"], "leave --loop and --driver at their defaults"),
+    (["--beside", "glide", "--driver", "glide"], "leave --loop and --driver at their defaults"),
+])
+def test_a_bad_beside_option_is_refused_naming_it(argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        cli.check_beside(parser().parse_args(argv).beside, parser().parse_args(argv).loop,
+                         parser().parse_args(argv).driver)
+
+
+def test_beside_a_package_that_is_not_installed_is_refused_naming_it(monkeypatch) -> None:
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="glide and glide_sync not installed"):
+        cli.check_beside(["glide"], "asyncio", "redis-py")
+
+
+def test_each_case_runs_on_the_loop_and_driver_it_names() -> None:
+    from bench.scenarios._common import Target, case_target  # noqa: PLC0415
+
+    target = Target("valkey-9.1", "valkey", "9.1.2", "default", "redis://127.0.0.1:1/0")
+    assert case_target(target, {"jobs": 1}) == target
+    assert case_target(target, {"loop": "uvloop"}).loop == "uvloop"
+    assert case_target(target, {"driver": "glide"}).driver == "glide"
+    # redis-py-pure is redis-py: its parser was chosen when the repetition's process started
+    assert case_target(target, {"driver": "redis-py-pure"}).driver == "redis-py"

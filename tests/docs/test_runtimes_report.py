@@ -106,7 +106,10 @@ def test_options_measured_only_where_the_baseline_drifts_get_no_recommendation_a
     # from the machine's drift. The page must not claim that nothing but the baseline was measured.
     again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.5)
     py312 = variant_run("20261129T233000Z-4e7312", "2026-11-29T23:30:00Z", 1.3, "3.12.1")
-    advice = render(dataset(tmp_path, make_run(), again, py312), "runtimes_recommendation")
+    runs = [make_run(), again, py312]
+    for doc in runs:  # without the pure-Python parser cases: those pair within their run
+        doc["results"] = [r for r in doc["results"] if r["parser"] != "python"]
+    advice = render(dataset(tmp_path, *runs), "runtimes_recommendation")
     assert "no runtime, loop or driver other than the baseline has been measured" not in advice
     assert advice.startswith("**No recommendation from these runs:**"), advice
     assert "the baseline measured twice differs beyond noise in every scenario" in advice
@@ -133,7 +136,7 @@ def test_no_results_renders_without_error(tmp_path: Path) -> None:
     table = render(ds, "runtimes_table")
     assert table.count("not measured yet") == len(runtimes.OPTIONS) and "No option besides" in table
     assert "No recommendation yet" in render(ds, "runtimes_recommendation")
-    assert "--driver glide" in render(ds, "runtimes_commands")
+    assert "--beside uvloop,glide" in render(ds, "runtimes_commands")
     sizes = render(ds, "runtimes_trade_offs")
     assert sizes.count("not measured yet") == len(runtimes.TRADE_OFFS)
 
@@ -244,3 +247,42 @@ def test_the_chart_shows_the_baselines_drift_and_whiskers_each_ratio(tmp_path: P
     assert runtimes.AGAIN in traces  # the noise floor, beside the options
     bars = traces[runtimes.AGAIN]["error_y"]
     assert bars["symmetric"] is False and min(bars["array"]) > 0 and min(bars["arrayminus"]) > 0
+
+
+def with_twins(doc: dict[str, Any], factor: float, **params: Any) -> dict[str, Any]:
+    """The run with a twin of each of its rows on ``params`` (bench --beside), ``factor`` faster."""
+    twin = variant_run(doc["run_id"], doc["created_utc"], factor, **params)
+    doc["results"] += [r for r in twin["results"]  # the primary variant's cases only, as bench does
+                       if r["scenario"] in runtimes.SCENARIOS and r["parser"] == "hiredis"]
+    return doc
+
+
+def test_twins_measured_beside_the_baseline_in_one_run_ignore_the_drift_between_runs(
+        tmp_path: Path) -> None:
+    # The baseline measured again 1.5x faster in every scenario: a 3.12 run of its own is drift,
+    # but uvloop, measured case by case beside the baseline in that run, is a like-for-like 1.30x.
+    first = with_twins(make_run(), 1.3, loop="uvloop")
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.5)
+    py312 = variant_run("20261129T211500Z-4e7312", "2026-11-29T21:15:00Z", 1.3, "3.12.1")
+    ds = dataset(tmp_path, first, again, py312)
+    table = render(ds, "runtimes_table")
+    assert ratio_cell(table, "uvloop", "process") == "1.30x"  # not marked noise by the 1.5x drift
+    assert ratio_cell(table, "CPython 3.12", "process") == "1.30x (noise)"  # inside the drift
+    [uv_row] = [li for li in option_rows(table, "3.11 · uvloop ·")]
+    assert f"| {first['run_id'][-6:]} " in uv_row and " vs " not in uv_row  # one run: nothing apart
+    advice = render(ds, "runtimes_recommendation")
+    assert advice.startswith("**CPython 3.11 · uvloop · redis-py + hiredis** is the fastest measured "
+                             "option: 1.30x"), advice
+    assert "left out" not in advice  # its scenarios were measured beside the baseline
+
+
+def test_a_run_with_twins_never_becomes_the_run_other_pages_show(tmp_path: Path) -> None:
+    # Its rows hold uvloop and glide twins beside each case: the Performance page's tables would
+    # show them as more rows of the same case.
+    twins = with_twins(variant_run("20261130T211500Z-ab12cf", "2026-11-30T21:15:00Z", 1.0), 1.2,
+                       driver="glide")
+    twins["method"]["beside"] = ["glide"]
+    twins["method"]["quick"] = False
+    ds = dataset(tmp_path, make_run(), twins)
+    assert common.primary_run(ds, "process") == make_run()["run_id"]
+    assert ratio_cell(render(ds, "runtimes_table"), "valkey-glide", "process") == "1.20x"
