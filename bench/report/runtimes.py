@@ -145,17 +145,48 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
 
 
 def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
-    """Per server: the newest baseline run against the baseline run nearest to it (the same
-    configuration measured twice), the run-to-run drift an option's ratio must exceed."""
+    """Per server: the baseline measured more than once, the run-to-run drift an option's ratio
+    must exceed. The runs compared: the newest baseline run, the one nearest to it, and every
+    baseline run an option measured in a run of its own is paired with; each scenario shows the
+    two of them that differ most (an option paired with a slow baseline run reads fast)."""
     rows = scoped(ds)
     base = rows[rows.option == BASELINE.short]
+    partners = partner_runs(rows, base)
     out = {}
     for server in sorted(base.server.unique(), key=server_rank):
         mine = base[base.server == server]
-        pairs = pairs_of(mine, base[base.run_id != newest_run(mine)])
-        if not pairs.empty:
-            out[server] = summed(pairs)
+        newest = newest_run(mine)
+        nearest = pairs_of(mine, base[base.run_id != newest]).run_id_base
+        runs = mine[mine.run_id.isin({newest, *nearest, *partners.get(server, ())})]
+        order = runs.sort_values(["created", "run_id"]).run_id.unique().tolist()
+        found = [summed(p) for i, older in enumerate(order) for newer in order[i + 1:]
+                 if not (p := pairs_of(runs[runs.run_id == newer], runs[runs.run_id == older])).empty]
+        if found:
+            out[server] = widest(found, newest)
     return out
+
+
+def partner_runs(rows: pd.DataFrame, base: pd.DataFrame) -> dict[str, set[str]]:
+    """Per server: the baseline runs that options measured in runs of their own are paired with."""
+    out: dict[str, set[str]] = {}
+    for option in OPTIONS[1:]:
+        mine = rows[rows.option == option.short]
+        for server in mine.server.unique():
+            pairs = pairs_of(mine[mine.server == server], base)
+            out.setdefault(server, set()).update(pairs.run_id_base[~pairs.same])
+    return out
+
+
+def widest(found: list[dict[str, Any]], newest: str) -> dict[str, Any]:
+    """Per scenario, the pair of baseline runs (summed()) whose ratio stands furthest from 1."""
+    pick = {s: max((f for f in found if s in f["ratios"]), key=lambda f, s=s: abs(np.log(f["ratios"][s])))
+            for f0 in found for s in f0["ratios"]}
+    runs = {r for f in found for r in (f["run"], *f["base"])}
+    return {"ratios": {s: f["ratios"][s] for s, f in pick.items()},
+            "noise": {s: f["noise"][s] for s, f in pick.items()},
+            "spread": {s: f["spread"][s] for s, f in pick.items()},
+            "run": newest, "base": sorted(runs - {newest}), "same_run": False,
+            "minutes": max(f["minutes"] for f in found)}
 
 
 def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
@@ -290,12 +321,16 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
     scope = (f"{', '.join(sorted({s for _, s in found[best]}))} "
              f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}, noise counted as 1.00x"
              f"{left_out(skipped)}")
+    unjudged = [o.label for o in measured if not found[o]]
+    judged = (f" Not judged: {', '.join(unjudged)}, measured in runs of their own only where the baseline's "
+              f"runs differ beyond noise ({drift_cells(moved)})." if unjudged else "")
     if overall[best] <= 1 + THRESHOLD:
         return (f"**Keep the default.** No measured option beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "
-                f"(geometric mean over {scope}).\n")
+                f"(geometric mean over {scope}).{judged}\n")
     return (f"**{best.label}** is the fastest measured option: {times(overall[best])} the baseline "
-            f"(geometric mean over {scope}). Weigh it against the trade-offs below before switching.\n")
+            f"(geometric mean over {scope}). Weigh it against the trade-offs below before "
+            f"switching.{judged}\n")
 
 
 def left_out(moved: dict[tuple[str, str], float]) -> str:

@@ -286,3 +286,28 @@ def test_a_run_with_twins_never_becomes_the_run_other_pages_show(tmp_path: Path)
     ds = dataset(tmp_path, make_run(), twins)
     assert common.primary_run(ds, "process") == make_run()["run_id"]
     assert ratio_cell(render(ds, "runtimes_table"), "valkey-glide", "process") == "1.20x"
+
+
+def test_the_drift_covers_every_baseline_run_an_option_is_paired_with(tmp_path: Path) -> None:
+    # Baseline runs at 20:15 (slow), 23:15 and 23:45 (both 1.5x faster). A 3.13 run at 20:30 pairs
+    # with the slow one and reads 1.5x: the two newest baselines agree, but the slow run 3.13 is
+    # paired with differs 1.5x from them, so 3.13's 1.5x is drift, not the interpreter.
+    runs = [make_run(),
+            variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.5),
+            variant_run("20261129T234500Z-ba5e03", "2026-11-29T23:45:00Z", 1.5),
+            variant_run("20261129T203000Z-4e7313", "2026-11-29T20:30:00Z", 1.5, "3.13.0")]
+    for doc in runs:  # without the pure-Python parser cases: those pair within their run
+        doc["results"] = [r for r in doc["results"] if r["parser"] != "python"]
+    ds = dataset(tmp_path, *runs)
+    table = render(ds, "runtimes_table")
+    assert ratio_cell(table, "CPython 3.13", "process") == "1.50x (noise)"
+    assert ratio_cell(table, "baseline again (drift)", "process") == "1.50x"
+    [base_row] = option_rows(table, "3.11 · asyncio · redis-py + hiredis (baseline)")
+    assert "ba5e03 vs ab12cd, ba5e02" in base_row
+    advice = render(ds, "runtimes_recommendation")
+    assert advice.startswith("**No recommendation from these runs:**") and "fastest" not in advice
+    # beside a twin measured in the baseline's run, 3.13 is named as not judged
+    ds = dataset(tmp_path / "twins", with_twins(runs[0], 1.2, loop="uvloop"), *runs[1:])
+    advice = render(ds, "runtimes_recommendation")
+    assert advice.startswith("**CPython 3.11 · uvloop · redis-py + hiredis** is the fastest"), advice
+    assert "Not judged: CPython 3.13 · asyncio · redis-py + hiredis, measured in runs of their own" in advice
