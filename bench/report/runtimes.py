@@ -303,8 +303,12 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
                  for s, r in got["ratios"].items()
                  if s != "reference" and (got["same_run"] or (v, s) not in moved)}
              for o, by in measured.items()}
-    overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items() if r}
-    if not overall and found:
+    # an option judged on fewer than half the cells it was measured in (the rest drift) is not judged
+    cells = {o: sum(s != "reference" for got in by.values() for s in got["ratios"])
+             for o, by in measured.items()}
+    overall = {o: float(np.exp(np.log(list(r.values())).mean())) for o, r in found.items()
+               if r and 2 * len(r) >= cells[o]}
+    if not overall and measured:
         return ("**No recommendation from these runs:** the baseline measured twice differs beyond noise "
                 "in every scenario the options were measured in, so no option's ratio can be told from "
                 f"this machine's run-to-run drift: {drift_cells(moved)}. "
@@ -321,9 +325,10 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
     scope = (f"{', '.join(sorted({s for _, s in found[best]}))} "
              f"on {', '.join(sorted({v for v, _ in found[best]}, key=server_rank))}, noise counted as 1.00x"
              f"{left_out(skipped)}")
-    unjudged = [o.label for o in measured if not found[o]]
-    judged = (f" Not judged: {', '.join(unjudged)}, measured in runs of their own only where the baseline's "
-              f"runs differ beyond noise ({drift_cells(moved)})." if unjudged else "")
+    unjudged = [o.label for o in measured if o not in overall]
+    judged = (f" Not judged: {', '.join(unjudged)}, measured in runs of their own and, in more than half "
+              f"of their scenarios and servers, where the baseline's runs differ beyond noise "
+              f"({drift_cells(moved)})." if unjudged else "")
     if overall[best] <= 1 + THRESHOLD:
         return (f"**Keep the default.** No measured option beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "

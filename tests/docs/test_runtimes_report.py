@@ -311,3 +311,22 @@ def test_the_drift_covers_every_baseline_run_an_option_is_paired_with(tmp_path: 
     advice = render(ds, "runtimes_recommendation")
     assert advice.startswith("**CPython 3.11 · uvloop · redis-py + hiredis** is the fastest"), advice
     assert "Not judged: CPython 3.13 · asyncio · redis-py + hiredis, measured in runs of their own" in advice
+
+
+def test_an_option_judged_on_fewer_than_half_its_cells_is_not_recommended(tmp_path: Path) -> None:
+    # The baseline measured twice drifts 3x in every scenario but process: a 3.13 run of its own
+    # 1.3x faster everywhere is judged on process alone, one cell of four, and is not advised.
+    again = variant_run("20261129T231500Z-ba5e02", "2026-11-29T23:15:00Z", 1.0)
+    for row in again["results"]:
+        if row["scenario"] not in ("process", "reference"):
+            for m in row["metrics"].values():
+                m["values"] = [v * 3 for v in m["values"]]
+                for key in ("median", "mean", "min", "max", "p5", "p95", "mad"):
+                    if isinstance(m.get(key), int | float):
+                        m[key] *= 3
+    py313 = variant_run("20261129T233000Z-4e7313", "2026-11-29T23:30:00Z", 1.3, "3.13.0")
+    runs = [make_run(), again, py313]
+    for doc in runs:  # without the pure-Python parser cases: those pair within their run
+        doc["results"] = [r for r in doc["results"] if r["parser"] != "python"]
+    advice = render(dataset(tmp_path, *runs), "runtimes_recommendation")
+    assert "fastest" not in advice and advice.startswith("**No recommendation from these runs:**"), advice
