@@ -61,6 +61,11 @@ class Option(NamedTuple):
     def label(self) -> str:
         return f"CPython {self.short}"
 
+    @property
+    def command(self) -> str:
+        """The run that measures this option."""
+        return f"nox -s bench_python-{self.python} -- {BENCH}{self.args}"
+
 
 # uvloop and glide run as twins of the baseline's cases in its own run (bench --beside): each
 # case back to back with its baseline case, so the drift between runs cannot enter their ratios.
@@ -71,12 +76,12 @@ OPTIONS = (BASELINE, Option("3.12"), Option("3.13"), Option("3.11", "uvloop", ar
            Option("3.11", driver="redis-py-pure", args=" --driver redis-py-pure"),
            Option("3.11", driver="glide", args=WITH_TWINS))
 # The runs that measure the options, in order (an option's status names the number of its run).
-COMMANDS = tuple(dict.fromkeys(f"nox -s bench_python-{o.python} -- {BENCH}{o.args}" for o in OPTIONS))
+COMMANDS = tuple(dict.fromkeys(o.command for o in OPTIONS))
 
 
 def command_number(option: Option) -> int:
     """The number of the command (below the page's table) that measures ``option``."""
-    return COMMANDS.index(f"nox -s bench_python-{option.python} -- {BENCH}{option.args}") + 1
+    return COMMANDS.index(option.command) + 1
 # Each driver's Cluster, Sentinel and TLS through Conveyor, and its packages (their notes: runtimes.md).
 TRADE_OFFS = {"redis-py": ("yes", "yes", "yes", ("redis", "hiredis")),
               "redis-py-pure": ("yes", "yes", "yes", ("redis",)),
@@ -179,8 +184,9 @@ def partner_runs(rows: pd.DataFrame, base: pd.DataFrame) -> dict[str, set[str]]:
 
 def widest(found: list[dict[str, Any]], newest: str) -> dict[str, Any]:
     """Per scenario, the pair of baseline runs (summed()) whose ratio stands furthest from 1."""
+    scenarios = {s for f in found for s in f["ratios"]}
     pick = {s: max((f for f in found if s in f["ratios"]), key=lambda f, s=s: abs(np.log(f["ratios"][s])))
-            for f0 in found for s in f0["ratios"]}
+            for s in scenarios}
     runs = {r for f in found for r in (f["run"], *f["base"])}
     return {"ratios": {s: f["ratios"][s] for s, f in pick.items()},
             "noise": {s: f["noise"][s] for s, f in pick.items()},
@@ -310,8 +316,8 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
                if r and 2 * len(r) >= cells[o]}
     if not overall and measured:
         return ("**No recommendation from these runs:** the baseline measured twice differs beyond noise "
-                "in every scenario the options were measured in, so no option's ratio can be told from "
-                f"this machine's run-to-run drift: {drift_cells(moved)}. "
+                "in more than half of the scenarios and servers each option was measured in, so no "
+                f"option's ratios can be told from this machine's run-to-run drift: {drift_cells(moved)}. "
                 "Measure again on a quieter machine; until then the default (redis-py with hiredis) is "
                 "the one Conveyor is tested and measured with.\n")
     if not overall:
@@ -371,7 +377,7 @@ def runtimes_commands(ds: Dataset, prefix: str = "") -> str:
                       f"{cell(command)}" for n, command in enumerate(COMMANDS, 1))
     again = (f"# {len(COMMANDS) + 1}. the baseline again, so each option of a run of its own has a "
              "baseline run near it\n"
-             + cell(f"nox -s bench_python-{BASELINE.python} -- {BENCH}"))
+             + cell(Option(BASELINE_PYTHON).command))
     return f"```sh\n{lines}\n{again}\n```\n"
 
 

@@ -179,9 +179,9 @@ def test_beside_twins_every_baseline_case_right_after_it_and_glide_only_where_it
     (["--beside", "glide", "--driver", "glide"], "leave --loop and --driver at their defaults"),
 ])
 def test_a_bad_beside_option_is_refused_naming_it(argv: list[str], message: str) -> None:
+    args = parser().parse_args(argv)
     with pytest.raises(SystemExit, match=re.escape(message)):
-        cli.check_beside(parser().parse_args(argv).beside, parser().parse_args(argv).loop,
-                         parser().parse_args(argv).driver)
+        cli.check_beside(args.beside, args.loop, args.driver)
 
 
 def test_beside_a_package_that_is_not_installed_is_refused_naming_it(monkeypatch) -> None:
