@@ -48,12 +48,16 @@ def memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
                       for v in ("shown", "million"))
     fig = plot(rows, "payload", "config", lambda c: f"hash-max-listpack-value {LIMITS[c].split()[1]}",
                title="Memory per waiting job by payload", x_title="payload", y_title="B/job", category_x=True)
-    runs = list(dict.fromkeys([run, *same_method_runs(ds, run)]))
-    saving = [listpack_savings(ds, r, rows.iloc[0].server) for r in runs]
-    held = sorted(set.intersection(*[set(s) for s in saving]))  # payloads saving in every run
-    saved = [f"{p} B ({pct(1 - saving[0][p])} less)" for p in held]
-    where = (f"in each of {len(runs)} comparable runs" if len(runs) > 1
-             else "in this run (the only comparable one)")
+    # a comparable run that did not measure the two limits at a payload neither supports nor
+    # contradicts a saving there: only the runs that measured it are counted
+    every = [listpack_ratios(ds, r, rows.iloc[0].server)
+             for r in dict.fromkeys([run, *same_method_runs(ds, run)])]
+    runs = [found for found in every if found]
+    here = every[0]
+    held = sorted(p for p, r in here.items() if r is not None and all(f.get(p, r) is not None for f in runs))
+    saved = [f"{p} B ({pct(1 - here[p])} less)" for p in held]  # type: ignore[operator]
+    where = (f"in each of the {len(runs)} comparable runs that measured it" if len(runs) > 1
+             else "in this run (the only comparable one that measured it)")
     advice = ("**Recommendation:** with payloads up to 1 KiB, set `hash-max-listpack-value 1024`: memory per "
               f"job drops beyond noise {where} for payloads of {', '.join(saved)}." if saved else
               f"No payload size uses less memory with the 1024 limit beyond noise {where}.")
@@ -63,14 +67,15 @@ def memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             f"{chart(fig, 'memory')}\n\n{advice}")
 
 
-def listpack_savings(ds: Dataset, run: str, server: str) -> dict[int, float]:
+def listpack_ratios(ds: Dataset, run: str, server: str) -> dict[int, float | None]:
     """Payload size -> memory ratio (1024 listpack limit over the default) where it is lower beyond
-    noise, in one run on ``server``."""
+    noise, None where both limits were measured without such a saving, in one run on ``server``;
+    payloads the run did not measure with both limits are absent."""
     rows = select(ds.summary, run_id=run, scenario="memory", metric="bytes_per_job", server=server,
                   protocol=3, parser="hiredis")
     found = versus(rows[rows.config == LISTPACK], rows[rows.config == "default"], "payload_bytes")
-    return {int(p): r for p, r, n in zip(found.payload_bytes, found.ratio, found.noise, strict=True)
-            if not n and r < 1}
+    return {int(p): (r if not n and r < 1 else None)
+            for p, r, n in zip(found.payload_bytes, found.ratio, found.noise, strict=True)}
 
 
 def aof_ratios(ds: Dataset, run: str) -> pd.DataFrame:
@@ -90,9 +95,11 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     found = aof_ratios(ds, run) if run else pd.DataFrame()
     if run is None or found.empty:
         return no_data("a persistence comparison (configurations `aof-everysec`, `aof-always`)")
-    runs = list(dict.fromkeys([run, *same_method_runs(ds, run)]))
-    every = pd.concat([aof_ratios(ds, r) for r in runs])
-    rows = []
+    # only the comparable runs that measured an AOF comparison count (a failover-only run does not)
+    candidates = dict.fromkeys([run, *same_method_runs(ds, run)])
+    measured = [frame for frame in (aof_ratios(ds, r) for r in candidates) if not frame.empty]
+    every = pd.concat(measured)
+    rows, costs = [], []
     for (scenario, mode), part in found.groupby(["scenario", "mode"], sort=False):
         row, others = part.iloc[0], select(every, scenario=scenario, mode=mode)
         agree = len({change(o, "noise").split()[0] for _, o in others.iterrows()}) == 1
@@ -102,11 +109,17 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
                      "vs off": ratio_text(row, noise=False),
                      "this run": change(row, "noise"),
                      "across runs": ("same verdict, " if agree else "**differs**, ") + spread})
+        # the verdict holds in every run, the amount does not: the cost is the range over the runs
+        low, high = 1 - others.ratio.max(), 1 - others.ratio.min()
+        costs.append(f"costs {span(low, high, pct)} over {len(others)} runs "
+                     f"({change(row, 'noise')} in this one)" if len(others) > 1
+                     else f"{change(row, 'noise')} (one run)")
     table = pd.DataFrame(rows)
-    costly = table[~table["across runs"].str.startswith("**") & table["this run"].str.startswith("costs")]
-    advice = ("**Measured in every comparable run:** " + "; ".join(
-        f"{r['mode']} {r['this run']} in {r.scenario}" for _, r in costly.iterrows()) + "."
-        if not costly.empty else "No AOF cost holds in every comparable run.")
+    costly = ~table["across runs"].str.startswith("**") & table["this run"].str.startswith("costs")
+    advice = ("**In every comparable run that measured it:** " + "; ".join(
+        f"{r['mode']} {cost} in {r.scenario}"
+        for (_, r), cost, keep in zip(table.iterrows(), costs, costly, strict=True) if keep) + "."
+        if costly.any() else "No AOF cost holds in every comparable run.")
     if table["this run"].str.startswith("gains").any():
         advice += (" AOF only adds work to each write: a row where it *gains* beyond the repetitions' "
                    "ranges shows how far the machine drifted between the two cells (measured minutes "
@@ -114,9 +127,9 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
     fig = ratio_bars({mode: part.assign(point=part.scenario)
                       for mode, part in found.groupby("mode", sort=False)}, "Throughput with AOF",
                      "persistence off")
-    return (f"{server_label(ds, run, primary_server(ds, run, 'process') or '')}; {len(runs)} comparable "
-            f"run{'s' * (len(runs) != 1)}.\n\n{md_table(table)}\n\n{chart(fig, 'persistence')}\n\n"
-            f"{advice}\n\n{source(ds, run, prefix)}\n")
+    return (f"{server_label(ds, run, primary_server(ds, run, 'process') or '')}; {len(measured)} "
+            f"comparable run{'s' * (len(measured) != 1)} measured AOF.\n\n{md_table(table)}\n\n"
+            f"{chart(fig, 'persistence')}\n\n{advice}\n\n{source(ds, run, prefix)}\n")
 
 
 @scenario_section("maintenance", config="default")
