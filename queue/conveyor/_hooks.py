@@ -103,6 +103,17 @@ def _report(hook: Hook, exc: BaseException) -> None:
     log.exception("hook %s raised %s; ignored", getattr(hook, "__qualname__", hook), type(exc).__name__)
 
 
+def _reraise_the_workers_cancel(hook: Hook, exc: BaseException) -> None:
+    """Ignore what an async hook raised, unless it is the worker cancelling the attempt (its
+    shutdown deadline, a time limit, a cancel): that must reach the worker. A CancelledError of
+    the hook's own (it awaited a future cancelled elsewhere) is ignored like any other error: it
+    failed and retried a job that had completed."""
+    me = asyncio.current_task()
+    if isinstance(exc, asyncio.CancelledError) and me is not None and me.cancelling():
+        raise exc
+    _report(hook, exc)
+
+
 def _run_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool | None = None) -> None:
     for hook in hooks.after_failure(job, exc, retry):
         try:
@@ -116,10 +127,8 @@ async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry:
         try:
             if (pending := _start(hook, job, exc)) is not None:
                 await pending
-        except asyncio.CancelledError:
-            raise  # the worker's own (shutdown deadline): the attempt ends, no outcome
         except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
-            _report(hook, hook_exc)
+            _reraise_the_workers_cancel(hook, hook_exc)
 
 
 def _preparer(task: Task[..., Any], settings: QueueSettings | None) -> Callable[[Any], PreparedResult] | None:
@@ -233,10 +242,8 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
             try:
                 if (pending := _start(hook, job, result)) is not None:
                     await pending
-            except asyncio.CancelledError:
-                raise
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
-                _report(hook, hook_exc)
+                _reraise_the_workers_cancel(hook, hook_exc)
         return result if prepared is None else prepared
 
     return in_thread(hooked, not task.is_async)
