@@ -1,15 +1,17 @@
 """Tuning page, batching goals: the targets set for ``batch_enqueue`` and the lone ``enqueue``,
 met or not, and where not, why, computed from the same run's ``enqueue-single`` cases (per-call
 rates, percentiles, the producer's CPU per job, the held PINGs and the server's script time).
-Nothing here is typed in: every figure is read from the newest run with the callers sweep."""
+Nothing here is typed in: every figure is read from the run with the callers sweep that the
+Performance page shows (see ``sweep_run``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import pandas as pd
 
-from bench.report.common import default_runtime, server_label, server_rank, source
+from bench.report.common import default_runtime, primary_run, server_label, server_rank, source
 from bench.report.compare import BASELINE, THRESHOLD, ratio, select
 from bench.report.load import Dataset
 from bench.report.text import fmt, md_table, no_data, pct, span, times
@@ -44,14 +46,16 @@ GOALS = (
 
 
 def sweep_run(ds: Dataset) -> tuple[str, str] | None:
-    """(run, server) of the newest default-runtime run whose server measured both ends of the
-    sweep, or None."""
+    """(run, server) of the default-runtime run with the sweep that the Performance page would pick
+    (full, most servers, then newest: ``primary_run``), or None. Not simply the newest: a later
+    two-server run made for the Runtimes page measures the same cells again, and the Tuning page
+    then gave other ratios than the Performance page it is linked from, for the same cells."""
     rows = select(ds.summary, scenario=SCENARIO, callers=CALLERS, batching=True, metric="p99_ms", **BASELINE)
-    for run_id in reversed(ds.runs.run_id.tolist()):  # runs are sorted by time
-        found = rows[rows.run_id == run_id].server.unique().tolist()
-        if found and default_runtime(ds.runs.loc[run_id].doc):
-            return run_id, min(found, key=server_rank)
-    return None
+    rows = rows[rows.run_id.map(lambda r: default_runtime(ds.runs.loc[r].doc)).astype(bool)]
+    run = primary_run(replace(ds, summary=rows), SCENARIO)
+    if run is None:
+        return None
+    return run, min(rows[rows.run_id == run].server.unique().tolist(), key=server_rank)
 
 
 class Cells:

@@ -114,3 +114,19 @@ def test_a_missed_bound_inside_the_repetitions_range_is_called_noise(tmp_path: P
     lone_on["metrics"]["jobs_per_s"] = metric(7000, "1/s")
     out = render(dataset(tmp_path / "apart", doc), "batching_goals")
     assert "| **not met** " in goal_line(out, "one caller: jobs/s")
+
+
+def test_the_goals_come_from_the_run_the_performance_page_shows_not_a_newer_smaller_one(
+        tmp_path: Path) -> None:
+    # the full run (two servers) measured the sweep; a later one-server run (a Runtimes session's
+    # baseline) measured it again, slower: the Tuning page showed the later run's ratios while the
+    # Performance page, which links to it for them, showed the full run's
+    full = sweep_run()
+    later = sweep_run("20261202T101500Z-bb0002", "2026-12-02T10:15:00Z")
+    later["servers"] = [s for s in later["servers"] if s["id"] == "valkey-9.1"]
+    for r in later["results"]:
+        r["metrics"]["jobs_per_s"] = metric(r["metrics"]["jobs_per_s"]["median"] / 2, "1/s")
+    ds = dataset(tmp_path, full, later)
+    assert "bb0001" in render(ds, "enqueue_section")
+    out = render(ds, "batching_goals")
+    assert "bb0001" in out and "bb0002" not in out
