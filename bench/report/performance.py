@@ -19,7 +19,7 @@ from bench.report.common import (
 from bench.report.compare import BASELINE, ratio_text, select, versus
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, metric_label, no_data, params_text, times
+from bench.report.text import fmt, md_table, metric_label, no_data, params_text
 
 COMMANDS = {"ping": "PING", "evalsha": "EVALSHA of return 1"}
 CPU_METRIC = "client_cpu_us_per_job"
@@ -170,14 +170,24 @@ def ceiling_section(ds: Dataset, prefix: str = "") -> str:
     run = primary_run(ds, "process")
     ref = select(ds.summary, run_id=run, scenario="reference", metric="evalsha_cN_ops_per_s", **BASELINE)
     proc = select(ds.summary, run_id=run, scenario="process", metric="jobs_per_s", **BASELINE)
-    both = proc.merge(ref, on=["server", "concurrency"], suffixes=("", "_ref")) if len(ref) else ref
+    # each figure with its spread, the ratio with its whiskers (worst to best pairing of repetitions)
+    both = versus(proc, ref, ["server", "concurrency"]) if len(ref) else ref
     if both.empty:
         return no_data("process and reference rows at the same concurrency in one run")
+    rows = [r for _, r in both.iterrows()]
     table = pd.DataFrame({"server": both.server, "concurrency": both.concurrency,
-                          "jobs/s (process)": both["median"].map(fmt),
-                          "EVALSHA calls/s": both.median_ref.map(fmt),
-                          "jobs per call ceiling": (both["median"] / both.median_ref).map(times)})
+                          "jobs/s (process)": [stat_cell(r) for r in rows],
+                          "EVALSHA calls/s": [stat_cell(r, "_base") for r in rows],
+                          "jobs/s ÷ EVALSHA calls/s": [ratio_text(r, noise=False) for r in rows]})
     return f"{md_table(table)}\n\n{source(ds, str(run), prefix)}\n"
+
+
+def per_core(row: pd.Series) -> pd.Series:
+    """Jobs/s one client core could sustain, 1e6 / (µs per job), with its spread: the range maps to
+    1e6 / max .. 1e6 / min, the MAD to about MAD / median of the rate (first order)."""
+    median = float(row["median"])
+    return pd.Series({"median": 1e6 / median, "mad": 1e6 * float(row.get("mad") or 0) / median ** 2,
+                      "n": row["n"], "min": 1e6 / float(row["max"]), "max": 1e6 / float(row["min"])})
 
 
 def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
@@ -196,7 +206,7 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
             table.append({"scenario": title, "case": case or "default", "server": server,
                           "client CPU per job (µs)": stat_cell(row),
                           "jobs/s": stat_cell(rates.loc[row.case] if row.case in rates.index else None),
-                          "jobs/s one client core could sustain": fmt(1e6 / row["median"])})
+                          "jobs/s one client core could sustain": stat_cell(per_core(row))})
         runs.append(run)
     if not table:
         return no_data(f"the client CPU per job (`{CPU_METRIC}`)")

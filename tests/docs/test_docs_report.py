@@ -471,6 +471,29 @@ def test_client_cpu_per_job_is_shown_beside_the_rate_of_the_same_case(tmp_path: 
     assert "20261129T201500Z-ab12cd" in out  # the source run is named
 
 
+def test_the_rate_one_client_core_could_sustain_carries_the_spread_of_the_cpu_it_comes_from(
+        tmp_path: Path) -> None:
+    # 1e6 / (78.4, 80, 81.6 µs): it was shown as a bare 12,500, five digits from a figure known to ±2%
+    doc = make_run()
+    for row in doc["results"]:
+        if row["scenario"] == "process" and row["config"] == "default" and row["protocol"] == 3 \
+                and row["parser"] == "hiredis" and row["params"].get("concurrency") == 32:
+            row["metrics"]["client_cpu_us_per_job"] = metric(80.0, "us")
+    out = render(dataset(tmp_path, doc), "client_cpu_section")
+    line = next(line for line in out.splitlines() if "concurrency 32" in line)
+    assert "| 12,500 (12,255\u201312,755) " in line
+
+
+def test_the_call_ceiling_table_shows_each_figure_with_its_spread_and_the_ratio_with_whiskers(
+        tmp_path: Path) -> None:
+    # process c32 1,900 jobs/s (1,862-1,938) over EVALSHA at 32 callers 16,000 calls/s
+    # (15,680-16,320): it showed bare medians and "0.12x" under "jobs per call ceiling"
+    out = render(dataset(tmp_path, make_run()), "ceiling_section")
+    line = next(line for line in out.splitlines() if line.startswith("| valkey-9.1"))
+    assert "1,900 (1,862\u20131,938)" in line and "16,000 (15,680\u201316,320)" in line
+    assert "0.12x (0.11\u20130.12)" in line and "jobs/s \u00f7 EVALSHA calls/s" in out
+
+
 def test_calculator_defaults_are_the_library_defaults(tmp_path: Path) -> None:
     out = render(dataset(tmp_path, make_run()), "calculator")
     assert f'name="producer_pool" type="number" min="0" step="any" ' \
