@@ -335,11 +335,13 @@ def recommendation(ds: Dataset, prefix: str = "") -> str:
     judged = (f" Not judged: {', '.join(unjudged)}, measured in runs of their own and, in more than half "
               f"of their scenarios and servers, where the baseline's runs differ beyond noise "
               f"({drift_cells(moved)})." if unjudged else "")
+    # with options left unjudged, "no measured option" would include them: say which ones were judged
+    kind = "option judged here" if unjudged else "measured option"
     if overall[best] <= 1 + THRESHOLD:
-        return (f"**Keep the default.** No measured option beats the baseline beyond noise "
+        return (f"**Keep the default.** No {kind} beats the baseline beyond noise "
                 f"(±{THRESHOLD:.0%}): the best, {best.label}, reaches {times(overall[best])} of it "
                 f"(geometric mean over {scope}).{judged}\n")
-    return (f"**{best.label}** is the fastest measured option: {times(overall[best])} the baseline "
+    return (f"**{best.label}** is the fastest {kind}: {times(overall[best])} the baseline "
             f"(geometric mean over {scope}). Weigh it against the trade-offs below before "
             f"switching.{judged}\n")
 
