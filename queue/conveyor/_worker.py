@@ -150,14 +150,25 @@ class Worker:
         ):
             yield
             return
+        # The handler runs in the main thread, the pump's, between any two of its bytecodes: maybe
+        # while the pump holds the lock of an Event that stop() sets (a plain Lock), where stop()
+        # waited for its own thread for ever. A SimpleQueue put is reentrant: the handler only
+        # posts the request, and a thread of its own calls stop().
+        requests: stdlib_queue.SimpleQueue[bool] = stdlib_queue.SimpleQueue()
+        threading.Thread(target=self._stop_on_request, args=(requests,), daemon=True).start()
         previous = {
-            sig: signal.signal(sig, lambda *_: self.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
+            sig: signal.signal(sig, lambda *_: requests.put(True)) for sig in (signal.SIGTERM, signal.SIGINT)
         }
         try:
             yield
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            requests.put(False)
+
+    def _stop_on_request(self, requests: stdlib_queue.SimpleQueue[bool]) -> None:
+        while requests.get():
+            self.stop()
 
     # -- handler threads --------------------------------------------------------------------------
     def _slot(self) -> None:

@@ -6,9 +6,11 @@ Each test failed on the code before its fix.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
-from conveyor import Job, SerializationError
+from conveyor import Job, Queue, SerializationError
 from conveyor._runner import Runner
 from test_review_worker import _app
 
@@ -45,3 +47,61 @@ def test_an_async_hooks_own_cancelled_error_is_ignored_like_any_other_error(redi
         assert stored.state == "failed" and "the task's own error" in (stored.error or ""), stored
     assert runs == [1]
     app.close()
+
+
+# A sync Worker run in the main thread with its own SIGTERM handler; its wake-up event sends the
+# signal to the process while the pump (the main thread) holds the event's lock, and a job is
+# running then: the handler runs at that point, as it can between any two bytecodes.
+SIGNAL_WORKER = """
+import os, signal, sys, threading, time
+from conveyor import Queue, Worker
+
+class SignalledWhileHeld(threading.Event):
+    armed = False
+
+    def clear(self):
+        with self._cond:
+            if SignalledWhileHeld.armed and threading.current_thread() is threading.main_thread():
+                SignalledWhileHeld.armed = False
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler runs here, the lock still held
+            self._flag = False
+
+def slow(job):
+    SignalledWhileHeld.armed = True
+    time.sleep(0.5)
+    return None
+
+worker = Worker(Queue.from_url(sys.argv[1], sys.argv[2], keep_completed=-1), {"slow": slow},
+                block_timeout=0.2)
+worker._wake = SignalledWhileHeld()
+print(worker.run(), flush=True)
+"""
+
+
+def test_sigterm_while_the_pump_holds_its_wake_up_lock_stops_the_worker(redis_url, queue_name, tmp_path):
+    """A Worker's SIGTERM handler called stop(), which sets threading.Events; the handler runs in
+    the main thread, which is the pump's, and a signal arriving while the pump held one of those
+    events' plain Lock (waking from or clearing a wait: every idle block_timeout) made the handler
+    wait for its own thread for ever. The worker hung, its maintenance thread still renewing the
+    leases of the jobs it held: they never completed, nor were they redelivered."""
+    script = tmp_path / "signal_worker.py"
+    script.write_text(SIGNAL_WORKER)
+    queue = Queue.from_url(redis_url, queue_name, keep_completed=-1)
+    job = queue.enqueue("slow", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), redis_url, queue_name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    assert proc.returncode == 0, f"the worker did not stop on SIGTERM: {out} {err}"
+    stored = queue.get_job(job.id)
+    assert stored is not None and stored.state == "completed", stored  # finished in the grace time
+    assert "'processed': 1" in out, out
+    queue.close()
