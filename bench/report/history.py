@@ -43,14 +43,26 @@ def title(h: Point) -> str:
     return h.label[0].upper() + h.label[1:]
 
 
+# method fields that tell methods apart for a reader (the client and what a run measured), each
+# shown where methods differ in it; repetitions and warm-up are always shown
+TELLING = {"driver": "driver", "loop": "loop", "beside": "twins beside each case", "parsers": "parsers",
+           "protocols": "RESP", "warmup_scale": "warm-up sizes scaled by"}
+
+
 def method_names(ds: Dataset) -> dict[str, str]:
-    """A letter per distinct method (in order of first use), with what it is."""
+    """A letter per distinct method (in order of first use), with what it is: its repetitions and
+    warm-up, and every field of :data:`TELLING` in which the methods differ (two methods that read
+    the same, "3 repetitions, 1 warm-up", would not say why their points are never joined)."""
+    methods = {key: json.loads(key) for key in dict.fromkeys(ds.runs.method)}
+    differ = [f for f in TELLING if len({json.dumps(m.get(f)) for m in methods.values()}) > 1]
     names: dict[str, str] = {}
-    for key in dict.fromkeys(ds.runs.method):
-        m = json.loads(key)
+    for key, m in methods.items():
         sizes = f", sizes {json.dumps(m['params'])}" if m.get("params") else ""
-        names[key] = (f"{chr(65 + len(names))} ({m.get('repetitions')} repetitions, "
-                      f"{m.get('warmup')} warm-up{sizes})")
+        shown = [f"{TELLING[f]} {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                 for f in differ if (v := m.get(f)) not in (None, [])]
+        reps = m.get("repetitions")
+        names[key] = (f"{chr(65 + len(names))} ({reps} repetition{'s' * (reps != 1)}, "
+                      f"{m.get('warmup')} warm-up{sizes}{''.join('; ' + t for t in shown)})")
     return names
 
 
@@ -109,6 +121,8 @@ def runs_table(h: Point, frame: pd.DataFrame) -> str:
     return md_table(pd.DataFrame({
         "version": frame.version, "commit": "`" + frame.commit + "`", "run": frame.run_id,
         "machine and method": frame.group,
+        # a run with twins (--beside) holds several points: the case says which client each is
+        "case": [params_text(json.loads(c)) for c in frame.case],
         f"{label} {STAT_HEADER}": [stat_cell(r) for _, r in frame.iterrows()],
         "repetitions": [fmt(float(n), 0) for n in frame.n]}))
 

@@ -96,3 +96,24 @@ def test_quick_runs_are_left_out_and_missing_data_says_so(tmp_path: Path) -> Non
 def test_headlines_exist_in_the_synthetic_run(tmp_path: Path) -> None:
     ds = dataset(tmp_path, copy.deepcopy(make_run()))
     assert not points(ds, PROCESS).empty
+
+
+def test_every_run_row_and_method_name_what_sets_them_apart(tmp_path: Path) -> None:
+    # a --beside run holds a point per client: its rows read "machine, method J" three times with
+    # three values, and methods C and D both read "(3 repetitions, 1 warm-up)"
+    twins = run("20261102T000000Z-bbbbbb", "2026-11-02T00:00:00Z", "b" * 40)
+    twins["method"].update(beside=["uvloop"], loop="asyncio")
+    extra = []
+    for r in twins["results"]:
+        if r["scenario"] == "process":
+            twin = copy.deepcopy(r)
+            twin["params"]["loop"] = "uvloop"
+            extra.append(twin)
+    twins["results"] += extra
+    ds = dataset(tmp_path, run("20261101T000000Z-aaaaaa", "2026-11-01T00:00:00Z", "a" * 40), twins)
+    text = SECTIONS["history_section"](ds, "")
+    assert "twins beside each case uvloop" in text and "loop asyncio" in text
+    rows = [line for line in text.split(f"### {title(PROCESS)}")[1].split("###")[0].splitlines()
+            if "bbbbbb" in line and "`bbbbbbb`" in line]
+    assert len(rows) == 2 and len({r.split("|")[5] for r in rows}) == 2, rows
+    assert any("loop uvloop" in r for r in rows)
