@@ -61,7 +61,9 @@ def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1,
     if missing(median):
         return MISSING
     ranged = 2 <= n <= RANGE_UP_TO and not missing(lo) and not missing(hi) and lo != hi
-    places = 0 if float(median).is_integer() and not mad and not ranged else decimals(median)  # type: ignore[arg-type]
+    # whole numbers (counts: connections, jobs) stay whole: "4 (4 to 5)", never "4.00 (4.00 to 5.00)"
+    whole = all(float(v).is_integer() for v in (median, mad or 0, *((lo, hi) if ranged else ())))  # type: ignore[arg-type]
+    places = 0 if whole else decimals(median)  # type: ignore[arg-type]
     if ranged:
         return f"{fmt(median, places)} ({span(lo, hi, lambda v: fmt(v, places))})"
     if n < 2 or not mad:

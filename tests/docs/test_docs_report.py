@@ -128,6 +128,13 @@ def test_mad_is_shown_at_the_precision_of_its_median(median: float, mad: float,
     assert text.fmt_stat(median, mad, n=7) == shown
 
 
+def test_whole_counts_with_a_range_stay_whole() -> None:
+    # connections per worker process over 3 repetitions, 4, 4 and 5: shown as "4.00 (4.00-5.00)"
+    assert text.fmt_stat(4.0, 0.0, 3, 4.0, 5.0) == "4 (4\u20135)"
+    assert text.fmt_stat(11.0, 0.0, 3, 11.0, 12.0) == "11.0 (11.0\u201312.0)".replace(".0", "")
+    assert text.fmt_stat(4.5, 0.5, 3, 4.0, 5.0) == "4.50 (4.00\u20135.00)"  # not whole: 3 digits
+
+
 def test_few_repetitions_show_their_range_not_a_mad_that_hides_the_outer_one() -> None:
     """Three repetitions 100, 101 and 150: the MAD is 1, and "101 ± 1" hid the 150."""
     assert text.fmt_stat(101.0, 1.0, n=3, lo=100.0, hi=150.0) == "101 (100\N{EN DASH}150)"
