@@ -692,3 +692,12 @@ def test_a_ping_p99_of_few_samples_is_marked_as_the_slowest_sample(tmp_path: Pat
     assert len(marked) == 1 and "| 1000 | 1000 | 11 |" in " ".join(marked[0].split())
     assert "† Fewer than 100 PING samples (as few as 11)" in out
     assert out.count("†") == 2  # the one cell and its note
+
+
+def test_the_servers_page_defines_both_labels_its_table_uses() -> None:
+    # the table marks "noise" (ranges overlap) and "within 10%" (ranges apart, under 10%); the page
+    # defined noise as either, so a reader took "within 10%" for something else than noise's half
+    page = (Path(__file__).resolve().parents[2] / "docs" / "servers.md").read_text()
+    intro = " ".join(page.split("{{ servers_section() }}")[0].split())
+    assert "*noise*: the repetitions' ranges overlap;" in intro
+    assert "*within 10%*: the ranges are apart" in intro
