@@ -38,9 +38,16 @@ FORCED_EXIT_CODE = 3
 
 def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
     """The queues to serve, in order, without repeats; each must have registered tasks."""
-    if not queues:
-        raise ValueError("no queue to serve: name at least one")
     known = set(app.queue_names())
+    if not queues:
+        # An app without tasks is the usual cause (their modules are not imported by the app's):
+        # "name at least one" sent the user to -q, where every name is refused.
+        why = (
+            "name at least one"
+            if known
+            else "the app has no registered task (is its tasks' module imported?)"
+        )
+        raise ValueError(f"no queue to serve: {why}")
     unknown = [q for q in queues if q not in known]
     if unknown:
         served = ", ".join(sorted(known)) or "none"

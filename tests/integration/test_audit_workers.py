@@ -105,3 +105,16 @@ def test_sigterm_while_the_pump_holds_its_wake_up_lock_stops_the_worker(redis_ur
     assert stored is not None and stored.state == "completed", stored  # finished in the grace time
     assert "'processed': 1" in out, out
     queue.close()
+
+
+def test_a_worker_of_an_app_without_tasks_says_so(tmp_path):
+    """``conveyor worker`` of an app with no registered task (its tasks live in modules the app's
+    module does not import) said "no queue to serve: name at least one", but naming a queue only
+    got "queue 'x' has no registered task": the error must name the problem, the app's."""
+    (tmp_path / "taskless.py").write_text(
+        "from conveyor import Conveyor\napp = Conveyor('redis://127.0.0.1:1/0')\n"
+    )
+    command = [sys.executable, "-m", "conveyor", "worker", "taskless:app"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "no queue to serve: the app has no registered task" in result.stderr, result.stderr
