@@ -115,14 +115,20 @@ def spread_table(frame: pd.DataFrame) -> str:
         "within-run MAD (median over runs)": out.within.map(lambda v: f"{v:.1f}%")}))
 
 
+def client(params: dict[str, object]) -> str:
+    """``driver glide``, ``loop uvloop`` or ``default client`` (redis-py on the asyncio loop)."""
+    return ", ".join(f"{k} {params[k]}" for k in ("driver", "loop") if k in params) or "default client"
+
+
 def runs_table(h: Point, frame: pd.DataFrame) -> str:
     """Every point: version, commit, run, machine and method, median and spread."""
     label = metric_label(h.metric, unit_of(h.metric, str(frame.unit.iloc[0])))
     return md_table(pd.DataFrame({
         "version": frame.version, "commit": "`" + frame.commit + "`", "run": frame.run_id,
-        "machine and method": frame.group,
-        # a run with twins (--beside) holds several points: the case says which client each is
-        "case": [params_text(json.loads(c)) for c in frame.case],
+        # a run with twins (--beside) holds several points: say which client each is (the whole
+        # case is in the table above; a column of its own would not fit the page)
+        "machine, method and client": [f"{g}, {client(json.loads(c))}"
+                                       for g, c in zip(frame.group, frame.case, strict=True)],
         f"{label} {STAT_HEADER}": [stat_cell(r) for _, r in frame.iterrows()],
         "repetitions": [fmt(float(n), 0) for n in frame.n]}))
 
