@@ -87,6 +87,7 @@ class AsyncWorker:
         self._running: dict[str, asyncio.Task[Any]] = {}  # lease token -> the slot running it
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop run() runs on (for stop())
         self._ran = False
+        self._previous_signals: dict[int, Any] = {}  # handlers the run's own ones replaced
 
     def _new_lanes(self, pumps: int, options: dict[str, Any]) -> list[AsyncWorker]:
         """The lanes of a worker with several pumps (none with one): same class and handlers,
@@ -219,15 +220,19 @@ class AsyncWorker:
         return AsyncMarkerWaiter(client, new_wait_set(q.core.keys.wake, self.options.block_timeout))
 
     def _signals(self, install: bool) -> None:
+        """Install (or remove) the loop's SIGTERM/SIGINT handlers. Removing one resets the signal
+        to its default, so the handler the program had before (a web server's graceful shutdown)
+        is put back, as the sync Worker does."""
         if not self.options.install_signal_handlers:
             return
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 if install:
+                    self._previous_signals[sig] = signal.getsignal(sig)
                     loop.add_signal_handler(sig, self.stop)
-                else:
-                    loop.remove_signal_handler(sig)
+                elif loop.remove_signal_handler(sig) and self._previous_signals.get(sig) is not None:
+                    signal.signal(sig, self._previous_signals.pop(sig))  # None: set from C, unknown
 
     # -- handler tasks ----------------------------------------------------------------------------
     async def _slot(self) -> None:

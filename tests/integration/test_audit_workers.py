@@ -6,11 +6,12 @@ Each test failed on the code before its fix.
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 
 import pytest
-from conveyor import Job, Queue, SerializationError
+from conveyor import AsyncQueue, AsyncWorker, Job, Queue, SerializationError
 from conveyor._runner import Runner
 from test_review_worker import _app
 
@@ -118,3 +119,31 @@ def test_a_worker_of_an_app_without_tasks_says_so(tmp_path):
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "no queue to serve: the app has no registered task" in result.stderr, result.stderr
+
+
+def test_an_async_worker_gives_back_the_signal_handlers_it_replaced(redis_url, queue_name):
+    """An AsyncWorker installs SIGTERM/SIGINT handlers for its run; when run() ended it removed
+    them, which resets a signal to its default (SIGTERM: kill the process), so a handler the
+    program had set before (a web server's graceful shutdown) was lost. The sync Worker
+    restores the previous ones; the async twin now does the same."""
+    def mine(*_: object) -> None:
+        return None
+
+    async def main() -> None:
+        queue = AsyncQueue.from_url(redis_url, queue_name)
+        await queue.enqueue("t", 1)
+
+        async def handle(job: Job) -> None:
+            return None
+
+        await AsyncWorker(queue, {"t": handle}, burst=True).run()
+        await queue.aclose()
+
+    previous = {sig: signal.signal(sig, mine) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        asyncio.run(main())
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
