@@ -136,7 +136,7 @@ def stopped(job: Job, reason: str, still_running: bool) -> Failure:
     limit = job.time_limit
     text = f"timed out: the attempt exceeded its time limit of {limit:g} s" if limit else "timed out"
     if still_running:
-        text += " (its handler thread was still running: not retried, a thread cannot be interrupted)"
+        text += " (its handler was still running: not retried, a retry would run the job twice at once)"
     return Failure(job, text, not still_running)
 
 

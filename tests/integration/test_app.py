@@ -310,7 +310,7 @@ def test_a_sync_task_past_its_limit_does_not_starve_the_next_jobs_of_a_thread(re
     """An asyncio worker frees the slot of a sync task past its time limit while its thread runs
     on: the next jobs must still get a thread of their own. Before, the executor had one thread
     per slot, so they queued behind the overrunning thread until their own limit passed, and were
-    failed for good as 'its handler thread was still running' without ever running."""
+    failed for good as 'its handler was still running' without ever running."""
     app = _app(redis_url, queue_name, max_attempts=2)
     release, ran = threading.Event(), []
 
@@ -334,14 +334,14 @@ def test_a_sync_task_past_its_limit_does_not_starve_the_next_jobs_of_a_thread(re
     assert sorted(ran) == [0, 1, 2]
     assert stats[queue_name] == {"processed": 3, "failed": 1, "held": 0}
     [failed] = app.queue(queue_name).jobs("failed")
-    assert failed.task == "stuck" and "its handler thread was still running" in (failed.error or "")
+    assert failed.task == "stuck" and "its handler was still running" in (failed.error or "")
     app.close()
 
 
 def test_a_sync_task_that_timed_out_before_its_thread_started_is_retried(redis_url, queue_name):
     """Where the executor is the caller's (an AsyncWorker given an app's handlers on the stock
     pool), a sync task's attempt can time out while it waits for a thread: nothing ran, so it is
-    retried, not failed as 'its handler thread was still running'."""
+    retried, not failed as 'its handler was still running'."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from conveyor import AsyncWorker  # noqa: PLC0415

@@ -9,6 +9,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conveyor import AsyncQueue, AsyncWorker, Job, Queue, SerializationError
@@ -147,3 +148,40 @@ def test_an_async_worker_gives_back_the_signal_handlers_it_replaced(redis_url, q
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def test_an_async_handler_that_keeps_running_past_its_time_limit_is_not_run_twice(redis_url, queue_name):
+    """An async handler that swallows the CancelledError of its time limit and goes on running:
+    the server stops renewing a timed-out lease (extend.lua, status 3), and the worker waited for
+    the handler to return before settling the attempt. The lease ran out meanwhile, lease
+    recovery redelivered the job (attempts remained), and a second attempt started while the
+    first still ran. Like a thread that cannot be interrupted, such an attempt is now settled
+    failed, not retried, when its handler has not ended a third of a lease after it was asked."""
+    starts: list[float] = []
+
+    async def stubborn(job: Job) -> None:
+        starts.append(time.monotonic())
+        if len(starts) > 1:
+            return
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(2.5)  # "cleanup" that outlives the lease
+
+    async def main() -> Job | None:
+        queue = AsyncQueue.from_url(redis_url, queue_name, lease=0.9, maintenance_interval=0.1,
+                                    keep_failed=-1, keep_completed=-1)  # fmt: skip
+        job = await queue.enqueue("t", None, time_limit=0.3, max_attempts=3)
+        worker = AsyncWorker(queue, {"t": stubborn}, concurrency=2, install_signal_handlers=False)
+        runner = asyncio.create_task(worker.run())
+        await asyncio.sleep(3.5)
+        worker.stop()
+        await runner
+        stored = await queue.get_job(job.id)
+        await queue.aclose()
+        return stored
+
+    stored = asyncio.run(main())
+    assert len(starts) == 1, f"the job started {len(starts)} times"
+    assert stored is not None and stored.state == "failed", stored
+    assert "still running" in (stored.error or ""), stored.error
