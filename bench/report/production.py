@@ -12,7 +12,7 @@ import pandas as pd
 from bench.report.common import scenario_section, server_label, stat_cell
 from bench.report.compare import BASELINE, change, versus
 from bench.report.load import Dataset
-from bench.report.text import fmt, no_data, span
+from bench.report.text import fmt, no_data, ratio_digits, span
 
 STORING = "jobs_per_s_storing_results"
 
@@ -32,7 +32,7 @@ def result_cost_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             "| handler returns | jobs/s |\n|---|---|\n"
             f"| `None`, `store_results` off | {stat_cell(found, '_base')} |\n"
             f"| a {fmt(found.result_bytes)} B result, `store_results=True` | {stat_cell(found)} |\n\n"
-            f"Storing the result {change(found)} (ratio {fmt(found.ratio, 2)}, range "
+            f"Storing the result {change(found)} (ratio {ratio_digits(found.ratio)}, range "
             f"{span(found.lo, found.hi)}).")
 
 

@@ -1,8 +1,11 @@
 """Numbers, units and Markdown: how figures are written on the site.
 
-A spread is written at the precision of its median (``6,854 ± 50 jobs/s``), or as a share of it
-when it would round to zero (``163 ± 0.04% B/job``). Units are written as people write them:
-jobs/s, ms, B/job.
+Measured figures are written to three significant digits (``276,000 jobs/s``, ``12.3 ms``), the
+precision a spread of a few percent allows; whole counts stay whole and exact (``12,346 jobs``).
+A spread is written at the precision of its median (``6,850 ± 50 jobs/s``), or as a share of it
+when it would round to zero (``163 ± 0.04% B/job``). Ratios keep two decimals below 10
+(``1.13x``) and three significant digits from 10 up (``133x``). Units are written as people write
+them: jobs/s, ms, B/job.
 """
 
 from __future__ import annotations
@@ -32,9 +35,23 @@ WORDS = {"payload_bytes": "payload {} B", "producers": "{} producers", "concurre
 
 
 def decimals(value: float) -> int:
-    """Decimal places giving about three significant digits (none from 100 up)."""
+    """Decimal places giving three significant digits: none from 100 to 999, negative from 1,000
+    up (-3 rounds 276,345 to 276,000)."""
     magnitude = abs(value)
-    return 0 if magnitude >= 100 or magnitude == 0 else min(6, 2 - math.floor(math.log10(magnitude)))
+    if magnitude == 0:
+        return 0
+    places = 2 - math.floor(math.log10(magnitude))
+    if abs(round(value, places)) >= 10 ** (3 - places):  # 99.96 rounds up to 100, not 100.0
+        places -= 1
+    return min(6, places)
+
+
+def rounded(value: float, places: int) -> str:
+    """``value`` with thousands separators at ``places`` decimals; negative ``places`` round to
+    tens, hundreds, thousands (``rounded(276345.2, -3)`` is ``276,000``)."""
+    if places >= 0:
+        return f"{value:,.{places}f}"
+    return f"{round(value, places) + 0.0:,.0f}"  # + 0.0: no "-0"
 
 
 def missing(value: Any) -> bool:
@@ -42,11 +59,12 @@ def missing(value: Any) -> bool:
 
 
 def fmt(value: float | None, places: int | None = None) -> str:
-    """A number with thousands separators and about three significant digits."""
+    """A number with thousands separators and three significant digits (``276,000``, ``12.3``);
+    a whole number (a count) is written whole and exact (``12,346``)."""
     if missing(value):
         return MISSING
     places = (0 if float(value).is_integer() else decimals(value)) if places is None else places  # type: ignore[arg-type]
-    return f"{value:,.{places}f}"
+    return rounded(value, places)  # type: ignore[arg-type]
 
 
 RANGE_UP_TO = 5  # repetitions up to which the spread shown is the range (see fmt_stat)
@@ -65,10 +83,10 @@ def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1,
     whole = all(float(v).is_integer() for v in (median, mad or 0, *((lo, hi) if ranged else ())))  # type: ignore[arg-type]
     places = 0 if whole else decimals(median)  # type: ignore[arg-type]
     if ranged:
-        return f"{fmt(median, places)} ({span(lo, hi, lambda v: fmt(v, places))})"
+        return f"{fmt(median, places)} ({span(lo, hi, lambda v: fmt(v, places))})"  # type: ignore[arg-type]
     if n < 2 or not mad:
         return fmt(median, places)
-    spread = f"{mad:,.{places}f}"
+    spread = rounded(mad, places)
     if float(spread.replace(",", "")) == 0 and median:
         share = mad / abs(median) * 100
         spread = f"{share:.1g}%" if share >= 0.01 else "<0.01%"
@@ -94,13 +112,21 @@ def pct(share: float) -> str:
     return f"{share * 100:.0f}%"
 
 
+def ratio_digits(ratio: float) -> str:
+    """A ratio's digits: two decimals below 10 (``1.13``), three significant digits from 10 up
+    (``15.0``, ``133``, ``1,230``): a ratio of two figures known to a few percent has no more."""
+    if missing(ratio):
+        return MISSING
+    return rounded(ratio, 2 if abs(round(ratio, 2)) < 10 else decimals(ratio))  # 9.996: 10.0
+
+
 def times(ratio: float) -> str:
-    """1.234 -> '1.23x'."""
-    return f"{ratio:.2f}x"
+    """1.234 -> '1.23x', 132.56 -> '133x'."""
+    return MISSING if missing(ratio) else f"{ratio_digits(ratio)}x"
 
 
-def span(lo: float, hi: float, show: Callable[[float], str] = lambda v: f"{v:.2f}") -> str:
-    """A range ``0.98 to 1.10``, written with an en dash."""
+def span(lo: float, hi: float, show: Callable[[float], str] = ratio_digits) -> str:
+    """A range ``0.98 to 1.10`` (of ratios, unless ``show`` says otherwise), with an en dash."""
     return f"{show(lo)}\N{EN DASH}{show(hi)}"
 
 

@@ -20,7 +20,7 @@ from bench.report.common import (
 from bench.report.compare import BASELINE, STATS, prefer, select, versus
 from bench.report.figures import chart, metric_lines, plot
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, metric_label, no_data, pct
+from bench.report.text import fmt, md_table, metric_label, no_data, pct, times
 
 PERCENTILES = ["p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms"]
 FEW_SAMPLES = 1000  # below this, a p99.9 is the largest sample or next to it
@@ -138,7 +138,7 @@ def bulk(ds: Dataset, run: str) -> list[str]:
     single = prefer(single, {"callers": 1, "batching": False})  # one call at a time, like for like
     found = versus(many[~many.payload_bytes.duplicated(keep=False)], single, "payload_bytes")
     return [f"With one producer and {r.payload_bytes} B payloads, enqueueing in batches of {r.batch} gives "
-            f"{r.ratio:.1f}x the jobs/s of one enqueue call at a time."
+            f"{times(r.ratio)} the jobs/s of one enqueue call at a time."
             for r in found[~found.noise].itertuples()]
 
 
