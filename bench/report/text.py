@@ -3,7 +3,7 @@
 Measured figures are written to three significant digits (``276,000 jobs/s``, ``12.3 ms``), the
 precision a spread of a few percent allows; whole counts stay whole and exact (``12,346 jobs``).
 A spread is written at the precision of its median (``6,850 ± 50 jobs/s``), or as a share of it
-when it would round to zero (``163 ± 0.04% B/job``). Ratios keep two decimals below 10
+when it would round to nothing (``163 ± 0.04% B/job``). Ratios keep two decimals below 10
 (``1.13x``) and three significant digits from 10 up (``133x``). Units are written as people write
 them: jobs/s, ms, B/job.
 """
@@ -75,22 +75,34 @@ def fmt_stat(median: float | None, mad: float | None = 0.0, n: int = 1,
              lo: float | None = None, hi: float | None = None) -> str:
     """The median and its spread at the median's precision: ``median (min to max)`` for up to
     RANGE_UP_TO repetitions (the MAD of three values is the nearer one's distance and hides the
-    other), else ``median ± MAD`` (as a % when that rounds to 0)."""
+    other), else ``median ± MAD``; a spread that rounds to nothing is written as a share of the
+    median (``1,160 (range 0.03%)``, ``163 ± 0.04%``), and repetitions that all measured the same
+    figure say so (``436 (all 3 equal)``): a bare median would read as a spread not shown."""
     if missing(median):
         return MISSING
     ranged = 2 <= n <= RANGE_UP_TO and not missing(lo) and not missing(hi) and lo != hi
     # whole numbers (counts: connections, jobs) stay whole: "4 (4 to 5)", never "4.00 (4.00 to 5.00)"
     whole = all(float(v).is_integer() for v in (median, mad or 0, *((lo, hi) if ranged else ())))  # type: ignore[arg-type]
     places = 0 if whole else decimals(median)  # type: ignore[arg-type]
+    shown = fmt(median, places)
+    if n >= 2 and not whole and not missing(lo) and lo == hi:  # a count the same every time stays bare
+        return f"{shown} (all {n} equal)"
     if ranged:
-        return f"{fmt(median, places)} ({span(lo, hi, lambda v: fmt(v, places))})"  # type: ignore[arg-type]
+        if fmt(lo, places) == fmt(hi, places) == shown:  # both ends round to the median
+            return f"{shown} (range {share(hi - lo, median)})"  # type: ignore[operator, arg-type]
+        return f"{shown} ({span(lo, hi, lambda v: fmt(v, places))})"  # type: ignore[arg-type]
     if n < 2 or not mad:
-        return fmt(median, places)
+        return shown
     spread = rounded(mad, places)
     if float(spread.replace(",", "")) == 0 and median:
-        share = mad / abs(median) * 100
-        spread = f"{share:.1g}%" if share >= 0.01 else "<0.01%"
-    return f"{fmt(median, places)} ± {spread}"
+        spread = share(mad, median)
+    return f"{shown} ± {spread}"
+
+
+def share(spread: float, median: float) -> str:
+    """A spread as a share of its median, one significant digit: ``0.04%`` (``<0.01%`` below)."""
+    percent = abs(spread / median) * 100
+    return f"{percent:.1g}%" if percent >= 0.01 else "<0.01%"
 
 
 def unit_of(metric: str, unit: str = "") -> str:

@@ -1,7 +1,8 @@
 """How many digits the site writes: no more than the spread of a figure supports.
 
 Rates known to ±10-20% were written to the unit (``276,345 (229,780-324,656)``) and ratios to two
-decimals however large (``132.56x``).
+decimals however large (``132.56x``); repetitions that all measured the same figure showed a bare
+median, which read as a spread left out.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ def test_a_ratio_range_follows_the_ratio_rule() -> None:
     assert text.span(0.981, 1.104) == f"0.98{DASH}1.10"
 
 
+def test_repetitions_that_all_measured_the_same_say_so() -> None:
+    # redis-8.2 dramatiq memory per waiting job: three slopes of 435.9764 B; shown as a bare "436"
+    # beside "205 (205-205)" cells, it read as a spread not shown
+    assert text.fmt_stat(435.9764, 0.0, 3, 435.9764, 435.9764) == "436 (all 3 equal)"
+    assert text.fmt_stat(100.0, 0.0, 3, 100.0, 100.0) == "100"  # a count, the same every time
+    assert text.fmt_stat(435.9764, 0.0, 1) == "436"  # one repetition: no spread to show
+
+
+def test_a_range_that_rounds_to_the_median_is_written_as_a_share() -> None:
+    # rq on valkey-9.1: 1,157.69 to 1,158.02 B; "1,160 (1,160-1,160)" says nothing
+    assert text.fmt_stat(1157.9868, 0.03, 3, 1157.686, 1158.0168) == "1,160 (range 0.03%)"
+
+
 def test_the_goal_notes_write_ratios_and_derived_rates_to_three_digits(tmp_path: Path) -> None:
     # the Peers goal note read "Reaching 15.00x would take 101,191 jobs/s ... bounds it near 80,124"
     doc = copy.deepcopy(make_run())
@@ -78,3 +92,14 @@ def test_the_goal_notes_write_ratios_and_derived_rates_to_three_digits(tmp_path:
     assert "Reaching 15.0x would take 24,300 jobs/s" in goals
     assert "bounds it near 39,400 jobs/s" in goals
     assert "| 1,620 (bullmq (default)) | 9.88x (9.49\N{EN DASH}10.3) |" in goals
+
+
+def test_the_peers_memory_cell_of_identical_repetitions_says_they_were_equal(tmp_path: Path) -> None:
+    # results/...cc5de8.json, redis-8.2: dramatiq, celery and huey each measured one slope three times
+    doc = copy.deepcopy(make_run())
+    for row in doc["peers"]["rows"]:
+        if row["scenario"] == "memory" and row["library"] == "bullmq":
+            row["metrics"]["bytes_per_job"] = metric(435.9764, "B", spread=0.0)
+    speed = _render(tmp_path, doc, "peers_speed")
+    dash = "\N{EM DASH}"
+    assert f"| bullmq (default) | 10.0 (9.8{DASH}10.2) | {dash} | {dash} | 436 (all 3 equal) |" in speed
