@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.compare import THRESHOLD, ratio
+from bench.report.compare import THRESHOLD, ratio, ratio_text
 from bench.report.figures import chart, plot
 from bench.report.load import Dataset
 from bench.report.text import MISSING, admonition, fmt, fmt_stat, md_table, no_data, source_line, times
@@ -227,6 +227,56 @@ def caveats(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
 
 
 peers_caveats = peers_section(caveats, source=False)
+WORKERS = ("Worker", "AsyncWorker")  # Conveyor's two workers at their defaults, a row each
+CPU = "per_job_client_cpu_us"  # in a process case: the worker process's CPU per job it ran
+
+
+def _cpu_stats(row: dict[str, Any]) -> pd.Series:
+    got = row["metrics"][CPU]
+    return pd.Series({"median": got["median"], "min": got["min"], "max": got["max"], "n": got["count"]})
+
+
+def worker_cpu(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
+    """Conveyor's sync ``Worker`` against its ``AsyncWorker``: worker CPU per job in each process
+    case of the run, with the ratio, its whiskers and the site's noise rule, and a sentence saying
+    where the AsyncWorker spent less, more, or no difference to call out."""
+    rows = {(r["server"], r["flavor"], r["params"].get("concurrency")): r for r in peers["rows"]
+            if r["library"] == REF and r["scenario"] == "process" and r["status"] == "ok"
+            and CPU in (r.get("metrics") or {})}
+    table, said = [], {}
+    for server, flavor, concurrency in rows:
+        if flavor != WORKERS[0] or (server, WORKERS[1], concurrency) not in rows:
+            continue
+        sync, aio = (_cpu_stats(rows[server, f, concurrency]) for f in WORKERS)
+        found = ratio(sync, aio)  # above 1: the AsyncWorker spent less
+        word = "no difference to call out" if found["noise"] else "less" if found["ratio"] > 1 else "more"
+        said.setdefault(word, {}).setdefault(concurrency, []).append(server)
+        table.append({"server": server, "concurrency": concurrency,
+                      **{f"{f} (µs/job)": fmt_stat(s["median"], 0.0, int(s["n"]), s["min"], s["max"])
+                         for f, s in zip(WORKERS, (sync, aio), strict=True)},
+                      "Worker ÷ AsyncWorker": ratio_text(found)})
+    if not table:
+        return ("Worker CPU per job was not recorded for both of Conveyor's workers in this run: a run "
+                "with the current suite records it.")
+    parts = []
+    for word in ("less", "more", "no difference to call out"):
+        where: dict[tuple[str, ...], list[str]] = {}
+        for concurrency, servers in said.get(word, {}).items():
+            where.setdefault(tuple(servers), []).append(str(concurrency))
+        if where:
+            parts.append(f"{word} at " + " and at ".join(
+                f"concurrency {_and(cs)} on {_and(list(servers))}" for servers, cs in where.items()))
+    return (f"Worker CPU per job in this run, the `AsyncWorker` against the sync `Worker`: "
+            f"{'; '.join(parts)} (the ratio's range runs from the worst to the best pairing of the two "
+            "rows' repetitions):\n\n" + md_table(pd.DataFrame(table)))
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+peers_worker_cpu = peers_section(worker_cpu, source=False)
 def peers_reproduce(ds: Dataset, prefix: str = "") -> str:
     """The command that made the shown peers run, as a user types it (``nox -s bench -- ...``)."""
     run = peers_run(ds)
@@ -242,4 +292,4 @@ def peers_reproduce(ds: Dataset, prefix: str = "") -> str:
 
 SECTIONS = {"peers_reproduce": peers_reproduce, "peers_libraries": peers_libraries,
             "peers_speed": peers_speed,
-            "peers_crash": peers_crash, "peers_caveats": peers_caveats}
+            "peers_crash": peers_crash, "peers_caveats": peers_caveats, "peers_worker_cpu": peers_worker_cpu}
