@@ -48,12 +48,13 @@ def spread_bars(frame: pd.DataFrame) -> dict[str, object]:
 
 def figure(title: str, x_title: str, y_title: str, *, log_y: bool = False,
            category_x: bool = False) -> go.Figure:
-    """An empty figure with titles and axes set."""
+    """An empty figure with titles and axes set: a linear y axis starts at zero (a difference
+    within the noise must not fill the chart); a log one cannot, and its title says it is log."""
     fig = go.Figure()
     fig.update_layout(title={"text": title}, xaxis={"title": {"text": x_title}},
                       yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
     if log_y:
-        fig.update_yaxes(type="log", rangemode="normal")
+        fig.update_yaxes(type="log", rangemode="normal", title={"text": f"{y_title} (log axis)"})
     if category_x:
         fig.update_xaxes(type="category")
     return fig

@@ -152,7 +152,7 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
         parts += [table(ratios, "library", "cell", columns) for _, columns in tables]
         process = rows[rows.table == "Process (jobs/s)"]
         log = process.value.max() / process.value.min() >= 10
-        title = f"process: jobs/s by concurrency on {server}" + (" (log axis)" if log else "")
+        title = f"process: jobs/s by concurrency on {server}"  # a log axis is named on the axis
         fig = plot(process.assign(median=process.value, min=process.lo, max=process.hi,
                                   x=process.column.str.split("=").str[1]), "x",
                    "library (row)", str, title=title, x_title="concurrency", y_title="jobs/s", sort=False,
