@@ -14,6 +14,9 @@ from ._models import MAX_PRIORITY, STATES, Job
 from ._serialize import Serializer
 
 CLAIM_FIELDS = 2  # a header and the payload per claimed job, as in _lua/_lib.lua
+# Per job an enqueue found existing (enqueue.lua): task, payload, attempts, max attempts, enqueued
+# at, finished at, priority, time limit ms, last error ('' for a field the job has not).
+EXISTING_FIELDS = 9
 LEASE_STATUS = {
     0: "the token does not hold the lease (the job was redelivered or already settled)",
     -1: "the lease expired",  # no longer returned: a matching token is accepted even when late
@@ -64,22 +67,34 @@ def enqueued_jobs(
         if reply[2 + 3 * i]:
             jobs.append(created_job(g, job_id, state, now, serializer=serializer, owner=owner))
             continue
-        f = reply[extra : extra + 5]
-        extra += 5
-        job = Job(
-            str(job_id),
-            text(f[0]),
-            STATES.get(state, state),
-            None if state == "x" else raw(f[1]),  # x: deduplicated, its record is gone
-            int(f[2] or 0),
-            int(f[3] or 1),
-            int(f[4] or 0) / 1000,
-            created=False,
-            serializer=serializer,
-        )
-        job._queue = owner
-        jobs.append(job)
+        f = reply[extra : extra + EXISTING_FIELDS]
+        extra += EXISTING_FIELDS
+        jobs.append(existing_job(str(job_id), state, f, serializer, owner))
     return jobs
+
+
+def existing_job(job_id: str, state: str, f: Sequence[Any], serializer: Serializer, owner: Any) -> Job:
+    """The job an enqueue found under a caller-given id, with the fields ``stored_job`` reads too
+    (``f``: EXISTING_FIELDS values; state x: deduplicated, its record is gone, nothing known)."""
+    job = Job(
+        job_id,
+        text(f[0]),
+        STATES.get(state, state),
+        None if state == "x" else raw(f[1]),
+        int(f[2] or 0),
+        int(f[3] or 1),
+        int(f[4] or 0) / 1000,
+        None,
+        text(f[8]) if f[8] else None,
+        int(f[5]) / 1000 if f[5] else None,
+        created=False,
+        serializer=serializer,
+    )
+    job.priority = int(f[6] or 0)
+    if f[7]:
+        job.time_limit = int(f[7]) / 1000
+    job._queue = owner
+    return job
 
 
 def created_job(

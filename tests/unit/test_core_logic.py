@@ -315,7 +315,8 @@ def test_enqueue_one_sends_and_reads_what_a_one_spec_batch_does(job, priority):
     batch = core.enqueue([JobSpec(*job, priority)])
     assert (one.script, one.keys, list(one.args)) == (batch.script, batch.keys, list(batch.args))
     created = [1_700_000_000_123, b"17", 1, b"w"]
-    existing = [1_700_000_000_123, b"my-id", 0, b"a", b"other", b'"x"', 2, 5, 1_600_000_000_000]
+    existing = [1_700_000_000_123, b"my-id", 0, b"a", b"other", b'"x"', 2, 5, 1_600_000_000_000,
+                b"", b"3", b"", b""]  # fmt: skip
     for reply in (created, existing):
         (got,), (want,) = one.parse(reply), batch.parse(reply)
         assert repr(got) == repr(want)

@@ -12,7 +12,8 @@
 --       client. (Each ARGV costs the server about 1k instructions: the common job sends 5.)
 -- Returns: when every job was created, one string: now, then per job its id and state, joined
 --          by '{' (never part of an id); else {now, then per job: id, created (1/0), state, then
---          for each job that already existed: task, payload, attempts, max attempts, enqueued at}.
+--          for each job that already existed: task, payload, attempts, max attempts, enqueued at,
+--          finished at, priority level, time limit ms, last error ('' for each one it has not)}.
 --          (A table reply costs the server about 1.2k instructions per element, a string ~0.)
 -- Wake-up: the marker gets a member only when a ready list was empty before this call (or a
 --          delayed or prioritised job was added). A non-empty list already has a wake-up pending:
@@ -52,11 +53,12 @@ local function id_text(id)
   return tens_text .. digits[id - t * 10]
 end
 
--- The existing job of a caller-given id (HMGET fields s n d a m e t), or false. With a window
+-- The existing job of a caller-given id (HMGET fields s n d a m e t p x r: its state, then what the
+-- reply returns of it, EXISTING_FIELDS in _replies.py), or false. With a window
 -- (>= 0), a finished job dedups only until window ms after it finished (then the new job replaces
 -- it); a job whose record is gone still dedups while its id is in the dedup set.
 local function existing_job(id, window)
-  local old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't')
+  local old = redis.call('HMGET', jobs .. id, 's', 'n', 'd', 'a', 'm', 'e', 't', 'p', 'x', 'r')
   if window < 0 then return old[1] and old end
   local completed, failed, dedup, cancelled = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
   if (old[1] == 'c' or old[1] == 'f' or old[1] == 'C') and now - (tonumber(old[7]) or 0) >= window then
@@ -70,7 +72,7 @@ local function existing_job(id, window)
   end
   if not old[1] and window > 0 then
     local finished = redis.call('ZSCORE', dedup, id)
-    if finished and now - tonumber(finished) < window then return {'x', '', '', 0, 0, 0} end
+    if finished and now - tonumber(finished) < window then return {'x', '', '', 0, 0, 0, '', '', '', ''} end
   end
   return old[1] and old
 end
@@ -118,7 +120,7 @@ for base = 2, #ARGV, 5 do
     existed, existing = existed or {}, existing or {}
     existed[#out] = true
     out[#out + 1] = id; out[#out + 1] = old[1]
-    for j = 2, 6 do existing[#existing + 1] = old[j] or '' end
+    for j = 2, 10 do existing[#existing + 1] = old[j] or '' end
   elseif options == '' then
     redis.call('HSET', jobs .. id, 's', 'w', 'n', ARGV[base + 1], 'd', ARGV[base + 2], 'm', ARGV[base + 3], 'e', now)
     ready[#ready + 1] = id
