@@ -3,8 +3,9 @@ before its fix."""
 
 from __future__ import annotations
 
+import pytest
 from _support import api_fixture  # noqa: F401 - provides the `api` fixture
-from conveyor import JobSpec
+from conveyor import JobCancelledError, JobFailedError, JobSpec
 
 
 async def test_an_existing_job_returned_by_enqueue_has_its_stored_fields(api):
@@ -29,3 +30,23 @@ async def test_an_existing_job_returned_by_enqueue_has_its_stored_fields(api):
     assert (failed.state, failed.error, failed.finished_at) == ("failed", "boom", stored.finished_at)
     assert failed.finished_at is not None
     assert (failed.priority, failed.time_limit) == (0, None)
+
+
+async def test_keep_failed_zero_keeps_the_failure_and_cancel_results(api):
+    """keep_failed=0 keeps no failed or cancelled job, as keep_completed=0 keeps no completed one;
+    a success's result then stays for result_ttl, but a final failure's (and a cancel's) was deleted
+    by the same call that stored it: result() said the job had no stored result (ConveyorError)
+    instead of raising JobFailedError / JobCancelledError, and the failure was visible nowhere."""
+    q = api.queue(keep_failed=0, store_results=True)
+    failing = await q.enqueue("t", 1, max_attempts=1)
+    stopped = await q.enqueue("t", 2)
+    [first, second] = await q.claim(count=2)
+    assert await q.fail(first, "boom") == "failed"
+    assert await q.cancel(stopped.id)
+    assert await q.fail(second, "stopped") == "cancelled"
+    assert (await q.counts())["failed"] == (await q.counts())["cancelled"] == 0
+    with pytest.raises(JobFailedError) as failed:
+        await q.result(failing.id, timeout=1)
+    assert (failed.value.error, failed.value.attempts) == ("boom", 1)
+    with pytest.raises(JobCancelledError):
+        await q.result(stopped.id, timeout=1)

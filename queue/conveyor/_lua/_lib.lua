@@ -197,6 +197,9 @@ local function sweep_results(records, index, now, limit)
 end
 
 -- Keep at most `keep` members of a finished set (-1 keeps all), removing at most `limit` per call.
+-- keep = 0 keeps no job but leaves its result record to expire (result_ttl), as an ack with
+-- keep_completed = 0 does: a failed or cancelled job is trimmed by the very call that stored its
+-- record, and dropping it there left its waiters told it had no result, the failure seen nowhere.
 local function trim_by_count(set, jobs, keep, limit)
   if keep < 0 or limit <= 0 then return 0 end
   local excess = redis.call('ZCARD', set) - keep
@@ -206,7 +209,7 @@ local function trim_by_count(set, jobs, keep, limit)
   -- Index first, then hashes: a failure in between leaves unindexed hashes, never ids without one.
   redis.call('ZREMRANGEBYRANK', set, 0, #ids - 1)
   for i = 1, #ids do redis.call('DEL', jobs .. ids[i]) end
-  drop_results_of(ids)
+  if keep > 0 then drop_results_of(ids) end
   return #ids
 end
 

@@ -5,7 +5,8 @@
 -- KEYS: 1 completed, 2 failed, 3 jobs, 4 dedup, 5 results (hash), 6 cancelled, 7 result_index
 -- ARGV: 1 keep completed (-1 all), 2 completed max age ms (-1 none), 3 keep failed (-1 all),
 --       4 failed max age ms (-1 none), 5 batch (1..100000), 6 deduplication window ms (<= 0 off),
---       7 results on (1: a removed job's result record goes with it; 0: off)
+--       7 results on (1: a removed job's result record goes with it, but where its set's keep is 0:
+--       see trim_by_count; 0: off)
 -- Returns: {completed removed, failed removed, cancelled removed} (expired dedup entries and
 --          expired result records are dropped too, up to batch each)
 -- Errors: CONVEYOR_BOUND if more than `batch` removals happened in one set (asserted).
