@@ -20,7 +20,7 @@ from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
 from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
-from ._ops import Call
+from ._ops import Call, release_flags
 from ._replies import settle_single
 from ._result_wait import SyncResults
 from ._results import result_values
@@ -225,7 +225,8 @@ class Queue(QueueBase[redis.Redis]):
         """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back. A
         job whose cancel was requested ends cancelled instead. Per job: 1 released, 2 ended
         cancelled, 0 the lease is no longer held, -2 no such job."""
-        return self._run(self.core.release(jobs, [started] * len(jobs))) if jobs else []
+        flags = release_flags(jobs, started)
+        return self._run(self.core.release(jobs, flags)) if jobs else []
 
     def promote(self, batch: int | None = None) -> int:
         """Move up to ``batch`` due delayed jobs to the waiting list."""

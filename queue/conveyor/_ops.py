@@ -54,6 +54,25 @@ def check_count(name: str, value: object, low: int, high: float) -> int:
     return value  # type: ignore[return-value]
 
 
+def check_batch(action: str, jobs: Sequence[Job]) -> Sequence[Job]:
+    """``jobs`` if it is a list of at most MAX_BATCH jobs, else an error naming the problem: a
+    lone Job failed in len(), and a batch over the bound reached the server (CONVEYOR_BOUND)."""
+    if isinstance(jobs, Job) or not isinstance(jobs, Sequence):
+        raise TypeError(f"{action} takes a list of jobs, got {type(jobs).__name__}")
+    if len(jobs) > MAX_BATCH:
+        raise ValueError(f"{action} takes at most {MAX_BATCH} jobs at once, got {len(jobs)}")
+    return jobs
+
+
+def release_flags(jobs: Sequence[Job], started: object) -> list[bool]:
+    """The per-job started flags of ``release(jobs, started)``; ``started`` must be a bool (a
+    string such as "no" was true, so the job lost the attempt it never ran)."""
+    check_batch("release", jobs)
+    if type(started) is not bool:
+        raise TypeError(f"started must be True or False, got {started!r}")
+    return [started] * len(jobs)
+
+
 @dataclass(slots=True)
 class Call(Generic[T_co]):
     """One script invocation and how to read its reply (not frozen: built once per call, and a
@@ -203,8 +222,7 @@ class QueueCore:
         ``store_results`` is on (None there stores null for every job).
         """
         check_count("claim", claim, 0, MAX_BATCH)
-        if len(jobs) > MAX_BATCH:
-            raise ValueError(f"ack and claim counts must be <= {MAX_BATCH}")
+        check_batch("ack", jobs)
         args: list[Any] = [
             self._lease_ms(lease),
             claim,
@@ -284,7 +302,7 @@ class QueueCore:
         )
 
     def extend(self, jobs: Sequence[Job], lease: float | None) -> Call[list[int]]:
-        args: list[Any] = [self._lease_ms(lease), len(jobs)]
+        args: list[Any] = [self._lease_ms(lease), len(check_batch("extend", jobs))]
         for job in jobs:
             args += (job.id, held_token(job))
         return Call(
@@ -295,7 +313,8 @@ class QueueCore:
         )
 
     def release(self, jobs: Sequence[Job], started: Sequence[bool]) -> Call[list[int]]:
-        args: list[Any] = [len(jobs), self.settings.keep_failed, self._window, self._result_ttl_ms()]
+        args: list[Any] = [len(check_batch("release", jobs)), self.settings.keep_failed, self._window,
+                           self._result_ttl_ms()]  # fmt: skip
         for job, was_started in zip(jobs, started, strict=True):
             args += (job.id, held_token(job), 0 if was_started else 1)
         k = self.keys

@@ -22,7 +22,7 @@ from conveyor import (
     redact_url,
 )
 from conveyor._keys import queue_keys, validate_job_id, validate_name
-from conveyor._ops import MAX_ERROR_CHARS, QueueCore
+from conveyor._ops import MAX_ERROR_CHARS, QueueCore, release_flags
 from conveyor._replies import whole
 from conveyor._retry import retry_delay_ms
 from conveyor._serialize import JSON, encode_payload
@@ -383,3 +383,22 @@ def test_a_scripts_number_text_is_read_with_or_without_an_exponent():
     assert whole("0") == 0
     with pytest.raises(ValueError):
         whole("x")
+
+
+def test_calls_on_leased_jobs_refuse_a_lone_job_a_big_batch_and_a_started_flag_that_is_not_a_bool():
+    """release() of 1001 jobs reached the server and failed with its raw 'CONVEYOR_BOUND release
+    processed 1001 > batch 1000'; a Job passed instead of a list raised a bare TypeError from
+    len(); release(..., started="no") counted as started (any non-empty string is true)."""
+    core = QueueCore("q", QueueSettings())
+    job = Job("1", "t", "active", token="5", attempts=1, max_attempts=3)
+    for build in (lambda jobs: core.release(jobs, release_flags(jobs, False)),
+                  lambda jobs: core.extend(jobs, None), core.ack):  # fmt: skip
+        with pytest.raises(ValueError, match=r"at most 1000 jobs at once, got 1001"):
+            build([job] * 1001)
+        with pytest.raises(TypeError, match=r"a list of jobs, got Job"):
+            build(job)
+    with pytest.raises(TypeError, match=r"a list of jobs, got Job"):
+        release_flags(job, False)
+    with pytest.raises(TypeError, match=r"started must be True or False, got 'no'"):
+        release_flags([job], "no")
+    assert release_flags([job, job], True) == [True, True]

@@ -21,14 +21,16 @@ def jobs_in(args: list[Any]) -> int:
 
 
 def fake_reply(args: list[Any]) -> list[Any]:
-    """What enqueue.lua returns: a job whose given id starts with "old" already exists."""
+    """What enqueue.lua returns: a job whose given id starts with "old" already exists (its 9
+    stored fields: task, payload, attempts, max attempts, enqueued, finished, priority, time
+    limit, error)."""
     reply: list[Any] = [1_000]
     existing: list[Any] = []
     for i in range(jobs_in(args)):
         given = args[1 + 5 * i]
         if given.startswith("old"):
             reply += [given.encode(), 0, b"a"]
-            existing += [b"old-task", b'"stored"', 2, 5, 900]
+            existing += [b"old-task", b'"stored"', 2, 5, 900, b"", b"", b"", b""]
         else:
             reply += [str(next(_ids)).encode(), 1, b"w"]
     return reply + existing
