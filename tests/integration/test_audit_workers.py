@@ -91,18 +91,8 @@ def test_sigterm_while_the_pump_holds_its_wake_up_lock_stops_the_worker(redis_ur
     script.write_text(SIGNAL_WORKER)
     queue = Queue.from_url(redis_url, queue_name, keep_completed=-1)
     job = queue.enqueue("slow", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), redis_url, queue_name],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    assert proc.returncode == 0, f"the worker did not stop on SIGTERM: {out} {err}"
+    returncode, out, err = _run_script(script, redis_url, queue_name)
+    assert returncode == 0, f"the worker did not stop on SIGTERM: {out} {err}"
     stored = queue.get_job(job.id)
     assert stored is not None and stored.state == "completed", stored  # finished in the grace time
     assert "'processed': 1" in out, out
@@ -185,3 +175,56 @@ def test_an_async_handler_that_keeps_running_past_its_time_limit_is_not_run_twic
     assert len(starts) == 1, f"the job started {len(starts)} times"
     assert stored is not None and stored.state == "failed", stored
     assert "still running" in (stored.error or ""), stored.error
+
+
+# A Runner with a scheduler, run in the main thread with its signal handlers; when its burst ends
+# it stops the scheduler, whose stop event sends SIGTERM to the process while the main thread
+# holds the event's lock: the handler runs at that point, as it can between any two bytecodes.
+SIGNAL_RUNNER = """
+import os, signal, sys, threading, time
+from conveyor import Conveyor
+from conveyor._runner import Runner
+
+class SignalledWhileHeld(threading.Event):
+    def set(self):
+        with self._cond:
+            if threading.current_thread() is threading.main_thread() and not self._flag:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler runs here, the lock still held
+            self._flag = True
+            self._cond.notify_all()
+
+app = Conveyor(sys.argv[1], default_queue=sys.argv[2])
+
+@app.task
+def tick() -> None:
+    pass
+
+app.periodic("hourly", tick, cron="0 * * * *")
+runner = Runner(app, [sys.argv[2]], scheduler=True, burst=True)
+runner.scheduler._stop = SignalledWhileHeld()
+print(runner.run(), flush=True)
+"""
+
+
+def test_sigterm_while_the_runner_stops_its_scheduler_does_not_hang(redis_url, queue_name, tmp_path):
+    """The Runner's SIGTERM handler called stop(), which sets the scheduler's threading.Event; the
+    main thread sets that event too when run() ends, and a signal arriving while it held the
+    event's plain Lock made the handler wait for its own thread for ever: the process hung at
+    exit (a second signal still forced it out). The handler now only posts the request."""
+    script = tmp_path / "signal_runner.py"
+    script.write_text(SIGNAL_RUNNER)
+    returncode, out, err = _run_script(script, redis_url, queue_name)
+    assert returncode == 0, f"the runner hung at exit: {out} {err}"
+
+
+def _run_script(script, *args: str) -> tuple[int, str, str]:
+    """Run ``script`` in a fresh interpreter, killed after 20 s (a hang): (returncode, out, err)."""
+    proc = subprocess.Popen([sys.executable, str(script), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out, err
