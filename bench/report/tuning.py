@@ -132,6 +132,10 @@ def persistence_section(ds: Dataset, prefix: str = "") -> str:
             f"{chart(fig, 'persistence')}\n\n{advice}\n\n{source(ds, run, prefix)}\n")
 
 
+# What the maintenance charts' y axes count (a unit alone, "1/s", did not say).
+AXIS_NAMES = {"items_per_s": "jobs promoted/s", "probe_p99_ms": "PING p99 (ms)"}
+
+
 @scenario_section("maintenance", config="default")
 def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     """Batch size against promotion rate, sweep time and other clients' PING p99."""
@@ -147,8 +151,8 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
     charts = metric_lines(rows, (("items_per_s", "Jobs promoted per second by batch"),
                                  ("probe_p99_ms", "Another client's PING p99 during sweeps"
                                   + (" (few samples: ≈ the slowest)" if few else ""))),
-                          lambda name: f"maint-{name}", lambda _, unit: unit, x="batch", series="backlog",
-                          x_title="maintenance_batch", name=lambda k: f"backlog {k:,}")
+                          lambda name: f"maint-{name}", lambda name, _: AXIS_NAMES[name], x="batch",
+                          series="backlog", x_title="maintenance_batch", name=lambda k: f"backlog {k:,}")
     # the lease sets how soon a crashed worker's jobs come due for the recovery these sweeps do
     settings = QueueSettings()
     default = defaults_note(ds, run, {"queue.maintenance_batch": settings.maintenance_batch,

@@ -95,7 +95,7 @@ def latency_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
         at=lambda r: r.metric.map(shown.index), percentile=lambda r: r.metric.map(
             lambda m: metric_label(m).split(" (")[0])).sort_values("at", kind="stable")
     fig = plot(points, "percentile", "load", str, title="Enqueue-to-handler latency by load",
-               x_title="percentile", y_title="ms", log_y=True, category_x=True)
+               x_title="percentile", y_title="latency (ms)", log_y=True, category_x=True)
     few = pd.to_numeric(rows.samples.str.replace(",", ""), errors="coerce").min() < FEW_SAMPLES
     note = (f"With fewer than {FEW_SAMPLES:,} samples a p99.9 is the largest sample or next to it: read "
             "it as the maximum." if few else "")

@@ -44,3 +44,12 @@ def test_a_log_axis_is_named_in_its_title() -> None:
     assert figure("t", "x", "jobs/s", log_y=True).layout.yaxis.title.text == "jobs/s (log axis)"
     assert figure("t", "x", "jobs/s").layout.yaxis.title.text == "jobs/s"
     assert figure("t", "x", "jobs/s").layout.yaxis.rangemode == "tozero"
+
+
+def test_every_y_axis_names_what_it_measures_not_only_its_unit(tmp_path: Path) -> None:
+    """Tuning's "Jobs promoted per second by batch" read "1/s" on its y axis: a unit alone does
+    not say what is counted (jobs? calls?) once the chart is read apart from its title."""
+    bare_units = {"1/s", "ms", "s", "us", "B", "count", "ratio", "%"}
+    for spec in _charts(tmp_path):
+        text = spec["layout"]["yaxis"]["title"]["text"].removesuffix(" (log axis)")
+        assert text not in bare_units, (spec["layout"]["title"]["text"], text)
