@@ -277,6 +277,8 @@ def _and(items: list[str]) -> str:
 
 
 peers_worker_cpu = peers_section(worker_cpu, source=False)
+
+
 def peers_reproduce(ds: Dataset, prefix: str = "") -> str:
     """The command that made the shown peers run, as a user types it (``nox -s bench -- ...``)."""
     run = peers_run(ds)

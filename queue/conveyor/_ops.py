@@ -65,12 +65,12 @@ def check_batch(action: str, jobs: Sequence[Job]) -> Sequence[Job]:
 
 
 def release_flags(jobs: Sequence[Job], started: object) -> list[bool]:
-    """The per-job started flags of ``release(jobs, started)``; ``started`` must be a bool (a
-    string such as "no" was true, so the job lost the attempt it never ran)."""
-    check_batch("release", jobs)
+    """The per-job started flags of the public ``release(jobs, started)``, its input checked
+    (``QueueCore.release`` trusts its caller: a worker's own bounded lists); ``started`` must be
+    a bool (a string such as "no" was true, so the job lost the attempt it never ran)."""
     if type(started) is not bool:
         raise TypeError(f"started must be True or False, got {started!r}")
-    return [started] * len(jobs)
+    return [started] * len(check_batch("release", jobs))
 
 
 @dataclass(slots=True)
@@ -313,8 +313,7 @@ class QueueCore:
         )
 
     def release(self, jobs: Sequence[Job], started: Sequence[bool]) -> Call[list[int]]:
-        args: list[Any] = [len(check_batch("release", jobs)), self.settings.keep_failed, self._window,
-                           self._result_ttl_ms()]  # fmt: skip
+        args: list[Any] = [len(jobs), self.settings.keep_failed, self._window, self._result_ttl_ms()]
         for job, was_started in zip(jobs, started, strict=True):
             args += (job.id, held_token(job), 0 if was_started else 1)
         k = self.keys

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import queue as stdlib_queue
 import signal
 import sys
 import threading
@@ -28,6 +27,7 @@ from ._async_worker import AsyncWorker
 from ._daemon_pool import DaemonThreadPool
 from ._dispatch import WorkerOptions
 from ._scheduler import Scheduler
+from ._signals import stop_on_signals
 from ._topology import ASYNC, SYNC, Flavour, role_client
 from ._waiter import AsyncMarkerWaiter, MarkerWaiter, new_wait_set, wait_groups
 from ._worker import Worker
@@ -69,7 +69,6 @@ class Runner:
         self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self._stoppers: list[Callable[[], None]] = []
         self._stopping = threading.Event()
-        self._requests: stdlib_queue.SimpleQueue[bool] = stdlib_queue.SimpleQueue()  # see _signal_handlers
         self.signals = 0
 
     def stop(self) -> None:
@@ -78,7 +77,8 @@ class Runner:
         for stop in list(self._stoppers):
             stop()
 
-    def _on_signal(self, signum: int, *_: Any) -> None:
+    def _on_signal(self, signum: int) -> None:
+        """Runs in the signal handler; stop() follows from a thread (``_signals.py``)."""
         self.signals += 1
         name = signal.Signals(signum).name
         if self.signals > 1:
@@ -89,33 +89,10 @@ class Runner:
                 stream.flush()
             os._exit(FORCED_EXIT_CODE)
         log.info("received %s: stopping gracefully (again to exit at once)", name)
-        self._requests.put(True)
-
-    @contextlib.contextmanager
-    def _signal_handlers(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        # The handler runs in the main thread between any two of its bytecodes: maybe while it
-        # holds the lock of an Event that stop() sets (the scheduler's, stopped when run() ends),
-        # where stop() would wait for its own thread for ever. A SimpleQueue put is reentrant: the
-        # handler only posts the request, and a thread of its own calls stop() (as in Worker).
-        threading.Thread(target=self._stop_on_request, name="conveyor-signals", daemon=True).start()
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            self._requests.put(False)
-
-    def _stop_on_request(self) -> None:
-        while self._requests.get():
-            self.stop()
 
     def run(self) -> Stats:
         """Serve the queues until stopped; returns each queue's worker stats."""
-        with self._signal_handlers(), self._scheduler_thread():
+        with stop_on_signals(self.stop, self._on_signal), self._scheduler_thread():
             if self.use_asyncio:
                 return asyncio.run(self._run_async())
             return self._run_threads()

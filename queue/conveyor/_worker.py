@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import queue as stdlib_queue
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,6 +29,7 @@ from ._errors import LeaseLostError
 from ._models import Job
 from ._replies import TIMEOUT
 from ._retry import RECONNECT
+from ._signals import stop_on_signals
 from ._topology import SYNC, role_client
 from ._waiter import MarkerWaiter, new_wait_set
 
@@ -144,31 +144,11 @@ class Worker:
 
     @contextlib.contextmanager
     def _signals(self) -> Iterator[None]:
-        if (
-            not self.options.install_signal_handlers
-            or threading.current_thread() is not threading.main_thread()
-        ):
+        if not self.options.install_signal_handlers:
             yield
             return
-        # The handler runs in the main thread, the pump's, between any two of its bytecodes: maybe
-        # while the pump holds the lock of an Event that stop() sets (a plain Lock), where stop()
-        # waited for its own thread for ever. A SimpleQueue put is reentrant: the handler only
-        # posts the request, and a thread of its own calls stop().
-        requests: stdlib_queue.SimpleQueue[bool] = stdlib_queue.SimpleQueue()
-        threading.Thread(target=self._stop_on_request, args=(requests,), daemon=True).start()
-        previous = {
-            sig: signal.signal(sig, lambda *_: requests.put(True)) for sig in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
+        with stop_on_signals(self.stop):
             yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            requests.put(False)
-
-    def _stop_on_request(self, requests: stdlib_queue.SimpleQueue[bool]) -> None:
-        while requests.get():
-            self.stop()
 
     # -- handler threads --------------------------------------------------------------------------
     def _slot(self) -> None:
