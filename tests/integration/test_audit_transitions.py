@@ -4,8 +4,8 @@ before its fix."""
 from __future__ import annotations
 
 import pytest
-from _support import api_fixture  # noqa: F401 - provides the `api` fixture
-from conveyor import JobCancelledError, JobFailedError, JobSpec
+from _support import api_fixture, with_token  # noqa: F401 - api_fixture provides the `api` fixture
+from conveyor import Backoff, JobCancelledError, JobFailedError, JobSpec, LeaseLostError
 
 
 async def test_an_existing_job_returned_by_enqueue_has_its_stored_fields(api):
@@ -50,3 +50,39 @@ async def test_keep_failed_zero_keeps_the_failure_and_cancel_results(api):
     assert (failed.value.error, failed.value.attempts) == ("boom", 1)
     with pytest.raises(JobCancelledError):
         await q.result(stopped.id, timeout=1)
+
+
+@pytest.mark.parametrize(
+    ("retry", "outcome", "state"), [(True, "retry", "delayed"), (False, "failed", "failed")]
+)
+async def test_a_fail_sent_again_after_its_reply_was_lost_gets_the_same_answer(api, retry, outcome, state):
+    """A worker whose fail call lost its reply (connection cut after the server ran it) sends it
+    again with the same token. The first had cleared the lease, so the second was refused as
+    "does not hold the lease": the worker logged a lost lease and did not count the failure,
+    though the job had failed exactly once. It now gets the first call's answer; nothing changes."""
+    q = api.queue(keep_failed=-1)
+    await q.enqueue("t", 1, max_attempts=2)
+    [job] = await q.claim()
+    resent = with_token(job, job.token)
+    assert await q.fail(job, "boom", retry=retry) == outcome
+    snap, before = api.snapshot(), await q.counts()
+    assert await q.fail(resent, "boom", retry=retry) == outcome
+    assert api.snapshot() == snap and await q.counts() == before
+    assert (await q.get_job(job.id)).state == state
+
+
+async def test_a_fail_re_sent_after_the_job_was_claimed_again_still_changes_nothing(api):
+    """The re-sent fail of attempt 1 reaches the server after attempt 2 was claimed: it must not
+    touch attempt 2's lease, and a fail with any other stale token stays refused."""
+    q = api.queue(keep_failed=-1, keep_completed=-1, backoff=Backoff(base=0, cap=0))
+    await q.enqueue("t", 1, max_attempts=3)
+    [first] = await q.claim()
+    resent = with_token(first, first.token)
+    await q.fail(first, "boom", retry=True)
+    [second] = await q.claim()
+    assert await q.fail(resent, "boom", retry=True) == "retry"
+    assert (await q.get_job(second.id)).state == "active"
+    with pytest.raises(LeaseLostError, match="does not hold the lease"):
+        await q.fail(with_token(second, second.token + "0"), "x")
+    await q.ack(second)
+    assert (await q.get_job(second.id)).state == "completed"

@@ -10,7 +10,8 @@
 -- absent = 0), x time limit of an attempt (ms; absent: none), h hard deadline of the running
 -- attempt (ms; claim time + x), q cancel requested (set by cancel.lua on an active job; the holder
 -- learns at its next heartbeat), g limit key, gc its concurrency limit, gr its rate interval (ms
--- between starts), rs a rate slot reserved for this job (see the per-key limits below).
+-- between starts), rs a rate slot reserved for this job (see the per-key limits below), o the
+-- last fail ('<token>{<outcome>{<time>', so a re-sent fail is answered, not refused: fail.lua).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 --
 -- Priorities: level 0 (the default) is the waiting list itself, so a queue that never uses

@@ -8,13 +8,28 @@
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | 'cancelled' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
+-- Re-sent: the job keeps its last fail as o = '<token>{<outcome>{<time>'. A fail whose token no
+--          longer holds the lease but matches o is the same fail sent again after its reply was
+--          lost (tokens are never reused): it gets the first one's reply and changes nothing,
+--          instead of a refusal that would tell its worker the lease was lost.
 local meta, waiting, delayed, active, failed, marker, jobs, dedup, cancelled =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[12]
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
 local status, limited = check_lease(key, token)
+if status == 0 then
+  local last = redis.call('HGET', key, 'o')
+  local by, outcome, at = string.match(last or '', '^(%d+){(%a+){(%d+)$')
+  if by == token then return {1, outcome, tonumber(at)} end
+end
 if status ~= 1 then return {status, '', 0} end
+
+-- Written before any trim, which may delete this job's hash (it must not be re-created).
+local function answer(outcome, at)
+  redis.call('HSET', key, 'o', token .. '{' .. outcome .. '{' .. string.format('%d', at))
+  return {1, outcome, at}
+end
 if limited and free_slot(waiting, jobs, limited) then wake(marker) end
 
 local f = redis.call('HMGET', key, 'a', 'm', 'q')
@@ -24,8 +39,9 @@ use_results(tonumber(ARGV[7]), KEYS[9], KEYS[10], KEYS[11])
 if f[3] then
   finish_cancelled(cancelled, key, id, now)
   remember(dedup, tonumber(ARGV[6]), id, now)
+  local reply = answer('cancelled', now)
   trim_by_count(cancelled, jobs, keep, 10)
-  return {1, 'cancelled', now}
+  return reply
 end
 if delay >= 0 and attempts < max then
   redis.call('HDEL', key, 'k', 'l', 'h')
@@ -37,9 +53,10 @@ if delay >= 0 and attempts < max then
     redis.call('ZADD', delayed, now + delay, id)
   end
   wake(marker)
-  return {1, 'retry', now + delay}
+  return answer('retry', now + delay)
 end
 finish_failed(failed, meta, key, id, err, now)
 remember(dedup, tonumber(ARGV[6]), id, now)
+local reply = answer('failed', now)
 trim_by_count(failed, jobs, keep, 10)
-return {1, 'failed', now}
+return reply
