@@ -140,6 +140,7 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     parts = [] if sizes is None else [sizes_line(sizes, peers["method"].get("repetitions"))
                                       + (f" {peers['method']['producer_rows'].capitalize()}."
                                          if peers["method"].get("producer_rows") else "")]
+    parts.append(servers_line(peers.get("servers", [])))
     for server, rows in frame.groupby("server", sort=False):
         parts.append(f"### {server}")
         tables = COLUMNS.groupby("table", sort=False).column
@@ -159,6 +160,18 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
                    log_y=log, category_x=True)
         parts.append(chart(fig, f"peers-process-{server}"))
     return "\n\n".join(parts)
+
+
+def servers_line(servers: list[dict[str, Any]]) -> str:
+    """Which servers the run shown covers (with each version from INFO) and which it could not."""
+    def name(server: dict[str, Any]) -> str:
+        family, version = str(server.get("family") or "").capitalize(), server.get("version")
+        return f"`{server['id']}`" + (f" ({family} {version})" if family and version else "")
+
+    measured = [name(s) for s in servers if s.get("measured")]
+    missing = [f"{name(s)}: {s.get('reason') or 'no reason recorded'}" for s in servers if not s.get("measured")]
+    line = f"Servers in this run: {_and(measured)}." if measured else "No server was measured in this run."
+    return line + (f" Not measured: {'; '.join(missing)}." if missing else "")
 
 
 def sizes_line(sizes: dict[str, Any], reps: int | None) -> str:

@@ -223,3 +223,14 @@ def test_the_peers_page_holds_no_typed_claim_about_the_workers_cpu() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "peers.md").read_text()
     assert "in the peer runs before this row was added" not in page
     assert "{{ peers_worker_cpu() }}" in page
+
+
+def test_the_speed_section_names_the_servers_of_the_run_and_why_one_is_missing(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    doc["peers"]["servers"] = [
+        {"id": "valkey-9.1", "measured": True, "family": "valkey", "version": "9.1.2"},
+        {"id": "dragonfly", "measured": False, "family": "dragonfly", "version": None,
+         "reason": "no dragonfly binary (set DRAGONFLY_BIN)"}]
+    speed = render(dataset(tmp_path, doc), "peers_speed")
+    assert ("Servers in this run: `valkey-9.1` (Valkey 9.1.2). Not measured: `dragonfly`: "
+            "no dragonfly binary (set DRAGONFLY_BIN).") in speed
