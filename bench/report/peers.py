@@ -169,7 +169,8 @@ def servers_line(servers: list[dict[str, Any]]) -> str:
         return f"`{server['id']}`" + (f" ({family} {version})" if family and version else "")
 
     measured = [name(s) for s in servers if s.get("measured")]
-    missing = [f"{name(s)}: {s.get('reason') or 'no reason recorded'}" for s in servers if not s.get("measured")]
+    missing = [f"{name(s)}: {s.get('reason') or 'no reason recorded'}"
+               for s in servers if not s.get("measured")]
     line = f"Servers in this run: {_and(measured)}." if measured else "No server was measured in this run."
     return line + (f" Not measured: {'; '.join(missing)}." if missing else "")
 
