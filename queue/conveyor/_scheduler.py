@@ -80,13 +80,15 @@ def fire_call(
 
 
 class Scheduler:
-    """Fires the schedules of ``app``; ``run()`` ticks every ``interval`` seconds until stopped."""
+    """Fires the schedules of ``app``; ``run()`` ticks at each fire time and at least every
+    ``interval`` seconds, until stopped."""
 
     def __init__(self, app: Conveyor, interval: float = 1.0) -> None:
         if not interval > 0:
             raise ValueError(f"scheduler interval must be > 0 seconds, got {interval!r}")
         self.app, self.interval = app, interval
         self._stop = threading.Event()
+        self._next_fire_ms: int | None = None  # the earliest next fire time the last tick saw
 
     def stop(self) -> None:
         self._stop.set()
@@ -97,6 +99,8 @@ class Scheduler:
         Returns the ids of the jobs this call created (those another scheduler created are not).
         """
         now_ms = round((time.time() if now is None else now) * 1000)
+        self._next_fire_ms = None  # a failed tick leaves none: run() then waits the interval
+        coming: list[int] = []
         by_queue: dict[str, list[Schedule]] = defaultdict(list)
         for schedule in self.app.schedules.values():
             by_queue[schedule.queue].append(schedule)
@@ -121,12 +125,24 @@ class Scheduler:
                         "schedule %r skipped at this tick: %s: %s", schedule.name, type(exc).__name__, exc
                     )
                     continue
+                if new_next > now_ms:
+                    coming.append(new_next)
                 if previous is not None and new_next == previous:
                     continue  # not due: no script call
                 if queue._run(call) == FIRED:
                     assert fire is not None
                     created.append(schedule.job_id(fire))
+        self._next_fire_ms = min(coming, default=None)
         return created
+
+    def _pause(self) -> float:
+        """Seconds until the next tick: the interval, or less when a fire time comes sooner. A tick
+        fires a schedule's latest due time only, so ticking once per interval lost the fire times
+        between two ticks (every=0.2 fired once a second)."""
+        if self._next_fire_ms is None:
+            return self.interval
+        until = self._next_fire_ms / 1000 - time.time()
+        return min(self.interval, max(until, 0.0) + 0.001)  # + 1 ms: wake at or after the fire time
 
     def run(self) -> None:
         """Tick until ``stop()``; a lost server is logged and retried on the next tick."""
@@ -139,4 +155,4 @@ class Scheduler:
                 log.warning("scheduler tick failed (%s); will retry", exc)
             except Exception:  # never end the thread silently while the worker runs on
                 log.exception("scheduler tick failed; will retry")
-            self._stop.wait(self.interval)
+            self._stop.wait(self._pause())
