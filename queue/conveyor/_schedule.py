@@ -6,7 +6,8 @@ the same fire times. Fire times are integer milliseconds since the epoch.
 
 Missed fires (no scheduler ran at a fire time, e.g. during a deployment or an outage):
 ``missed="once"`` (default) runs the most recent missed fire once and drops older ones;
-``missed="skip"`` drops every fire time that is more than ``grace`` seconds old when first seen.
+``missed="skip"`` drops every fire time that is more than ``grace`` seconds old when first seen,
+beyond ``TICK_LATENESS_MS``: a running scheduler sees each fire time a little late.
 A new schedule starts with the first fire time after a scheduler first sees it (never in the past).
 
 A schedule redefined under the same name (a deployment) takes effect from the new definition's
@@ -45,6 +46,11 @@ from ._settings_checks import (
 MAX_SCHEDULE_NAME = MAX_NAME_LENGTH - len("cron::") - 20  # 20: the digits of any fire time in ms
 
 MISSED_POLICIES = ("once", "skip")
+
+# How late a running scheduler may see a fire time (it ticks at least once a second, then a round
+# trip): missed="skip" drops only fire times older than grace plus this. Without it, grace=0 dropped
+# every fire time, and a small grace some, while a scheduler ran.
+TICK_LATENESS_MS = 1_000
 
 # How long a due fire time stored by another definition of a schedule is left to that definition's
 # schedulers (a rolling deploy runs both), before one whose definition does not fire it moves on.
@@ -229,7 +235,7 @@ class Schedule:
             if foreign and now_ms - stored < OWNER_WAIT_MS:
                 return stored, None, floor  # left to that definition's schedulers, if any still run
             return self.next_after(now_ms), None, now_ms
-        if self.missed == "skip" and now_ms - fire > self.grace * 1000:
+        if self.missed == "skip" and now_ms - fire > self.grace * 1000 + TICK_LATENESS_MS:
             return self.next_after(now_ms), None, now_ms
         return self.next_after(now_ms), fire, now_ms
 
