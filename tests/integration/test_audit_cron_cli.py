@@ -11,6 +11,16 @@ from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler
 
 
+def _run_scheduler(app: Conveyor, seconds: float) -> None:
+    scheduler = Scheduler(app)
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    time.sleep(seconds)
+    scheduler.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
 def test_a_running_scheduler_enqueues_every_fire_time_of_a_schedule_faster_than_its_tick(
     redis_url, queue_name
 ):
@@ -25,12 +35,7 @@ def test_a_running_scheduler_enqueues_every_fire_time_of_a_schedule_faster_than_
         pass
 
     app.periodic("fast", beat, every=0.2)
-    scheduler = Scheduler(app)
-    thread = threading.Thread(target=scheduler.run)
-    thread.start()
-    time.sleep(3.0)
-    scheduler.stop()
-    thread.join(timeout=10)
+    _run_scheduler(app, 3.0)
     queue = app.queue(queue_name)
     fired = sorted(int(job.id.rsplit(":", 1)[1]) for job in queue.jobs("waiting", 0, 100))
     assert len(fired) >= 10, fired
@@ -50,12 +55,7 @@ def test_a_running_scheduler_fires_a_skip_schedule_with_a_small_grace(redis_url,
         pass
 
     app.periodic("strict", beat, every=0.5, missed="skip", grace=0)
-    scheduler = Scheduler(app)
-    thread = threading.Thread(target=scheduler.run)
-    thread.start()
-    time.sleep(3.0)
-    scheduler.stop()
-    thread.join(timeout=10)
+    _run_scheduler(app, 3.0)
     assert app.queue(queue_name).counts()["waiting"] >= 4
     # a fire time missed by more than grace and a tick's lateness is still dropped
     schedule = Schedule("s", "t", "q", every=5, missed="skip", grace=0)
