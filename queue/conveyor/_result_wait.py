@@ -13,7 +13,6 @@ import threading
 from typing import Any
 
 from ._results import (
-    READ_BLOCK_MS,
     READ_COUNT,
     Probe,
     Registry,
@@ -21,6 +20,7 @@ from ._results import (
     closed,
     decode_record,
     events_read,
+    read_block_ms,
     read_call,
     read_probe,
     record_calls,
@@ -93,14 +93,14 @@ class SyncResults:
 
     def _read(self) -> None:
         q, attempt = self.queue, 0
-        events = q.core.keys.events
+        events, block = q.core.keys.events, read_block_ms(q.client)
         while True:
             with self.lock:
                 position = self.registry.next_read()
             if position is None:
                 return
             try:
-                reply = q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
+                reply = q.client.xread({events: position}, count=READ_COUNT, block=block)
                 with self.lock:
                     read = events_read(self.registry, reply)
                 records = self._records(read.wanted)
@@ -169,10 +169,10 @@ class AsyncResults:
 
     async def _serve(self) -> None:
         q, attempt = self.queue, 0
-        events = q.core.keys.events
+        events, block = q.core.keys.events, read_block_ms(q.client)
         while (position := self.registry.next_read()) is not None:
             try:
-                reply = await q.client.xread({events: position}, count=READ_COUNT, block=READ_BLOCK_MS)
+                reply = await q.client.xread({events: position}, count=READ_COUNT, block=block)
                 read = events_read(self.registry, reply)
                 records = await self._records(read.wanted)
                 attempt = 0

@@ -94,6 +94,20 @@ def results_off(queue: str) -> ConveyorError:
     )
 
 
+def read_block_ms(client: Any) -> int:
+    """How long the reader's XREAD blocks: READ_BLOCK_MS, or half the socket timeout of a
+    redis-py client's pool when that is shorter. A block past the socket timeout (say
+    socket_timeout=0.3) made every idle read raise TimeoutError: the reader logged 'lost the
+    server' each time and never did its idle re-read, so a waiter whose job finished without a
+    record waited out its whole timeout. (glide's reader has a connection of its own, timed
+    for its block.)"""
+    pool = getattr(client, "connection_pool", None)
+    timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        return READ_BLOCK_MS
+    return max(1, min(READ_BLOCK_MS, int(timeout * 500)))
+
+
 def check_wait(job_id: str, timeout: float | None) -> str:
     validate_name("job id", job_id)
     # a str failed in a comparison (TypeError naming no argument), True waited 1 s
