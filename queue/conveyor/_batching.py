@@ -12,9 +12,13 @@ doubles that share; measured with callgrind and in the enqueue-single bench.)
 
 Every caller validates and packs its own job (``QueueCore.pack``) before it waits, so a bad job
 fails only its caller; a server or connection error (or a timeout) on a call reaches every caller
-in that call and no other (as it would have reached each of their separate calls). Idempotent ids
-behave as in ``enqueue_many``: a repeated id returns the existing job. Two calls in flight may be
-run by the server in either order; concurrent callers have no order among themselves anyway.
+in that call and no other (as it would have reached each of their separate calls). A thread
+interrupted (Ctrl-C) while it waits leaves: its job is not sent if it was still waiting, and a call
+it was chosen to send goes to the next caller in it; interrupted while sending, it raises its
+interrupt, and the other callers of that call a ConnectionFailedError (applied or not: unknown).
+Idempotent ids behave as in ``enqueue_many``: a repeated id returns the existing job. Two calls
+in flight may be run by the server in either order; concurrent callers have no order among
+themselves anyway.
 
 Every waiter's job is one ARGV group of the same queue, so a batch is one ``enqueue_packed`` call
 whose reply is parsed once, job i going to waiter i.
@@ -27,6 +31,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ._errors import ConnectionFailedError
 from ._models import Job
 from ._ops import MAX_BATCH, Call, QueueCore
 
@@ -94,7 +99,11 @@ class EnqueueBatcher:
                 return self._run(self._core.enqueue_packed((group,)))[0]
             finally:
                 self._next(1)
-        waiter.event.wait()
+        try:
+            waiter.event.wait()
+        except BaseException:  # Ctrl-C (in the main thread): this caller leaves, the others stay served
+            self._leave(waiter)
+            raise
         if waiter.lead is not None:
             self._send(waiter.lead)
         if waiter.error is not None:
@@ -117,15 +126,34 @@ class EnqueueBatcher:
             slots.jobs -= done
             if not self._pending:  # the lone caller's path: nothing more to do
                 return
-            batch = slots.take(self._pending)
-        self._hand(batch)
+            # handed under the lock: a waiter leaving (_leave) sees it taken and handed at once
+            self._hand(slots.take(self._pending))
+
+    def _leave(self, waiter: Waiter) -> None:
+        """``waiter``'s caller was interrupted while waiting: a job still waiting is never sent;
+        a batch it was to send goes to the next waiter in it (or is given up when it was alone).
+        A job already in a call in flight keeps that call's fate (its caller cannot know it)."""
+        with self._lock:
+            if waiter in self._pending:
+                self._pending.remove(waiter)
+                return
+            batch, waiter.lead = waiter.lead, None
+            if batch is None:
+                return
+            if len(batch) > 1:
+                self._slots.jobs -= 1
+                self._hand(batch[1:])
+                return
+        self._next(1)  # its call was never made
 
     def _send(self, batch: list[Waiter]) -> None:
         try:
             jobs = self._run(self._core.enqueue_packed([w.group for w in batch]))
         except BaseException as exc:
+            # An interrupt (Ctrl-C) belongs to the sending thread: the others only lost their reply.
+            other = exc if isinstance(exc, Exception) else interrupted(exc)
             for waiter in batch:
-                waiter.error = exc
+                waiter.error = exc if waiter is batch[0] else other
         else:
             for waiter, job in zip(batch, jobs, strict=True):
                 waiter.result = job
@@ -133,6 +161,14 @@ class EnqueueBatcher:
             for waiter in batch[1:]:
                 waiter.event.set()
             self._next(len(batch))
+
+
+def interrupted(exc: BaseException) -> ConnectionFailedError:
+    """What the other callers of a batch get when the thread sending it was interrupted."""
+    return ConnectionFailedError(
+        f"the script call carrying this job was interrupted in another thread ({type(exc).__name__}) "
+        "before its reply: it may have been applied or not (an enqueue with a job_id is safe to repeat)"
+    )
 
 
 Pending = tuple[Group, "asyncio.Future[Job]"]
