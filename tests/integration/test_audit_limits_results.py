@@ -10,7 +10,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     wait_until,
 )
-from conveyor import ConveyorError
+from conveyor import ConveyorError, JobSpec
 
 
 def _waiting(q) -> int:
@@ -35,3 +35,21 @@ async def test_a_socket_timeout_under_a_second_still_serves_result_waiters(api, 
         await asyncio.wait_for(waiter, 10)
     assert time.monotonic() - started < 3
     assert "lost the server" not in caplog.text
+
+
+async def test_retried_failed_jobs_are_claimed_in_the_order_given(api):
+    """retry_failed put each job at the claim end in turn, so the last one given (or the newest
+    failure, for all) ran first: ids [1, 2, 3] were claimed 3, 2, 1, where release() and lease
+    recovery keep the order they are given, and FIFO within a level says the same."""
+    q = api.queue(keep_failed=-1, max_attempts=1)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i) for i in range(3)])]
+    high = [j.id for j in await q.enqueue_many([JobSpec("t", i, priority=4) for i in range(2)])]
+    for job_id in [*high, *ids]:
+        [job] = await q.claim()
+        assert job.id == job_id
+        await q.fail(job, "boom", retry=False)
+    assert await q.retry_failed(ids) == 3
+    assert [j.id for j in await q.jobs("waiting")] == ids
+    assert [j.id for j in await q.claim(count=3)] == ids
+    assert await q.retry_failed() == 2  # all: the oldest failure first
+    assert [j.id for j in await q.claim(count=3)] == high

@@ -1,4 +1,5 @@
--- retry_failed: give failed jobs a fresh start (attempts reset to 0) at the claim end of the queue.
+-- retry_failed: give failed jobs a fresh start (attempts reset to 0) at the claim end of the queue,
+-- in the order given (the oldest failure first when none are named).
 -- Their failure records go too, whatever the caller's store_results: a new attempt finished by a
 -- worker that stores no result would else leave the old failure as the job's result.
 -- KEYS: 1 waiting, 2 failed, 3 marker, 4 jobs, 5 results (hash)
@@ -17,8 +18,9 @@ for i = 1, #ids do
   end
 end
 -- Add before removing (as in promote): a failure midway may duplicate, never lose. Each job goes
--- to the claim end of its own priority level.
-for i = 1, #moved do requeue('RPUSH', waiting, jobs, moved[i]) end
+-- to the claim end of its own priority level, walking backwards (as release.lua does): RPUSH puts
+-- each at the claim end, so the first id given (or the oldest failure) is claimed first.
+for i = #moved, 1, -1 do requeue('RPUSH', waiting, jobs, moved[i]) end
 call_chunked('ZREM', failed, moved)
 call_chunked('HDEL', KEYS[5], moved)
 if #moved > 0 then wake(marker) end
