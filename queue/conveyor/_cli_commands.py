@@ -135,7 +135,10 @@ def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool
     """Jobs per state in each queue of APP."""
     _setup_logging(log_level)
     app = load_app(app_path)
-    rows = [{"queue": q, **app.queue(q).counts()} for q in _queues(app, queues_option)]
+    queues = _queues(app, queues_option)
+    if not queues:  # an empty table and exit 0 made a wrong app path look like empty queues
+        raise BadInput("no queue to show: the app has no registered task (is its tasks' module imported?)")
+    rows = [{"queue": q, **app.queue(q).counts()} for q in queues]
     app.close()
     if as_json:
         for row in rows:

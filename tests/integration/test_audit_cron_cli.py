@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import threading
 import time
 
@@ -62,3 +64,17 @@ def test_a_running_scheduler_fires_a_skip_schedule_with_a_small_grace(redis_url,
     assert schedule.decide(5_000, 11_001, schedule.fingerprint(), 1)[1] is None
     assert schedule.decide(5_000, 10_900, schedule.fingerprint(), 1)[1] == 10_000
     app.close()
+
+
+def test_info_of_an_app_without_tasks_says_so(tmp_path):
+    """``conveyor info`` of an app with no registered task (its tasks' module not imported, or the
+    wrong attribute) printed an empty table and exited 0, so a wrong app path looked like empty
+    queues; ``conveyor worker`` of the same app refuses it (exit 2)."""
+    (tmp_path / "taskless.py").write_text(
+        "from conveyor import Conveyor\napp = Conveyor('redis://127.0.0.1:1/0')\n"
+    )
+    command = [sys.executable, "-m", "conveyor", "info", "taskless:app", "--json"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
+    assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "the app has no registered task (is its tasks' module imported?)" in result.stderr
