@@ -27,7 +27,9 @@ whose reply is parsed once, job i going to waiter i.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -78,9 +80,15 @@ class EnqueueBatcher:
 
     def __init__(self, core: QueueCore, run: Callable[[Call[list[Job]]], list[Job]],
                  in_flight: int = IN_FLIGHT) -> None:  # fmt: skip
-        self._core, self._run = core, run
+        self._core, self._run, self._limit = core, run, in_flight
+        self._after_fork()
+        _SYNC_BATCHERS.add(self)
+
+    def _after_fork(self) -> None:
+        """Idle, nobody waiting: also in a forked child, whose copy of the parent's calls in flight
+        (and of its lock, maybe held) no thread of the child would ever finish."""
         self._lock = threading.Lock()
-        self._slots = Slots(in_flight)
+        self._slots = Slots(self._limit)
         self._pending: list[Waiter] = []
 
     def enqueue(self, group: Group) -> Job:
@@ -169,6 +177,18 @@ def interrupted(exc: BaseException) -> ConnectionFailedError:
         f"the script call carrying this job was interrupted in another thread ({type(exc).__name__}) "
         "before its reply: it may have been applied or not (an enqueue with a job_id is safe to repeat)"
     )
+
+
+_SYNC_BATCHERS: weakref.WeakSet[EnqueueBatcher] = weakref.WeakSet()  # reset in a forked child
+
+
+def _reset_after_fork() -> None:
+    for batcher in list(_SYNC_BATCHERS):
+        batcher._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 Pending = tuple[Group, "asyncio.Future[Job]"]

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -84,6 +85,19 @@ def in_thread(q: Queue, n: int, out: dict[int, Any]) -> threading.Thread:
     return thread
 
 
+def calls_in_flight(
+    q: Queue, out: dict[int, Any], numbers: tuple[int, ...], later: tuple[threading.Event, ...] = ()
+) -> tuple[list[int], threading.Event, list[threading.Thread]]:
+    """One thread per job of ``numbers``, each one's enqueue held in flight (the batcher's limit is
+    two calls) until the event returned is set; the calls after them wait for ``later``."""
+    release = threading.Event()
+    sizes = held_calls(q, [release] * len(numbers) + list(later))
+    threads = [in_thread(q, n, out) for n in numbers]
+    while len(sizes) < len(numbers):
+        time.sleep(0.005)
+    return sizes, release, threads
+
+
 def stored_payloads(q: Queue) -> list[int]:
     return sorted(job.payload["n"] for job in q.jobs("waiting", 0, 1000))
 
@@ -95,12 +109,8 @@ def test_a_caller_interrupted_while_its_job_waits_leaves_the_batch_and_the_other
     still gets its job. Before, the interrupted caller stayed in the batch as the one to send it:
     nobody sent it, the caller behind it waited for ever, and so did every later enqueue."""
     q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
-    release = threading.Event()
-    sizes = held_calls(q, [release, release])
     out: dict[int, Any] = {}
-    first = [in_thread(q, n, out) for n in (1, 2)]  # two calls in flight (the batcher's limit)
-    while len(sizes) < 2:
-        time.sleep(0.005)
+    _, release, first = calls_in_flight(q, out, (1, 2))
     interrupt_main(lambda: len(q._batcher._pending) == 1)
     with pytest.raises(Interrupted):
         q.enqueue("t", {"n": 0})
@@ -125,12 +135,8 @@ def test_a_caller_interrupted_just_after_it_was_handed_a_batch_passes_it_on(
     job and the one behind it): the job behind it is still sent. Before, nobody sent that batch:
     its other caller, and every later enqueue, waited for ever."""
     q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
-    release = threading.Event()
-    sizes = held_calls(q, [release, release])
     out: dict[int, Any] = {}
-    first = [in_thread(q, n, out) for n in (1, 2)]
-    while len(sizes) < 2:
-        time.sleep(0.005)
+    _, release, first = calls_in_flight(q, out, (1, 2))
     behind: list[threading.Thread] = []
 
     def both_wait() -> bool:
@@ -160,12 +166,9 @@ def test_an_interrupt_of_the_thread_sending_a_batch_is_not_raised_in_the_other_c
     ConnectionFailedError saying the outcome is unknown, not the KeyboardInterrupt of another
     thread (which, raised in a worker thread, ended it as if it had been interrupted itself)."""
     q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
-    release, never = threading.Event(), threading.Event()
-    sizes = held_calls(q, [release, release, never])  # the third: the main thread's batch
+    never = threading.Event()
     out: dict[int, Any] = {}
-    first = [in_thread(q, n, out) for n in (1, 2)]
-    while len(sizes) < 2:
-        time.sleep(0.005)
+    sizes, release, first = calls_in_flight(q, out, (1, 2), (never,))  # 3rd: the main thread's
     behind: list[threading.Thread] = []
 
     def after_main_waits() -> bool:  # then a caller joins behind the main thread, and both go
@@ -185,4 +188,39 @@ def test_an_interrupt_of_the_thread_sending_a_batch_is_not_raised_in_the_other_c
     assert isinstance(out[3], ConnectionFailedError), repr(out[3])
     assert "may have been applied or not" in str(out[3])
     assert q.enqueue("t", {"n": 4}).created
+    q.close()
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_batch_in_flight(
+    redis_url: str, queue_name: str
+) -> None:
+    """A child forked while parent threads' enqueues are in flight enqueues at once. Before, the
+    child's batcher still counted the parent's two calls in flight (its limit): the child's
+    enqueue waited for calls no thread of the child would ever finish (a hang)."""
+    q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
+    out: dict[int, Any] = {}
+    _, release, parent_calls = calls_in_flight(q, out, (1, 3))
+    reader, writer = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads
+        pid = os.fork()
+    if pid == 0:  # the child: reports its enqueue's outcome, or its hang, on the pipe
+        outcome = "hung"
+        try:
+            signal.signal(signal.SIGALRM, lambda *_: os._exit(os.write(writer, b"hung") and 1))
+            signal.alarm(int(TIMEOUT))
+            outcome = "created" if q.enqueue("t", {"n": 2}).created else "not created"
+        except BaseException as exc:
+            outcome = repr(exc)
+        finally:
+            os.write(writer, outcome.encode())
+            os._exit(0)
+    os.close(writer)
+    release.set()
+    for thread in parent_calls:
+        thread.join(TIMEOUT)
+    os.waitpid(pid, 0)
+    with os.fdopen(reader, "rb") as child:
+        assert child.read().decode() == "created"
+    assert stored_payloads(q) == [1, 2, 3]
     q.close()
