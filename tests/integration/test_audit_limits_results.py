@@ -8,9 +8,10 @@ import time
 import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
+    counts,
     wait_until,
 )
-from conveyor import ConveyorError, JobSpec
+from conveyor import ConveyorError, JobSpec, Limit
 
 
 def _waiting(q) -> int:
@@ -53,3 +54,34 @@ async def test_retried_failed_jobs_are_claimed_in_the_order_given(api):
     assert [j.id for j in await q.claim(count=3)] == ids
     assert await q.retry_failed() == 2  # all: the oldest failure first
     assert [j.id for j in await q.claim(count=3)] == high
+
+
+def _due_in(api, q, job_id: str) -> float:
+    """Ms until the delayed job ``job_id`` is due."""
+    return api.admin.zscore(q.keys.delayed, job_id) - api.server_ms()
+
+
+async def test_cancelling_a_rate_delayed_job_gives_back_its_reserved_start(api):
+    """A job over its key's rate reserves the key's next start and waits in the delayed set for
+    it. Cancelling it kept the reservation: the key's next job waited a whole interval behind
+    the cancelled one (rate 0.5/s: due in 4 s instead of 2 s). The latest reservation is given
+    back; an earlier one is not (the jobs behind it already hold their own later starts)."""
+    q = api.queue()
+    limit = Limit("rated", rate=0.5)  # starts 2 s apart
+    first, second = (j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(2)]))
+    [running] = await q.claim(count=2)
+    assert running.id == first
+    assert 1500 < _due_in(api, q, second) <= 2000
+    assert await q.cancel(second)
+    third = (await q.enqueue("t", 3, limit=limit)).id
+    assert await q.claim() == []
+    assert 1500 < _due_in(api, q, third) <= 2000  # the start the cancelled job gave back
+
+    fourth = (await q.enqueue("t", 4, limit=limit)).id
+    assert await q.claim() == []
+    assert 3500 < _due_in(api, q, fourth) <= 4000
+    assert await q.cancel(third)  # not the latest reservation: kept, the fourth keeps its time
+    fifth = (await q.enqueue("t", 5, limit=limit)).id
+    assert await q.claim() == []
+    assert 5500 < _due_in(api, q, fifth) <= 6000
+    assert await q.counts() == counts(delayed=2, active=1)

@@ -314,6 +314,22 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
   return false
 end
 
+-- A job that reserved the start `start` of limit key g (interval ms between starts) will not
+-- start (cancelled): if no later start of g was reserved, the key's next start goes back to
+-- `start` (or to now, once it passed). A later reservation keeps it: the jobs behind it already
+-- wait for their own reserved times. (Stored times are rounded to 14 digits: compare within 1 ms.)
+local function give_back_start(waiting, g, start, interval)
+  local next_key = waiting .. ':t:' .. g
+  local reserved = tonumber(redis.call('GET', next_key))
+  if not reserved or math.abs(reserved - (start + interval)) >= 1 then return end
+  local now = now_ms()
+  if start > now then
+    redis.call('SET', next_key, start, 'PX', math.ceil(start - now))
+  else
+    redis.call('DEL', next_key)
+  end
+end
+
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
 -- next start expires when it passes (a past one means "now"): one key per limit key ever used
 -- would otherwise stay forever. Its PX is rounded up to whole ms: a rate's interval need not be

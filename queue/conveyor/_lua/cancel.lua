@@ -10,10 +10,12 @@
 -- turn while it waits (or waits out its rate reservation in the delayed set). A removed job of a
 -- key with a concurrency limit hands that turn on: while the key has a free slot, its oldest
 -- parked job goes to the claim end of its level (else the other parked jobs waited for ever).
+-- Rate: a removed job that waited for a start it reserved (rs) gives that start back when it is
+-- its key's latest reservation, so the key's next job is not held an interval for nothing.
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
-local f = redis.call('HMGET', key, 's', 'p', 'g', 'a', 'gc')
+local f = redis.call('HMGET', key, 's', 'p', 'g', 'a', 'gc', 'rs', 'gr')
 local was_parked = false
 local state = f[1]
 if not state then return {-2, ''} end
@@ -32,7 +34,9 @@ if state == 'w' then
     was_parked = true
   end
 elseif state == 'd' then
+  local start = redis.call('ZSCORE', delayed, id)
   redis.call('ZREM', delayed, id)
+  if f[6] and f[7] and start then give_back_start(waiting, f[3], tonumber(start), tonumber(f[7])) end
 elseif state == 'a' then
   redis.call('HSET', key, 'q', 1)
   return {2, state}
