@@ -145,7 +145,7 @@ class Conveyor:
         spec = target.spec(*args, **(kwargs or {}))
         schedule = Schedule(name, target.name, target.queue, cron, every, tz, missed, grace,
                             spec.payload, spec.max_attempts, spec.time_limit, spec.priority,
-                            spec.limit)  # fmt: skip
+                            spec.limit, spec.delay)  # fmt: skip
         if name in self.schedules:
             raise ValueError(f"schedule {name!r} is already registered")
         try:  # its job is built at every fire: a payload that cannot be is refused now, not then

@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ._errors import InvalidNameError
 from ._keys import MAX_NAME_LENGTH, validate_name
 from ._models import Limit, check_priority
+from ._ops import delay_ms_of
 from ._settings_checks import (
     DURATIONS,
     MAX_SECONDS,
@@ -126,6 +127,7 @@ class Schedule:
     time_limit: float | None = None
     priority: int = 0
     limit: Limit | None = None
+    delay: float = 0.0  # of each fired job, after its fire time (a task's default delay)
 
     def __post_init__(self) -> None:
         validate_name("schedule name", self.name)
@@ -159,6 +161,7 @@ class Schedule:
             raise ValueError(f"schedule {self.name!r}: {problem}")
         try:
             check_priority(self.priority)
+            delay_ms_of(self.delay)
         except ValueError as exc:
             raise ValueError(f"schedule {self.name!r}: {exc}") from None
 

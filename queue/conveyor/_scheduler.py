@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ._dispatch import RECOVERABLE
-from ._ops import Call, QueueCore
+from ._ops import Call, QueueCore, delay_ms_of
 from ._replies import text
 from ._schedule import Schedule
 from ._scripts import Scripts
@@ -60,23 +60,25 @@ def fire_call(
 ) -> Call[int]:
     """The ``fire`` script call: advance ``schedule`` from ``stored`` (with ``mark``, as read) to
     ``new_next`` (with ``new_mark``), maybe enqueue."""
-    job: list[object] = ["", "", "", "", 0, 0, ""]
+    job: list[object] = ["", "", "", "", 0, 0, "", 0]
     if fire is not None:
         packed = core.pack(
             schedule.task,
             schedule.payload,
             schedule.job_id(fire),
-            0.0,
+            schedule.delay,
             schedule.max_attempts,
             priority=schedule.priority,
             time_limit=schedule.time_limit,
             limit=schedule.limit,
         )
-        # id, task, payload, max attempts, time limit, priority, key limit (validated, encoded)
-        job = [*packed[:4], packed[6], packed[5], packed[7]]
+        # id, task, payload, max attempts, time limit, priority, key limit (validated, encoded),
+        # delay ms
+        job = [*packed[:4], packed[6], packed[5], packed[7], delay_ms_of(schedule.delay)]
     k = core.keys
-    args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job, mark or "", new_mark]
-    return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs), args, int)
+    args = [schedule.name, "" if stored is None else str(stored), str(new_next), *job[:7], mark or "",
+            new_mark, job[7]]  # fmt: skip
+    return Call(Scripts.FIRE.value, (k.schedules, k.waiting, k.marker, k.jobs, k.delayed), args, int)
 
 
 class Scheduler:

@@ -12,6 +12,8 @@ from conveyor import Conveyor
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler
 
+T0 = 1_800_000_000  # a multiple of 20 seconds
+
 
 def _run_scheduler(app: Conveyor, seconds: float) -> None:
     scheduler = Scheduler(app)
@@ -78,3 +80,24 @@ def test_info_of_an_app_without_tasks_says_so(tmp_path):
     assert result.returncode == 2 and result.stdout == "", (result.stdout, result.stderr)
     assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
     assert "the app has no registered task (is its tasks' module imported?)" in result.stderr
+
+
+def test_a_fired_job_keeps_its_tasks_delay(redis_url, queue_name):
+    """A fired job is enqueued as task.enqueue() would (priority, limit, time limit), but the
+    task's default delay was dropped silently: @app.task(delay=30) ran its periodic jobs at once."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task(delay=30, priority=3)
+    def later() -> None:
+        pass
+
+    app.periodic("later", later, every=20)
+    scheduler, queue = Scheduler(app), app.queue(queue_name)
+    scheduler.tick(now=T0)
+    [job_id] = scheduler.tick(now=T0 + 21)
+    job = queue.get_job(job_id)
+    assert job is not None and job.state == "delayed" and job.priority == 3, job
+    [(delayed_id, due)] = queue.client.zrange(queue.core.keys.delayed, 0, -1, withscores=True)
+    assert delayed_id.decode() == job_id and due - job.enqueued_at * 1000 == 30_000
+    assert queue.counts()["waiting"] == 0 and queue.claim(count=1) == []
+    app.close()
