@@ -142,6 +142,11 @@ class Conveyor:
         fires older than ``grace`` seconds.
         """
         target = self.get_task(task) if isinstance(task, str) else task
+        if target.app is not self or target.name not in self.tasks:  # another app's Task object
+            raise UnknownTaskError(
+                f"task {target.name!r} is not registered in this app: its workers could not run the "
+                f"fired jobs (register it with @app.task)"
+            )
         spec = target.spec(*args, **(kwargs or {}))
         schedule = Schedule(name, target.name, target.queue, cron, every, tz, missed, grace,
                             spec.payload, spec.max_attempts, spec.time_limit, spec.priority,

@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 
-from conveyor import Conveyor
+import pytest
+from conveyor import Conveyor, UnknownTaskError
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler
 
@@ -101,3 +102,26 @@ def test_a_fired_job_keeps_its_tasks_delay(redis_url, queue_name):
     assert delayed_id.decode() == job_id and due - job.enqueued_at * 1000 == 30_000
     assert queue.counts()["waiting"] == 0 and queue.claim(count=1) == []
     app.close()
+
+
+def test_a_schedule_of_a_task_another_app_registered_is_refused(redis_url, queue_name):
+    """app.periodic() looked a task given by name up in the app, but took a Task object as it came:
+    one of another app (or a module-level function's Task of a second Conveyor) was accepted, and
+    every fired job then failed in this app's workers as an unknown task."""
+    app, other = Conveyor(redis_url, default_queue=queue_name), Conveyor(redis_url, default_queue=queue_name)
+
+    @other.task
+    def elsewhere() -> None:
+        pass
+
+    with pytest.raises(UnknownTaskError, match="task 'elsewhere' is not registered in this app"):
+        app.periodic("x", elsewhere, every=20)
+    assert app.schedules == {}
+
+    @app.task
+    def here() -> None:
+        pass
+
+    app.periodic("y", here.with_options(priority=2), every=20)  # this app's task, other options
+    app.close()
+    other.close()
