@@ -18,6 +18,7 @@ from ._results import (
     Registry,
     check_wait,
     closed,
+    deadline_of,
     decode_record,
     events_read,
     read_block_ms,
@@ -26,6 +27,7 @@ from ._results import (
     record_calls,
     results_off,
     settled,
+    time_left,
     timed_out,
 )
 from ._retry import RECONNECT
@@ -62,16 +64,16 @@ class SyncResults:
         slot = _Slot()
         with self.lock:
             self.registry.add(job_id, slot)
+        deadline = deadline_of(timeout)
         try:
+            # (a blocking call: a server that stops answering holds it up to socket_timeout)
             probe = self._probe(job_id)
             if probe.wait_after is not None:
                 with self.lock:
                     start = self.registry.start_from(probe.wait_after)
                 if start:
                     threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
-                # Event.wait raises OverflowError past TIMEOUT_MAX (292 years): wait without one
-                bounded = None if timeout is None or timeout > threading.TIMEOUT_MAX else timeout
-                if not slot.done.wait(bounded):
+                if not slot.done.wait(time_left(deadline)):
                     raise timed_out(job_id, timeout)
                 if slot.error is not None:
                     raise slot.error
@@ -136,16 +138,19 @@ class AsyncResults:
             raise results_off(q.name)
         future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self.registry.add(job_id, future)
+        deadline = deadline_of(timeout)
         try:
-            probe = await self._probe(job_id)
-            if probe.wait_after is not None:
-                if self.registry.start_from(probe.wait_after):
-                    self.reader = asyncio.create_task(self._read())
-                try:
-                    record = await asyncio.wait_for(asyncio.shield(future), timeout)
-                except TimeoutError:
-                    raise timed_out(job_id, timeout) from None
-                probe = Probe(record, None)
+            try:  # (errors of the call itself are ConveyorErrors, never TimeoutError)
+                # The read is bounded by the timeout, but timeout=0 still reads (a finished job).
+                left = time_left(deadline)
+                probe = await (asyncio.wait_for(self._probe(job_id), left) if left else self._probe(job_id))
+                if probe.wait_after is not None:
+                    if self.registry.start_from(probe.wait_after):
+                        self.reader = asyncio.create_task(self._read())
+                    record = await asyncio.wait_for(asyncio.shield(future), time_left(deadline))
+                    probe = Probe(record, None)
+            except TimeoutError:
+                raise timed_out(job_id, timeout) from None
         finally:
             self.registry.remove(job_id, future)
         return decode_record(q.settings.serializer, job_id, probe.record)

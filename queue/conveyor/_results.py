@@ -17,6 +17,8 @@ record of every job anyone waits for, not only the announced ones (``events_read
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -116,6 +118,20 @@ def check_wait(job_id: str, timeout: float | None) -> str:
     ):
         raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
     return job_id
+
+
+def deadline_of(timeout: float | None) -> float | None:
+    """When a wait of ``timeout`` seconds ends (monotonic clock); None: no limit, also past
+    threading.TIMEOUT_MAX (292 years), where Event.wait raises OverflowError."""
+    if timeout is None or timeout > threading.TIMEOUT_MAX:
+        return None
+    return time.monotonic() + timeout
+
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (0 once it passed; None: no limit). The wait for the result
+    gets what the first read left of the timeout, not the whole timeout again."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def read_call(keys: Any, ids: list[str]) -> Call[list[Any]]:

@@ -85,3 +85,25 @@ async def test_cancelling_a_rate_delayed_job_gives_back_its_reserved_start(api):
     assert await q.claim() == []
     assert 5500 < _due_in(api, q, fifth) <= 6000
     assert await q.counts() == counts(delayed=2, active=1)
+
+
+async def test_result_on_a_server_that_stops_answering_returns_near_its_timeout(api):
+    """result(timeout=T) first reads the job once, then waits for its event; the wait was given
+    the whole T again after that read, and the asyncio twin's read was not bounded by T at all.
+    On a server that stopped answering for 2 s (CLIENT PAUSE, as during a failover) result(timeout=1)
+    raised TimeoutError after 3 s on both twins. Now the asyncio twin stops at T; the sync twin's
+    read is a blocking call that ends with the pause (or socket_timeout), and no wait follows it."""
+    q = api.queue(store_results=True)
+    job = await q.enqueue("t", None)
+    api.admin.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match=r"did not finish within 1\.0 s"):
+            await q.result(job.id, 1.0)
+        elapsed = time.monotonic() - started
+    finally:
+        await asyncio.sleep(max(0.0, started + 2.1 - time.monotonic()))  # the pause ends
+    assert elapsed < (1.6 if api.is_async else 2.6), elapsed
+    [claimed] = await q.claim()
+    await q.ack(claimed, result="after the pause")
+    assert await q.result(job.id, 5) == "after the pause"
