@@ -58,7 +58,8 @@ class QueueSettings:
     completed_max_age / failed_max_age: also drop finished jobs older than this (None: no age limit).
     strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
     wait_replicas: after each enqueue, ack and fail, wait (WAIT) until this many replicas hold the
-    write, up to wait_timeout; fewer raise ReplicationError. 0 (default): do not wait.
+    write, up to wait_timeout (shorter than socket_timeout); fewer raise ReplicationError. 0
+    (default): do not wait.
     store_results: workers store each handler's return value (serialised with ``serializer``, at
     most max_result_bytes) and each final failure's error, and announce finished jobs, so
     ``job.result()`` can wait for them; off (the default), acks write nothing extra. A result is

@@ -71,7 +71,22 @@ def settings_problems(settings: Any) -> list[str]:
         out.append(f"serializer must have dumps() and loads() methods, got {settings.serializer!r}")
     if settings.driver not in DRIVERS:
         out.append(f"driver must be 'redis-py' or 'glide', got {settings.driver!r}")
+    out.append(_wait_problem(settings))
     return [message for message in out if message]
+
+
+def _wait_problem(settings: Any) -> str:
+    """WAIT blocks up to wait_timeout on the write's own connection: a socket that times out first
+    turned a lagging replica into a ConnectionFailedError ('applied or not') instead of the
+    ReplicationError that says the write is on the primary."""
+    wait, socket = settings.wait_timeout, settings.socket_timeout
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (wait, socket))
+    if not (numbers and _is_int(settings.wait_replicas) and settings.wait_replicas > 0 and wait >= socket):
+        return ""
+    return (
+        f"wait_timeout ({wait} s) must be shorter than socket_timeout ({socket} s) when "
+        "wait_replicas > 0: the socket would time out while WAIT waits for the replicas"
+    )
 
 
 def finite(value: float) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conveyor import ConnectionFailedError, Queue
+from conveyor import ConnectionFailedError, Queue, QueueSettings, ReplicationError
 
 TIMEOUT = 10.0
 
@@ -223,4 +223,21 @@ def test_a_forked_child_does_not_wait_for_its_parents_batch_in_flight(
     with os.fdopen(reader, "rb") as child:
         assert child.read().decode() == "created"
     assert stored_payloads(q) == [1, 2, 3]
+    q.close()
+
+
+def test_a_wait_for_replicas_as_long_as_the_socket_timeout_is_refused(
+    redis_url: str, queue_name: str
+) -> None:
+    """``wait_replicas`` with a ``wait_timeout`` not shorter than ``socket_timeout`` is refused
+    when the settings are built. Before, it was accepted, and with a replica lagging every
+    enqueue, ack and fail stored its write, then the socket timed out while WAIT still waited:
+    a ConnectionFailedError ('may have been applied or not', the connection dropped) instead of
+    the ReplicationError that says the write is on the primary."""
+    with pytest.raises(ValueError, match=r"wait_timeout \(1.0 s\) must be shorter than socket_timeout"):
+        QueueSettings(wait_replicas=1, wait_timeout=1.0, socket_timeout=0.3)
+    QueueSettings(wait_timeout=1.0, socket_timeout=0.3)  # no WAIT is sent: nothing to refuse
+    q = Queue.from_url(redis_url, queue_name, wait_replicas=1, wait_timeout=0.1, socket_timeout=0.3)
+    with pytest.raises(ReplicationError):  # the test server has no replica
+        q.enqueue("t", 1)
     q.close()
