@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -125,3 +127,49 @@ def test_a_schedule_of_a_task_another_app_registered_is_refused(redis_url, queue
     app.periodic("y", here.with_options(priority=2), every=20)  # this app's task, other options
     app.close()
     other.close()
+
+
+CRON_APP = """
+import os
+from conveyor import Conveyor, current_job
+
+app = Conveyor(os.environ["TEST_URL"], default_queue=os.environ["TEST_QUEUE"])
+
+@app.task
+def beat() -> None:
+    with open(os.environ["TEST_OUT"], "a") as out:
+        out.write(current_job().id + "\\n")
+
+app.periodic("beat", beat, every=0.5)
+"""
+
+
+def test_worker_processes_started_and_restarted_run_each_fire_time_once(redis_url, queue_name, tmp_path):
+    """Three 'conveyor worker' processes with the scheduler, one of them restarted midway: each
+    fire time of an every=0.5 schedule ran once, none twice and none left out. Before 6450540
+    each process ticked once a second, so one fire time in two was never enqueued."""
+    (tmp_path / "cronapp.py").write_text(CRON_APP)
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name, "TEST_OUT": str(out)}
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "conveyor", "worker", "cronapp:app", "-c", "4"],
+                                cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    procs = [start() for _ in range(3)]
+    try:
+        time.sleep(3)
+        procs[0].send_signal(signal.SIGTERM)
+        assert procs[0].wait(timeout=30) == 0
+        procs.append(start())
+        time.sleep(3)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [0, 0, 0, 0], [proc.stderr.read() for proc in procs if proc.stderr]
+    ran = [int(line.rsplit(":", 1)[1]) for line in out.read_text().split()]
+    assert len(ran) == len(set(ran)) >= 8, sorted(ran)  # none twice
+    fired = sorted(ran)
+    assert {later - earlier for earlier, later in itertools.pairwise(fired)} == {500}, fired
