@@ -18,7 +18,7 @@ from ._connection import check_policy
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
 from ._errors import ConveyorError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
-from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
+from ._inspect import id_batches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
 from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
@@ -318,7 +318,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             found = await pipe.execute() if ids else []
         except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
-        return [j for i, f in zip(ids, found, strict=True) if (j := self.core.parse_job(i, f))]
+        return listed_jobs(self.core, state, ids, found)
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed

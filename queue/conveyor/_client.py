@@ -17,7 +17,7 @@ from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy
 from ._direct import DirectScripts, HeldScripts
 from ._grouped import REMAP_ERRORS, Rounds
-from ._inspect import id_batches, list_range, listed_ids, purge_failed, retry_failed
+from ._inspect import id_batches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
 from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
@@ -290,7 +290,7 @@ class Queue(QueueBase[redis.Redis]):
             found = pipe.execute() if ids else []
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
-        return [j for i, f in zip(ids, found, strict=True) if (j := self.core.parse_job(i, f))]
+        return listed_jobs(self.core, state, ids, found)
 
     def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed

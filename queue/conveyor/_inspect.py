@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._keys import validate_name
+from ._models import Job
 from ._ops import MAX_BATCH, Call, QueueCore, check_count
 from ._replies import text
 from ._scripts import Scripts
@@ -37,6 +38,13 @@ def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
 
 def listed_ids(reply: Sequence[Any]) -> list[str]:
     return [text(i) for i in reply]
+
+
+def listed_jobs(core: QueueCore, state: str, ids: Sequence[str], found: Sequence[Any]) -> list[Job]:
+    """The jobs of a page (``found``: their hashes, read after the ids) still in ``state``: one
+    that changed state in between (retried, claimed, finished) or is gone is left out."""
+    jobs = (core.parse_job(job_id, fields) for job_id, fields in zip(ids, found, strict=True))
+    return [job for job in jobs if job is not None and job.state == state]
 
 
 def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | None:

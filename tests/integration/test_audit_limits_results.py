@@ -11,7 +11,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
     wait_until,
 )
-from conveyor import ConveyorError, JobSpec, Limit
+from conveyor import ConveyorError, JobSpec, Limit, Queue
 
 
 def _waiting(q) -> int:
@@ -107,3 +107,33 @@ async def test_result_on_a_server_that_stops_answering_returns_near_its_timeout(
     [claimed] = await q.claim()
     await q.ack(claimed, result="after the pause")
     assert await q.result(job.id, 5) == "after the pause"
+
+
+async def test_a_job_that_changes_state_while_listed_is_left_out(api, monkeypatch):
+    """jobs(state) reads the page's ids, then the jobs; its docstring says jobs that change state
+    in between are left out, but they were listed with their new state: a failed job retried
+    meanwhile appeared in jobs('failed') as a waiting job."""
+    q = api.queue(keep_failed=-1, max_attempts=1)
+    first, second = (j.id for j in await q.enqueue_many([JobSpec("t", i) for i in range(2)]))
+    for job in await q.claim(count=2):
+        await q.fail(job, "boom", retry=False)
+    operator = Queue.from_url(api.server.url, q.name)
+    client = q.inner.client
+    read_ids = client.zrevrange
+
+    def retried_meanwhile(*args, **kwargs):
+        ids = read_ids(*args, **kwargs)
+        operator.retry_failed([first])  # between the page's ids and the jobs' hashes
+        return ids
+
+    async def retried_meanwhile_async(*args, **kwargs):
+        ids = await read_ids(*args, **kwargs)
+        operator.retry_failed([first])
+        return ids
+
+    monkeypatch.setattr(client, "zrevrange", retried_meanwhile_async if api.is_async else retried_meanwhile)
+    try:
+        listed = await q.jobs("failed")
+    finally:
+        operator.close()
+    assert [(j.id, j.state) for j in listed] == [(second, "failed")]
