@@ -9,6 +9,7 @@ in their classes, gathered in a ``Flavour``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 import redis.asyncio as aredis
 import redis.asyncio.cluster as acluster
+import redis.asyncio.connection as aconnection
 import redis.asyncio.sentinel as asentinel
-from redis import cluster, sentinel
+from redis import cluster, connection, sentinel
 from redis.asyncio.connection import SSLConnection as ASSLConnection
 from redis.connection import SSLConnection, parse_url
 
@@ -78,11 +80,43 @@ def parse_target(url: str) -> Target:
     return Target(kind, urlunsplit((plain, netloc, "/" + db, parts.query, "")), hosts, service)
 
 
+def check_options(plain: str, url: str) -> None:
+    """Refuse query options redis-py would hand on unchecked: a misspelt name reached the
+    connection and failed the first call with a TypeError, and a protocol other than 2 or 3
+    failed as "cannot reach the server". ``plain`` is the target's redis(s):// or unix:// URL."""
+    if not urlsplit(plain).query:
+        return
+    options = parse_url(plain)  # type: ignore[no-untyped-call]  # ValueError naming a bad value
+    known = _connection_options(options.pop("connection_class", connection.Connection).__name__)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidNameError(
+                f"URL {_redacted(url)} has option {name!r}{hint}: not an option of redis-py's connections"
+            )
+    if options.get("protocol", 2) not in (2, 3):
+        raise InvalidNameError(f"URL {_redacted(url)} asks for protocol {options['protocol']}: use 2 or 3")
+
+
+@functools.cache
+def _connection_options(class_name: str) -> frozenset[str]:
+    """What a sync or asyncio connection of that class, or its pool, takes from a URL."""
+    names = set(connection.URL_QUERY_ARGUMENT_PARSERS)
+    for module in (connection, aconnection):
+        for cls in getattr(module, class_name).__mro__:
+            if "__init__" in cls.__dict__:
+                names.update(inspect.signature(cls.__init__).parameters)
+    return frozenset(names - {"self", "args", "kwargs"})
+
+
 def check_url(url: object) -> None:
     """Refuse, with no I/O, a URL that no client could be built from (so an app refuses it at once)."""
     if not isinstance(url, str):
         raise TypeError(f"url must be a str such as 'redis://localhost:6379/0', not {type(url).__name__}")
-    parse_url(parse_target(url).url)  # type: ignore[no-untyped-call]  # ValueError naming a bad option
+    target = parse_target(url)
+    parse_url(target.url)  # type: ignore[no-untyped-call]  # ValueError naming a bad option
+    check_options(target.url, url)
 
 
 def _check_db(db: str, url: str) -> None:
@@ -169,6 +203,7 @@ def connect(flavour: Flavour, url: str, settings: QueueSettings) -> Any:
     target = parse_target(url)
     if settings.driver == "glide":
         return glide_client(flavour is ASYNC, url, settings)
+    check_options(target.url, url)
     try:
         return _connect(flavour, target, url, settings)
     except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:

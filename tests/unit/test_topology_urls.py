@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from conveyor import Conveyor, InvalidNameError
-from conveyor._topology import parse_target
+from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue
+from conveyor._topology import check_url, parse_target
 
 
 def test_plain_urls_are_single_servers() -> None:
@@ -101,3 +103,29 @@ def test_an_app_refuses_a_bad_url_when_it_is_created(url: object, error: type, m
     with pytest.raises(error, match=message) as info:
         Conveyor(url)  # type: ignore[arg-type]
     assert "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize("twin", [Queue, AsyncQueue])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://127.0.0.1:1/0?socket_timout=5", "option 'socket_timout' (did you mean 'socket_timeout'?)"),
+        ("redis+cluster://127.0.0.1:1,127.0.0.1:2?helth_check_interval=3", "option 'helth_check_interval'"),
+        ("redis://127.0.0.1:1/0?protocol=9", "protocol 9: use 2 or 3"),
+    ],
+)
+def test_a_misspelt_or_impossible_url_option_is_refused_by_name_before_any_call(twin, url, message) -> None:
+    """redis-py hands unknown query options to each connection: a misspelt one was accepted and
+    the first call failed with a bare TypeError; protocol=9 failed as 'cannot reach the server'."""
+    with pytest.raises(InvalidNameError, match=re.escape(message)):
+        twin.from_url(url, "q")
+    with pytest.raises(InvalidNameError, match=re.escape(message)):
+        Conveyor(url)
+
+
+def test_url_options_of_the_connections_and_pools_are_accepted() -> None:
+    url = "redis://127.0.0.1:1/0?socket_timeout=5&health_check_interval=3&protocol=3&max_connections=4"
+    Conveyor(url)
+    Queue.from_url(url, "q").close()
+    check_url("rediss://127.0.0.1:1/0?ssl_cert_reqs=none&ssl_ca_certs=/tmp/ca.pem")
+    check_url("unix:///tmp/valkey.sock?db=1")
