@@ -108,6 +108,9 @@ class SyncResults:
                 records = self._records(read.wanted)
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others
+                with self.lock:
+                    if not self.registry.waiting:
+                        continue  # close() cut the read (or nobody waits now): end, no warning
                 attempt += 1
                 log.warning("result reader lost the server (%s); retrying", exc)
                 threading.Event().wait(RECONNECT.delay(attempt))

@@ -137,3 +137,19 @@ async def test_a_job_that_changes_state_while_listed_is_left_out(api, monkeypatc
     finally:
         operator.close()
     assert [(j.id, j.state) for j in listed] == [(second, "failed")]
+
+
+async def test_closing_a_queue_with_a_waiter_logs_no_lost_server(api, caplog):
+    """close() fails every waiter and closes the client, which cuts the sync reader's blocking
+    XREAD: the reader then logged 'result reader lost the server ...; retrying' at every close
+    with a waiter, a server fault that did not happen."""
+    q = api.queue(store_results=True)
+    job = await q.enqueue("t", None)
+    waiter = asyncio.ensure_future(q.result(job.id, None))
+    await wait_until(lambda: _waiting(q) == 1, what="the waiter to register")
+    await asyncio.sleep(0.3)  # the reader blocks in XREAD
+    await q.close()
+    with pytest.raises(ConveyorError, match="was closed while waiting"):
+        await asyncio.wait_for(waiter, 5)
+    await asyncio.sleep(1.2)  # past the reader's block
+    assert "lost the server" not in caplog.text
