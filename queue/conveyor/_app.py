@@ -148,6 +148,11 @@ class Conveyor:
                 f"fired jobs (register it with @app.task)"
             )
         spec = target.spec(*args, **(kwargs or {}))
+        if spec.job_id is not None:  # was dropped silently: each fire has an id of its own
+            raise ValueError(
+                f"schedule {name!r}: a fired job's id is 'cron:{name}:<fire time in ms>'; "
+                f"the task's job_id {spec.job_id!r} (with_options) cannot be used"
+            )
         schedule = Schedule(name, target.name, target.queue, cron, every, tz, missed, grace,
                             spec.payload, spec.max_attempts, spec.time_limit, spec.priority,
                             spec.limit, spec.delay)  # fmt: skip

@@ -173,3 +173,18 @@ def test_worker_processes_started_and_restarted_run_each_fire_time_once(redis_ur
     assert len(ran) == len(set(ran)) >= 8, sorted(ran)  # none twice
     fired = sorted(ran)
     assert {later - earlier for earlier, later in itertools.pairwise(fired)} == {500}, fired
+
+
+def test_a_schedule_of_a_task_with_a_fixed_job_id_is_refused(redis_url, queue_name):
+    """A fired job's id is 'cron:<name>:<fire time>'; a job_id given through with_options() was
+    dropped silently (each fire got its own id), so refuse it by name instead."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task
+    def once() -> None:
+        pass
+
+    with pytest.raises(ValueError, match="schedule 'x': a fired job's id is 'cron:x:<fire time in ms>'"):
+        app.periodic("x", once.with_options(job_id="fixed"), every=20)
+    assert app.schedules == {}
+    app.close()
