@@ -48,14 +48,15 @@ def listed_jobs(core: QueueCore, state: str, ids: Sequence[str], found: Sequence
 
 
 def id_batches(job_ids: Sequence[str] | None, batch: int) -> list[list[str]] | None:
-    """Caller-given ids split into script-sized batches (None: 'all failed jobs')."""
+    """Caller-given ids split into script-sized batches, the last batch first (None: 'all failed
+    jobs'): retry_failed puts each batch at the claim end, so the first ids given run first."""
     check_count("batch", batch, 1, MAX_BATCH)
     if job_ids is None:
         return None
     if isinstance(job_ids, str):
         raise TypeError("job_ids must be a sequence of ids, not one string")
     ids = list(dict.fromkeys(validate_name("job id", i) for i in job_ids))  # a repeat counts once
-    return [ids[i : i + batch] for i in range(0, len(ids), batch)]
+    return [ids[i : i + batch] for i in range(0, len(ids), batch)][::-1]
 
 
 def retry_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:

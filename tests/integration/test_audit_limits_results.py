@@ -51,9 +51,14 @@ async def test_retried_failed_jobs_are_claimed_in_the_order_given(api):
         await q.fail(job, "boom", retry=False)
     assert await q.retry_failed(ids) == 3
     assert [j.id for j in await q.jobs("waiting")] == ids
-    assert [j.id for j in await q.claim(count=3)] == ids
+    claimed = await q.claim(count=3)
+    assert [j.id for j in claimed] == ids
     assert await q.retry_failed() == 2  # all: the oldest failure first
     assert [j.id for j in await q.claim(count=3)] == high
+    for job in claimed:
+        await q.fail(job, "again", retry=False)
+    assert await q.retry_failed(ids, batch=2) == 3  # two script calls: [3], then [1, 2]
+    assert [j.id for j in await q.claim(count=3)] == ids
 
 
 def _due_in(api, q, job_id: str) -> float:
