@@ -45,6 +45,14 @@ def _roomy(direct: Any) -> Any:
     return direct if direct is not None and direct._pool.max_connections >= LONE_MIN_POOL else None
 
 
+def _drop_unless_read(conn: Any, exc: BaseException) -> None:
+    """Disconnect a sync connection a call left between its write and its read (an interrupt
+    landing between the two, where redis-py's own handlers do not run): its reply would otherwise
+    be read by the next call as that call's own. A server error reply was read whole."""
+    if not isinstance(exc, redis.ResponseError):
+        conn.disconnect()
+
+
 class _Direct:
     """What both twins share: which clients qualify, and their pool."""
 
@@ -82,6 +90,9 @@ class DirectScripts(_Direct):
         try:
             conn.send_packed_command(packed)
             return conn.read_response()
+        except BaseException as exc:
+            _drop_unless_read(conn, exc)
+            raise
         finally:
             pool.release(conn)
 
@@ -131,7 +142,8 @@ class HeldScripts(DirectScripts):
         try:
             conn.send_packed_command(packed)
             return conn.read_response()
-        except BaseException:
+        except BaseException as exc:
+            _drop_unless_read(conn, exc)
             self.put_back()
             raise
 

@@ -15,7 +15,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
 )
-from conveyor import AsyncQueue, ConnectionFailedError, Queue, ServerError
+from conveyor import AsyncQueue, ConnectionFailedError, Queue, ServerError, _direct
 
 
 def forbid_execute_command(client: Any) -> None:
@@ -353,3 +353,33 @@ def test_a_lone_asyncio_enqueue_keeps_its_connection_and_is_replaced_after_a_kil
     waiting = admin.lrange(q.core.keys.waiting, 0, -1)
     assert [i.decode() for i in reversed(waiting)] == ids  # each job once, in order
     admin.close()
+
+
+# Busy for tens of ms, so its reply is not there yet when the next call checks its connection
+# (a count, not a clock: a script may see the server's time frozen while it runs).
+SLOW_SCRIPT = "local n = 0 for i = 1, 5000000 do n = n + i end return 'slow'"
+
+
+@pytest.mark.parametrize("kind", ["DirectScripts", "HeldScripts"])
+def test_an_interrupt_between_the_write_and_the_read_leaves_no_reply_for_the_next_call(
+    server, kind, monkeypatch
+):
+    """A KeyboardInterrupt landing after the command was written but before its reply was read
+    gave the connection back to the pool with that reply still to come: the next call on it read
+    the interrupted call's reply as its own (here 'slow' for the 'fast' script)."""
+    client = redis.Redis.from_url(server.url)
+    slow, fast = client.script_load(SLOW_SCRIPT), client.script_load("return 'fast'")
+    scripts = getattr(_direct, kind).of(client)
+    assert scripts is not None
+    sent = redis.connection.Connection.send_packed_command
+
+    def interrupted_after_writing(self: Any, command: Any, check_health: bool = True) -> None:
+        sent(self, command, check_health)
+        monkeypatch.undo()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(redis.connection.Connection, "send_packed_command", interrupted_after_writing)
+    with pytest.raises(KeyboardInterrupt):
+        scripts.evalsha(slow, [], [])
+    assert scripts.evalsha(fast, [], []) == b"fast"
+    client.close()
