@@ -35,6 +35,7 @@ from ._worker import Worker
 log = logging.getLogger("conveyor.runner")
 Stats = dict[str, dict[str, int]]
 FORCED_EXIT_CODE = 3
+SCHEDULER_EXIT_WAIT = 1.0  # seconds
 
 
 def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
@@ -110,7 +111,10 @@ class Runner:
             yield
         finally:
             scheduler.stop()
-            thread.join(timeout=10)
+            # Briefly: a fire call is atomic on the server and the thread is a daemon, so leaving
+            # one stuck in a server call (writes paused in a failover) loses nothing, where waiting
+            # for its socket timeout held the exit past any shutdown timeout.
+            thread.join(timeout=SCHEDULER_EXIT_WAIT)
 
     def _waiters(self, flavour: Flavour, queues: list[Any], kind: type[Any]) -> list[Any]:
         """One shared waiter per wait group (all queues on one server), in the order of ``queues``;

@@ -11,7 +11,9 @@ import threading
 import time
 
 import pytest
+import redis
 from conveyor import Conveyor, UnknownTaskError
+from conveyor._runner import Runner
 from conveyor._schedule import Schedule
 from conveyor._scheduler import Scheduler
 
@@ -187,4 +189,37 @@ def test_a_schedule_of_a_task_with_a_fixed_job_id_is_refused(redis_url, queue_na
     with pytest.raises(ValueError, match="schedule 'x': a fired job's id is 'cron:x:<fire time in ms>'"):
         app.periodic("x", once.with_options(job_id="fixed"), every=20)
     assert app.schedules == {}
+    app.close()
+
+
+def test_a_scheduler_stuck_in_a_server_call_does_not_hold_up_the_runners_exit(redis_url, queue_name):
+    """At the end of run() the Runner waited up to 10 s for its scheduler thread, past any
+    shutdown timeout: a scheduler stuck in a server call (here writes paused, as in a failover)
+    held the exit until its socket timed out, and a supervisor's grace period set from
+    --shutdown-timeout ran out first. A fire call is atomic on the server, and the thread is a
+    daemon: the Runner now waits for it only briefly."""
+    app = Conveyor(redis_url, default_queue=queue_name, socket_timeout=6)
+
+    @app.task
+    def beat() -> None:
+        pass
+
+    app.periodic("often", beat, every=0.02)
+    runner = Runner(app, [queue_name], scheduler=True, concurrency=1, shutdown_timeout=1)
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        time.sleep(1.0)
+        admin.client_pause(5000, all=False)  # writes wait: the scheduler's next fire call hangs
+        time.sleep(0.5)
+        started = time.monotonic()
+        runner.stop()
+        thread.join(timeout=15)
+        took = time.monotonic() - started
+    finally:
+        admin.client_unpause()
+        admin.close()
+    assert not thread.is_alive()
+    assert took < 2.5, f"run() returned {took:.1f} s after stop()"
     app.close()
