@@ -181,7 +181,8 @@ class Conveyor:
         return self.hooks.add(self.hooks.on_retry, hook)
 
     def on_failure(self, hook: H) -> H:
-        """Register ``hook(job, exc)``, run when a job fails for good."""
+        """Register ``hook(job, exc)``, run when a job fails for good, or is cancelled while it runs
+        (``exc`` is then an ``asyncio.CancelledError``)."""
         return self.hooks.add(self.hooks.on_failure, hook)
 
     # -- what workers run -------------------------------------------------------------------------

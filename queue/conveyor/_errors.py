@@ -74,5 +74,6 @@ class JobFailedError(ConveyorError):
 
 
 class JobCancelledError(JobFailedError):
-    """Raised by ``job.result()``: the job ended in another final state than completed or failed
-    (cancelled while it ran; a timed-out job ends failed, with an error naming its time limit)."""
+    """Raised by ``job.result()``: the job was cancelled, while it ran (it ended ``cancelled``) or
+    before (``cancel()`` removed it while waiting, delayed or waiting for a retry). A timed-out job
+    ends failed instead, with an error naming its time limit (JobFailedError)."""
