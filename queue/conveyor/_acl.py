@@ -11,11 +11,12 @@ from __future__ import annotations
 from ._keys import validate_name
 
 # Sent by Queue, AsyncQueue and the workers (INFO, or CONFIG GET on a Cluster, only reads the
-# eviction policy; refused, it costs a warning instead of the check). HELLO and CLIENT SETNAME are
-# sent by redis-py on connect. ZADD passes on a wake-up a full worker cannot use; ZADD and PEXPIRE
-# end a wait shared by the workers of several queues (_waiter.py). LRANGE, ZRANGE
-# and ZREVRANGE list jobs by state (`conveyor jobs`). XREAD waits for job results (store_results;
-# the records themselves are read by a script).
+# eviction policy; refused, it costs a warning instead of the check, except with driver glide,
+# which sends INFO as it connects). HELLO and CLIENT SETNAME are sent by redis-py on connect.
+# ZADD passes on a wake-up a full worker cannot use; ZADD and PEXPIRE end a wait shared by the
+# workers of several queues (_waiter.py). LRANGE, ZRANGE and ZREVRANGE list jobs by state
+# (`conveyor jobs`). XREAD waits for job results (store_results; the records themselves are read
+# by a script).
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
     "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd", "pexpire",

@@ -98,6 +98,7 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
     return [_arg(v) for v in values]
 
 
+_SIGNALLED = "An error was signalled by the server: - "
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
 # glide's name for a server error's kind (the reply's first word read by glide)
 _KINDS: dict[str, type[Exception]] = {
@@ -119,12 +120,14 @@ def redis_error(exc: BaseException) -> Exception:
     message = str(exc)
     if kind == "TimeoutError":
         return redis_errors.TimeoutError(message)
+    head, sep, detail = message.partition(_SIGNALLED)
+    # a server's error reply, also one that failed glide's connect (glide sends INFO there: an ACL
+    # refusing it was 'cannot reach the server', retried for ever, instead of NOPERM naming INFO)
+    name, _, text = detail.strip().partition(": ")
+    if sep and (not head or name == "PermissionDenied"):
+        return _KINDS.get(name, redis_errors.ResponseError)(text or detail.strip())
     if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
         return redis_errors.ConnectionError(message)
-    head, sep, detail = message.partition(": - ")
-    if sep and head.startswith("An error was signalled by the server"):
-        name, _, text = detail.partition(": ")
-        return _KINDS.get(name, redis_errors.ResponseError)(text or detail)
     if message.startswith("NOPERM"):
         return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
     return redis_errors.ResponseError(message)

@@ -1,0 +1,45 @@
+"""Audit of the valkey-glide driver's parity with redis-py: each test failed before its fix."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from conveyor import PermissionDeniedError, Queue, acl_rules
+
+from bench.servers import RunningServer
+
+
+@pytest.fixture(autouse=True)
+def _glide_installed(driver: str) -> None:
+    if driver == "glide":
+        pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
+
+
+def _user_url(server: RunningServer, rules: str) -> tuple[str, str]:
+    """Create a user with ``rules``; return a URL logging in as it, and its password."""
+    if server.family == "dragonfly":
+        pytest.skip("dragonfly: ACL rules are checked on Redis and Valkey")
+    name, password = f"cv-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with server.client() as admin:
+        admin.execute_command("ACL", "SETUSER", name, "on", f">{password}", *rules.split())
+    return f"redis://{name}:{password}@{server.host}:{server.port}/0", password
+
+
+def test_a_user_refused_info_is_told_so_not_that_the_server_is_unreachable(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis-py reads INFO once per queue and, refused, only warns. glide sends INFO while it
+    connects, so every call failed, as ConnectionFailedError 'cannot reach the server' (a worker
+    retries that for ever): now PermissionDeniedError naming INFO, never the password."""
+    url, password = _user_url(server, " ".join(r for r in acl_rules().split() if r != "+info"))
+    queue = Queue.from_url(url, queue_name, driver=driver)
+    try:
+        if driver == "redis-py":
+            assert queue.enqueue("t", 1).state == "waiting"
+            return
+        with pytest.raises(PermissionDeniedError, match=r"NOPERM.*the command 'INFO'") as caught:
+            queue.enqueue("t", 1)
+        assert password not in str(caught.value)
+    finally:
+        queue.close()
