@@ -13,8 +13,9 @@ custom command and a NOSCRIPT reply is handled by the caller, as with redis-py.
 Differences, each explicit: one multiplexed connection per client instead of a pool
 (``pool_size``/``pool_timeout`` do not apply); one server only (Cluster, Sentinel and ``unix://``
 URLs raise ``ConveyorError``); of the URL options only ``ssl_ca_certs`` and
-``ssl_cert_reqs=none`` are read (others raise). glide never re-sends a command on its own here:
-Conveyor passes no retry settings, and its reconnect backoff only reopens the connection.
+``ssl_cert_reqs`` (none, optional, required) are read, on rediss:// URLs (others raise). glide
+never re-sends a command on its own here: Conveyor passes no retry settings, and its reconnect
+backoff only reopens the connection.
 """
 
 from __future__ import annotations

@@ -55,13 +55,9 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
     unknown = sorted(set(options) - set(_URL_OPTIONS))
     if unknown:
         raise ConveyorError(f"driver 'glide' does not read the URL option(s) {', '.join(unknown)}")
-    tls = None
-    if parts.scheme == "rediss" and options:
-        ca = options.get("ssl_ca_certs")
-        tls = glide.TlsAdvancedConfiguration(
-            use_insecure_tls=options.get("ssl_cert_reqs", "").lower() == "none" or None,
-            root_pem_cacerts=_read_ca(ca) if ca else None,
-        )
+    tls = _tls(glide, options) if parts.scheme == "rediss" and options else None
+    if parts.scheme == "redis" and options:  # redis-py refuses these too: no TLS to apply them to
+        raise ConveyorError(f"URL option(s) {', '.join(sorted(options))} need a rediss:// URL (TLS)")
     credentials = None
     if parts.password is not None or parts.username:
         credentials = glide.ServerCredentials(
@@ -79,6 +75,18 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
         advanced_config=glide.AdvancedGlideClientConfiguration(
             connection_timeout=max(1, round(settings.connect_timeout * 1000)), tls_config=tls
         ),
+    )
+
+
+def _tls(glide: Any, options: dict[str, str]) -> Any:
+    """The TLS configuration of the URL options; an ``ssl_cert_reqs`` glide cannot honour is refused
+    (any value but 'none' verified the certificate in silence, a misspelt 'none' too)."""
+    reqs, ca = options.get("ssl_cert_reqs", "required").lower(), options.get("ssl_ca_certs")
+    if reqs not in ("none", "optional", "required"):  # 'optional' verifies: a TLS client's is required
+        problem = f"URL option ssl_cert_reqs={reqs!r}: driver 'glide' reads none, optional or required"
+        raise ConveyorError(problem)
+    return glide.TlsAdvancedConfiguration(
+        use_insecure_tls=reqs == "none" or None, root_pem_cacerts=_read_ca(ca) if ca else None
     )
 
 

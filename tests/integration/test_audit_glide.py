@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
-from conveyor import PermissionDeniedError, Queue, acl_rules
+from conveyor import ConveyorError, PermissionDeniedError, Queue, acl_rules
 
 from bench.servers import RunningServer
 
@@ -43,3 +44,27 @@ def test_a_user_refused_info_is_told_so_not_that_the_server_is_unreachable(
         assert password not in str(caught.value)
     finally:
         queue.close()
+
+
+@pytest.mark.parametrize("option", ["ssl_ca_certs", "ssl_cert_reqs"])
+def test_a_tls_option_on_a_plain_url_is_refused_by_name(redis_url: str, queue_name: str, driver: str,
+                                                         option: str, tmp_path: Path) -> None:
+    """redis-py refuses a TLS option on redis:// (no TLS); glide dropped it silently."""
+    (tmp_path / "ca.pem").write_text("")
+    value = tmp_path / "ca.pem" if option == "ssl_ca_certs" else "none"
+    with pytest.raises(ConveyorError, match=option):
+        Queue.from_url(f"{redis_url}?{option}={value}", queue_name, driver=driver)
+
+
+def test_an_ssl_cert_reqs_glide_cannot_honour_is_refused_by_name(redis_url: str, queue_name: str,
+                                                                 driver: str) -> None:
+    """glide reads 'none' (no verification); any other value, a misspelt 'nnoe' too, verified the
+    certificate in silence. 'required' and 'optional' (which a TLS client treats as required)
+    verify, as with redis-py."""
+    if driver != "glide":
+        pytest.skip("redis-py reads the value itself")
+    tls = redis_url.replace("redis://", "rediss://", 1)
+    for accepted in ("required", "optional", "NONE"):
+        Queue.from_url(f"{tls}?ssl_cert_reqs={accepted}", queue_name, driver=driver).close()
+    with pytest.raises(ConveyorError, match=r"ssl_cert_reqs.*'nnoe'"):
+        Queue.from_url(f"{tls}?ssl_cert_reqs=nnoe", queue_name, driver=driver)
