@@ -18,6 +18,7 @@ from ._errors import (
     ServerConfigError,
     ServerError,
 )
+from ._glide_common import INFLIGHT
 from ._models import QueueSettings
 from ._scripts import Scripts
 
@@ -123,6 +124,11 @@ def _pairs(reply: Any) -> list[tuple[Any, Any]]:
 def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Exception:
     """Map redis-py errors to Conveyor's, naming the address (``where``) and never the credentials."""
     message = str(exc)
+    if INFLIGHT in message:  # valkey-glide has no pool to wait for: one client, calls capped
+        return PoolExhaustedError(
+            f"more calls were in flight on the glide client of {where} than glide allows (1000): "
+            "this one was not sent; lower the number of concurrent callers"
+        )
     if "No connection available" in message or "Too many connections" in message:
         return PoolExhaustedError(
             f"all {pool_size or '?'} connections to {where} stayed busy; raise "

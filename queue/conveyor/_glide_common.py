@@ -107,6 +107,8 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
 
 
 _SIGNALLED = "An error was signalled by the server: - "
+# glide refuses a call past its limit of calls in flight on one client (1000) before sending it
+INFLIGHT = "Reached maximum inflight requests"
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
 # glide's name for a server error's kind (the reply's first word read by glide)
 _KINDS: dict[str, type[Exception]] = {
@@ -134,6 +136,8 @@ def redis_error(exc: BaseException) -> Exception:
     name, _, text = detail.strip().partition(": ")
     if sep and (not head or name == "PermissionDenied"):
         return _KINDS.get(name, redis_errors.ResponseError)(text or detail.strip())
+    if INFLIGHT in message:  # not sent: translate_error makes it a PoolExhaustedError
+        return redis_errors.ConnectionError(message)
     if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
         return redis_errors.ConnectionError(message)
     if message.startswith("NOPERM"):

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
 import pytest
-from conveyor import ConveyorError, PermissionDeniedError, Queue, acl_rules
+from conveyor import (
+    AsyncQueue,
+    ConveyorError,
+    Job,
+    PermissionDeniedError,
+    PoolExhaustedError,
+    Queue,
+    acl_rules,
+)
 
 from bench.servers import RunningServer
 
@@ -68,3 +77,20 @@ def test_an_ssl_cert_reqs_glide_cannot_honour_is_refused_by_name(redis_url: str,
         Queue.from_url(f"{tls}?ssl_cert_reqs={accepted}", queue_name, driver=driver).close()
     with pytest.raises(ConveyorError, match=r"ssl_cert_reqs.*'nnoe'"):
         Queue.from_url(f"{tls}?ssl_cert_reqs=nnoe", queue_name, driver=driver)
+
+
+async def test_more_calls_in_flight_than_glide_allows_are_refused_as_not_sent(
+    redis_url: str, queue_name: str, driver: str
+) -> None:
+    """glide caps the calls in flight on one client (1000); the ones past it were a ServerError 'the
+    server answered with an error: Reached maximum inflight requests', though the server never saw
+    them. redis-py's pool queues callers (pool_timeout); glide's are PoolExhaustedError, not sent."""
+    queue = AsyncQueue.from_url(redis_url, queue_name, driver=driver)
+    try:
+        job = await queue.enqueue("t", 1)
+        replies = await asyncio.gather(*(queue.get_job(job.id) for _ in range(3000)), return_exceptions=True)
+    finally:
+        await queue.aclose()
+    errors = [r for r in replies if not isinstance(r, Job)]
+    assert all(isinstance(e, PoolExhaustedError) and "was not sent" in str(e) for e in errors), errors[:1]
+    assert driver == "glide" or not errors
