@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -46,7 +47,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     An ``AsyncQueue`` belongs to the event loop it first runs on (redis-py's rule for asyncio
     clients): create one per loop, for example inside the coroutine given to ``asyncio.run()``.
-    Used after that loop closed, a call raises a ConveyorError saying so.
+    A call made on another loop (for example after that loop closed) raises a ConveyorError saying
+    so, before anything is sent.
     """
 
     @classmethod
@@ -73,6 +75,18 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self._lone = AsyncLoneScripts.of(client)  # one held connection, in a roomy pool (see _run)
         self._results = AsyncResults(self)
         self._batcher = AsyncEnqueueBatcher(self.core, self._run, min(IN_FLIGHT, self.settings.pool_size))
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None  # the loop of the first call
+
+    def _own_loop(self) -> None:
+        """Refuse a call made on another event loop than the first call's, before anything is sent.
+        A connection of a closed loop still wrote the call (the server ran it) and then failed to
+        read the reply, so a write that raised had been applied; the next call, on a new
+        connection, ran as usual."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = weakref.ref(loop)
+        elif self._loop() is not loop:
+            raise other_loop_error(self.name, self._loop())
 
     def _hold_connection(self) -> None:
         """For one caller at a time (a worker's pump): script calls keep their connection checked
@@ -86,8 +100,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             await self._direct.put_back()
 
     def _error(self, exc: BaseException) -> Exception:
-        if isinstance(exc, RuntimeError):
-            return closed_loop_error(self.name, exc)
+        if isinstance(exc, RuntimeError):  # asyncio's, met on a connection of an earlier loop
+            return closed_loop_error(self.name) if "Event loop is closed" in str(exc) else exc
         return super()._error(exc)
 
     # -- execution --------------------------------------------------------------------------------
@@ -151,6 +165,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def _run(self, call: Call[T]) -> T:
         """One script call: on the held connection unless another task is using it (or the pool is
         too small to hold one), else on a connection from the pool."""
+        self._own_loop()
         lone = self._lone
         if lone is not None and lone.take():
             try:
@@ -199,6 +214,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         ``limit``: per-key concurrency and rate limits ([Limit][conveyor.Limit])."""
         group = self.core.pack(task, payload, job_id, delay, max_attempts, priority=priority,
                                time_limit=time_limit, limit=limit)  # fmt: skip
+        self._own_loop()  # before the batcher, whose calls in flight belong to the first loop
         if self.settings.batch_enqueue:
             return await self._batcher.enqueue(group)
         return (await self._run(self.core.enqueue_packed((group,))))[0]
@@ -212,6 +228,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     ) -> dict[str, list[Job]]:
         """Enqueue into several queues in one round trip per shard (see ``Queue.enqueue_many_to``)."""
         cores, calls = self._fan_out(batches)
+        self._own_loop()
         try:
             if not self._ready:
                 await self._check_server()
@@ -277,6 +294,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         cancelled, ``TimeoutError`` if it has not finished in time, and
         [ConveyorError][conveyor.ConveyorError] if its result is gone (expired, trimmed, or never
         stored)."""
+        self._own_loop()
         return await self._results.wait(job_id, timeout)
 
     async def cancel(self, job_id: str) -> bool:
@@ -288,6 +306,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     async def counts(self) -> dict[str, int]:
         """Jobs per state, plus total_completed and total_failed since the queue was created."""
+        self._own_loop()
         pipe = self.client.pipeline(transaction=False)
         self._queue_counts(pipe)
         try:
@@ -298,6 +317,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
+        self._own_loop()
         try:
             return self.core.parse_job(job_id, await self.client.hgetall(self.core.keys.job(job_id)))
         except ASYNC_ERRORS as exc:
@@ -307,6 +327,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
         page = list_range(self.core, state, offset, limit)
+        self._own_loop()
         if isinstance(page, Call):
             ids = await self._run(page)
         try:
@@ -332,6 +353,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     async def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
         batches = id_batches(job_ids, batch)
+        self._own_loop()
         if batches is not None:
             return sum([await self._run(build(self.core, ids, batch)) for ids in batches])
         # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
@@ -352,11 +374,19 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         await self.client.aclose()
 
 
-def closed_loop_error(name: str, exc: RuntimeError) -> Exception:
-    """Name the cause of asyncio's "Event loop is closed" met on a connection of an earlier loop
-    (a module-level AsyncQueue used in two ``asyncio.run()`` calls); other RuntimeErrors as they are."""
-    if "Event loop is closed" not in str(exc):
-        return exc
+def other_loop_error(name: str, first: asyncio.AbstractEventLoop | None) -> ConveyorError:
+    """A call on another event loop than the queue's first (see ``AsyncQueue._own_loop``)."""
+    if first is None or first.is_closed():  # None: collected, so closed
+        return closed_loop_error(name)
+    return ConveyorError(
+        f"AsyncQueue {name!r} belongs to the event loop it first ran on, and this call came from "
+        "another one (redis-py's rule for asyncio clients): create one AsyncQueue per event loop"
+    )
+
+
+def closed_loop_error(name: str) -> ConveyorError:
+    """A call after the queue's event loop closed (a module-level AsyncQueue used in two
+    ``asyncio.run()`` calls)."""
     return ConveyorError(
         f"AsyncQueue {name!r} belongs to the event loop it first ran on, which is closed now "
         "(redis-py's rule for asyncio clients): create one AsyncQueue per event loop, for example "

@@ -1,0 +1,30 @@
+"""Audit of the documentation's promises: each test pins a promise the docs make; those marked
+failed before their fix."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conveyor import AsyncQueue, ConveyorError, Queue
+
+
+@pytest.mark.parametrize("batch_enqueue", [True, False])
+def test_an_async_queue_used_after_its_loop_closed_refuses_every_call_and_sends_nothing(
+    redis_url, queue_name, batch_enqueue
+):
+    """AsyncQueue's docstring: "Used after that loop closed, a call raises a ConveyorError saying
+    so." Failed before: every other call ran (its connection of the closed loop was dropped, the
+    next one made on the new loop), and a write that raised had been applied: enqueue() raised
+    that ConveyorError after the server ran the script, so the job existed (ids 2 and 4 of four
+    calls), and a caller who enqueued again on the error made a duplicate."""
+    q = AsyncQueue.from_url(redis_url, queue_name, batch_enqueue=batch_enqueue)
+    asyncio.run(q.enqueue("t", 1))
+    calls = [lambda: q.enqueue("t", 2), lambda: q.enqueue_many([("t", 3)]), q.counts,
+             lambda: q.get_job("1"), lambda: q.jobs("waiting"), lambda: q.cancel("1")]  # fmt: skip
+    for call in calls * 2:
+        with pytest.raises(ConveyorError, match="belongs to the event loop it first ran on"):
+            asyncio.run(call())
+    sync = Queue.from_url(redis_url, queue_name)
+    assert [(job.id, job.payload) for job in sync.jobs("waiting")] == [("1", 1)]
+    sync.close()
