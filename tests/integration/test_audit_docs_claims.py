@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conveyor import AsyncQueue, ConveyorError, Queue
+from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
+from conveyor import AsyncQueue, Backoff, ConveyorError, Queue
 
 
 @pytest.mark.parametrize("batch_enqueue", [True, False])
@@ -28,3 +29,19 @@ def test_an_async_queue_used_after_its_loop_closed_refuses_every_call_and_sends_
     sync = Queue.from_url(redis_url, queue_name)
     assert [(job.id, job.payload) for job in sync.jobs("waiting")] == [("1", 1)]
     sync.close()
+
+
+async def test_a_job_of_a_task_the_worker_does_not_know_is_retried_then_fails_naming_it(api):
+    """production.md: such a job fails each attempt with an error naming the task and is retried
+    with backoff while attempts remain (the page said only that it fails)."""
+    q = api.queue(keep_failed=-1, backoff=Backoff(base=0.01, cap=0.01), maintenance_interval=0.05)
+    job = await q.enqueue("unknown-task", None, max_attempts=2)
+    api.worker(q, {"known": api.handler()})
+    await wait_until(lambda: _state(q, job.id, "failed"), timeout=10, what="the job to fail")
+    failed = await q.get_job(job.id)
+    assert failed.attempts == 2
+    assert "no handler is registered for task 'unknown-task'" in failed.error
+
+
+async def _state(q, job_id: str, state: str) -> bool:
+    return (await q.get_job(job_id)).state == state
