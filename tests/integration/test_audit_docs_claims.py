@@ -4,10 +4,12 @@ failed before their fix."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Backoff, ConveyorError, Queue
+from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, Queue
+from conveyor._scheduler import Scheduler
 
 
 @pytest.mark.parametrize("batch_enqueue", [True, False])
@@ -45,3 +47,27 @@ async def test_a_job_of_a_task_the_worker_does_not_know_is_retried_then_fails_na
 
 async def _state(q, job_id: str, state: str) -> bool:
     return (await q.get_job(job_id)).state == state
+
+
+def test_the_scheduler_uses_at_most_two_connections_per_queue(server, queue_name):
+    """production.md (Connections): the scheduler's share of a worker's connections. The page said
+    one per queue with schedules; its reads go through the queue's pool while its script calls
+    keep a connection of that pool, so a queue's schedules use two."""
+    admin = server.client()
+    before = {client["id"] for client in admin.client_list()}
+    app = Conveyor(server.url)
+
+    @app.task(queue=queue_name)
+    def tick() -> None: ...
+
+    app.periodic("a", tick, every=0.01)
+    app.periodic("b", tick, every=0.01)
+    scheduler = Scheduler(app)
+    fired = 0
+    for _ in range(4):
+        fired += len(scheduler.tick())
+        time.sleep(0.02)
+    assert fired >= 6
+    assert len({client["id"] for client in admin.client_list()} - before) == 2
+    app.close()
+    admin.close()
