@@ -71,3 +71,23 @@ def test_the_scheduler_uses_at_most_two_connections_per_queue(server, queue_name
     assert len({client["id"] for client in admin.client_list()} - before) == 2
     app.close()
     admin.close()
+
+
+async def test_the_dedup_window_counts_a_cancel_as_finishing_only_for_a_running_job(api):
+    """production.md (Deduplication window): a job cancelled while it ran keeps its id for the
+    window, like a completed or failed one; a job cancel() removed while waiting or delayed
+    leaves no id behind, so the same id enqueued again is a new job (the page did not say)."""
+    q = api.queue(dedup_window=60)
+    await q.enqueue("t", 1, job_id="removed")
+    await q.enqueue("t", 1, job_id="delayed", delay=60)
+    assert await q.cancel("removed") and await q.cancel("delayed")
+    assert (await q.enqueue("t", 2, job_id="removed")).created
+    assert (await q.enqueue("t", 2, job_id="delayed")).created
+    assert await q.cancel("removed") and await q.cancel("delayed")
+    await q.enqueue("t", 1, job_id="running")
+    [job] = await q.claim()
+    assert await q.cancel("running")
+    await q.extend(job)
+    assert await q.fail(job, "stopped") == "cancelled"
+    again = await q.enqueue("t", 2, job_id="running")
+    assert (again.created, again.state) == (False, "cancelled")
