@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +22,11 @@ from ._glide_common import (
     redis_error,
     reshape,
 )
+
+# The longest BZPOPMIN on a connection close() cannot unblock (CLIENT ID refused, as by acl_rules()):
+# a close then ends the wait within one slice, instead of waiting socket_timeout and leaving the
+# connection blocked and the waiter's thread alive until the block ran out.
+BLOCK_SLICE = 1.0
 
 
 class GlideSync(GlideDriver):
@@ -74,11 +81,16 @@ class GlideSync(GlideDriver):
     def pipeline(self, transaction: bool = False) -> SyncPipeline:
         return SyncPipeline(self, self._glide.Batch(is_atomic=transaction))
 
-    def _blocking_call(self, method: str, *args: Any) -> Any:
-        if self._id is None:  # asked once, for close() to unblock this connection
-            self._id = ""  # an ACL refusing CLIENT ID: close() lets the block run out instead
+    def _client_id(self) -> Any:
+        """This connection's id, for close() to unblock it; '' where the ACL refuses CLIENT ID."""
+        if self._id is None:  # asked once
+            self._id = ""
             with contextlib.suppress(redis_errors.ResponseError):
                 self._id = self.execute_command("CLIENT", "ID")
+        return self._id
+
+    def _blocking_call(self, method: str, *args: Any) -> Any:
+        self._client_id()
         self._blocking = True
         try:
             return self._call(method, *args)
@@ -86,7 +98,15 @@ class GlideSync(GlideDriver):
             self._blocking = False
 
     def bzpopmin(self, keys: str | Sequence[str], timeout: float) -> Any:
-        return self._blocking_call("bzpopmin", _key_list(keys), timeout)
+        """BZPOPMIN; in slices of BLOCK_SLICE where close() could not unblock it (no CLIENT ID)."""
+        if self._client_id():
+            return self._blocking_call("bzpopmin", _key_list(keys), timeout)
+        deadline = time.monotonic() + timeout if timeout else math.inf  # 0: no limit
+        while True:
+            left = deadline - time.monotonic()
+            reply = self._blocking_call("bzpopmin", _key_list(keys), min(BLOCK_SLICE, max(left, 0.001)))
+            if reply is not None or left <= BLOCK_SLICE:
+                return reply
 
     def zadd(self, key: str, mapping: dict[str, float]) -> Any:
         return self._call("zadd", key, mapping)
@@ -118,7 +138,8 @@ class GlideSync(GlideDriver):
     def close(self) -> None:
         """Close the client. Closing does not end a BZPOPMIN another thread is blocked in (it
         would return at its timeout), so that one is ended with CLIENT UNBLOCK from a second,
-        short-lived connection; where the server or ACL refuses it, the block runs out instead."""
+        short-lived connection; where the ACL refuses CLIENT ID, the block was sliced (BLOCK_SLICE)
+        and ends with its slice."""
         with self._state:
             if self._closed:
                 return

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from conveyor import (
     PermissionDeniedError,
     PoolExhaustedError,
     Queue,
+    Worker,
     acl_rules,
 )
 
@@ -94,3 +97,26 @@ async def test_more_calls_in_flight_than_glide_allows_are_refused_as_not_sent(
     errors = [r for r in replies if not isinstance(r, Job)]
     assert all(isinstance(e, PoolExhaustedError) and "was not sent" in str(e) for e in errors), errors[:1]
     assert driver == "glide" or not errors
+
+
+def test_an_idle_worker_stops_at_once_under_the_documented_rules(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """acl_rules() refuses CLIENT ID and CLIENT UNBLOCK, with which glide's close() ends a BZPOPMIN
+    in progress: stop() took socket_timeout (10 s), and left the waiter's connection blocked and
+    its thread alive until the block (30 s) ran out. redis-py closes the socket: at once."""
+    url, _ = _user_url(server, acl_rules())
+    queue = Queue.from_url(url, queue_name, driver=driver)
+    worker = Worker(queue, {"t": lambda job: None}, block_timeout=30, install_signal_handlers=False)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    time.sleep(0.7)  # blocked in BZPOPMIN
+    started = time.monotonic()
+    worker.stop()
+    thread.join(40)
+    queue.close()
+    assert time.monotonic() - started < 2.5
+    assert not [t.name for t in threading.enumerate() if t.name == "conveyor-waiter"]
+    with server.client() as admin:
+        blocked = [c for c in admin.client_list() if c.get("name", "").startswith(f"conveyor:{queue_name}:")]
+    assert not blocked, blocked
