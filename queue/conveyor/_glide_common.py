@@ -25,6 +25,7 @@ SEAM = (
 )
 _SOURCES = {s.value.sha: s.value.source for s in Scripts}
 _URL_OPTIONS = ("ssl_ca_certs", "ssl_cert_reqs")
+_HOST = "localhost"  # of a URL naming none (redis://:6379), as with redis-py
 # glide Script objects, one per (glide module, sha), kept for the life of the process. A Script's
 # __del__ calls into cffi under cffi's lock, which is not re-entrant: a Script freed by the cyclic
 # GC while the same thread was inside cffi (glide casting an error reply) deadlocked that thread,
@@ -64,7 +65,7 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
             unquote(parts.password or ""), unquote(parts.username) if parts.username else None
         )
     return glide.GlideClientConfiguration(
-        [glide.NodeAddress(parts.hostname or "localhost", parts.port or 6379)],
+        [glide.NodeAddress(parts.hostname or _HOST, parts.port or 6379)],
         use_tls=parts.scheme == "rediss",
         credentials=credentials,
         request_timeout=max(1, round(timeout * 1000)),
@@ -242,7 +243,7 @@ class GlideDriver:
         self._glide = _module(self.module)
         self._config = glide_config(self._glide, url, settings, name, timeout or settings.socket_timeout)
         parts = urlsplit(url)
-        self.address = f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
+        self.address = f"{parts.hostname or _HOST}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
 
     def role(self, queue: str, role: str, block_timeout: float) -> Any:
         """A new client (own connection) for a worker role, named ``conveyor:<queue>:<role>``; the

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conveyor import (
     AsyncQueue,
+    ConnectionFailedError,
     ConveyorError,
     Job,
     PermissionDeniedError,
@@ -120,3 +121,11 @@ def test_an_idle_worker_stops_at_once_under_the_documented_rules(
     with server.client() as admin:
         blocked = [c for c in admin.client_list() if c.get("name", "").startswith(f"conveyor:{queue_name}:")]
     assert not blocked, blocked
+
+
+def test_an_error_names_the_host_a_url_without_one_connects_to(driver: str) -> None:
+    """redis://:port connects to localhost with either driver; glide's errors named 'None:port'."""
+    queue = Queue.from_url("redis://:1/0", "q", driver=driver, connect_timeout=0.5)
+    with pytest.raises(ConnectionFailedError, match=r"at localhost:1/0"):
+        queue.counts()
+    queue.close()
