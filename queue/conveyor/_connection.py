@@ -25,21 +25,36 @@ from ._scripts import Scripts
 log = logging.getLogger("conveyor")
 
 
-_SECRET_QUERY = re.compile(r"(?i)(^|&)(password|username|user|pass|auth|token)=[^&]*")
+# Any option naming a password (password, ssl_password: a rediss URL's key file password), and
+# the user name and token options.
+_SECRET_QUERY = re.compile(r"(?i)(^|&)([^=&]*password|username|user|pass|auth|token)=[^&]*")
 
 
 def redact_url(url: str) -> str:
     """The URL without user name, password or credential query parameters, safe to print or store."""
     parts = urlsplit(url)
+    if credentials_cut_short(url, parts.netloc):  # everything before the last '@' is credentials
+        scheme, separator, rest = url.partition("://")
+        return f"{scheme}{separator}{rest.rpartition('@')[2]}"
     query = _SECRET_QUERY.sub(r"\1\2=***", parts.query)
-    if parts.password is None and parts.username is None and query == parts.query:
+    # The hosts as written after the credentials: a Cluster or Sentinel URL lists several, which
+    # urllib cannot parse as one host and port (its .port raised ValueError, .hostname kept one).
+    _, at, hosts = parts.netloc.rpartition("@")
+    if not at and query == parts.query:
         return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, hosts, parts.path, query, parts.fragment))
+
+
+def credentials_cut_short(url: str, netloc: str) -> bool:
+    """Whether an unencoded '/', '?' or '#' in the user name or password ended the address early:
+    urllib then reads part of the password as a port, and its errors would echo it."""
+    if "@" in netloc or "@" not in url.partition("://")[2]:
+        return False
+    for item in netloc.split(","):
+        _, colon, port = item.rpartition(":")
+        if colon and not item.endswith("]") and not port.isdigit():
+            return True
+    return False
 
 
 def describe(connection_kwargs: dict[str, Any]) -> str:

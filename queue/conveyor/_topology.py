@@ -25,7 +25,14 @@ from redis import cluster, connection, sentinel
 from redis.asyncio.connection import SSLConnection as ASSLConnection
 from redis.connection import SSLConnection, parse_url
 
-from ._connection import describe, pool_options, redact_url, role_options, translate_error
+from ._connection import (
+    credentials_cut_short,
+    describe,
+    pool_options,
+    redact_url,
+    role_options,
+    translate_error,
+)
 from ._errors import InvalidNameError
 from ._glide import GlideDriver, glide_client
 from ._models import QueueSettings
@@ -52,7 +59,7 @@ def parse_target(url: str) -> Target:
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidNameError(f"unsupported URL scheme {parts.scheme!r}; use one of {', '.join(SCHEMES)}")
-    if _credentials_cut_short(url, parts.netloc):
+    if credentials_cut_short(url, parts.netloc):
         raise InvalidNameError(
             f"URL {_redacted(url)} does not parse: percent-encode '/', '?', '#' and '@' in its user "
             "name and password"
@@ -139,18 +146,6 @@ def _redacted(url: str) -> str:
     """``url`` with everything before its last '@' hidden (a password with an unencoded '/' included)."""
     scheme, separator, rest = url.partition("://")
     return url if "@" not in rest else f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
-
-
-def _credentials_cut_short(url: str, netloc: str) -> bool:
-    """Whether an unencoded '/', '?' or '#' in the user name or password ended the address early:
-    urllib then reads part of the password as a port, and its errors would echo it."""
-    if "@" in netloc or "@" not in url.partition("://")[2]:
-        return False
-    for item in netloc.split(","):
-        _, colon, port = item.rpartition(":")
-        if colon and not item.endswith("]") and not port.isdigit():
-            return True
-    return False
 
 
 @dataclass(frozen=True, slots=True)

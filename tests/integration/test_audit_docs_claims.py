@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, Queue
+from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, Queue, redact_url
 from conveyor._scheduler import Scheduler
 from test_cli import APP_SOURCE, COMMAND, SYNC_TASK, _env, _reap, _sigterm_once_started
 
@@ -119,3 +119,25 @@ def test_a_thread_worker_exits_at_its_deadline_while_a_sync_task_runs_on(redis_u
     stored = default.get_job(slow.id)
     assert stored is not None and stored.state == "active"  # left to lease recovery, not released
     default.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis+cluster://u:secret@n1:6379,n2:6380", "redis+cluster://n1:6379,n2:6380"),
+        ("rediss+sentinel://:secret@s1:26379,[::1]:26380/mymaster/2",
+         "rediss+sentinel://s1:26379,[::1]:26380/mymaster/2"),
+        ("rediss://h:6380/0?ssl_password=secret&ssl_keyfile=/k.pem",
+         "rediss://h:6380/0?ssl_password=***&ssl_keyfile=/k.pem"),
+        ("redis://u:pa/secret@h:6379/0", "redis://h:6379/0"),  # an unencoded '/' in the password
+    ],
+)  # fmt: skip
+def test_redact_url_hides_the_credentials_of_every_url_conveyor_takes(url, expected):
+    """redact_url's docstring: the URL without user name, password or credential query
+    parameters, safe to print or store. Failed before: a Cluster or Sentinel URL of several
+    hosts with credentials raised ValueError (urllib read '6379,n2:6380' as its port) or lost
+    all hosts but the last, ssl_password (the key file's password, an option of rediss URLs) was
+    left in, and a password with an unencoded '/' raised ValueError."""
+    redacted = redact_url(url)
+    assert redacted == expected
+    assert "secret" not in redacted
