@@ -220,14 +220,19 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return (await self._run(self.core.enqueue_packed((group,))))[0]
 
     async def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
-        """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
-        return await self._run(self.core.enqueue(specs))
+        """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent.
+        An empty batch sends nothing and returns []."""
+        batch = list(specs)
+        return (await self._run(self.core.enqueue(batch))) if batch else []
 
     async def enqueue_many_to(
         self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
     ) -> dict[str, list[Job]]:
         """Enqueue into several queues in one round trip per shard (see ``Queue.enqueue_many_to``)."""
         cores, calls = self._fan_out(batches)
+        out: dict[str, list[Job]] = {name: [] for name in batches}  # an empty batch: nothing sent
+        if not calls:
+            return out
         self._own_loop()
         try:
             if not self._ready:
@@ -238,7 +243,9 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             replies = await self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
         except ASYNC_ERRORS as exc:
             raise self._error(exc) from exc
-        return {core.name: call.parse(reply) for core, call, reply in zip(cores, calls, replies, strict=True)}
+        for core, call, reply in zip(cores, calls, replies, strict=True):
+            out[core.name] = call.parse(reply)
+        return out
 
     async def claim(self, count: int = 1, lease: float | None = None) -> list[Job]:
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""

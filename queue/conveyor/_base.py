@@ -101,9 +101,15 @@ class QueueBase(Generic[ClientT]):
     def _fan_out(
         self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
     ) -> tuple[list[QueueCore], list[Call[list[Job]]]]:
-        """The queues of ``batches`` (this queue's settings) and their enqueue calls, all validated."""
-        cores = [self.core if name == self.name else self._peer(name) for name in batches]
-        return cores, [core.enqueue(batches[core.name]) for core in cores]
+        """The queues of ``batches`` given jobs (this queue's settings) and their enqueue calls,
+        all validated: a queue given an empty batch has no call (its name is still checked)."""
+        cores, calls = [], []
+        for name, specs in batches.items():
+            core, batch = self.core if name == self.name else self._peer(name), list(specs)
+            if batch:
+                cores.append(core)
+                calls.append(core.enqueue(batch))
+        return cores, calls
 
     def _peer(self, name: str) -> QueueCore:
         if name not in self._peers:

@@ -173,8 +173,10 @@ class Queue(QueueBase[redis.Redis]):
         return (self._run(self.core.enqueue_packed((group,))))[0]
 
     def enqueue_many(self, specs: Iterable[JobSpec | tuple[str, Any]]) -> list[Job]:
-        """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent."""
-        return self._run(self.core.enqueue(specs))
+        """Enqueue up to 1000 jobs in one script call; all are validated before anything is sent.
+        An empty batch sends nothing and returns []."""
+        batch = list(specs)
+        return (self._run(self.core.enqueue(batch))) if batch else []
 
     def enqueue_many_to(
         self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
@@ -186,6 +188,9 @@ class Queue(QueueBase[redis.Redis]):
         may already hold their jobs, so give ``job_id`` values and re-send the same call.
         """
         cores, calls = self._fan_out(batches)
+        out: dict[str, list[Job]] = {name: [] for name in batches}  # an empty batch: nothing sent
+        if not calls:
+            return out
         try:
             if not self._ready:
                 self._check_server()
@@ -195,7 +200,9 @@ class Queue(QueueBase[redis.Redis]):
             replies = self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
         except REDIS_ERRORS as exc:
             raise self._error(exc) from exc
-        return {core.name: call.parse(reply) for core, call, reply in zip(cores, calls, replies, strict=True)}
+        for core, call, reply in zip(cores, calls, replies, strict=True):
+            out[core.name] = call.parse(reply)
+        return out
 
     def claim(self, count: int = 1, lease: float | None = None) -> list[Job]:
         """Lease up to ``count`` waiting jobs (due delayed jobs are promoted first)."""

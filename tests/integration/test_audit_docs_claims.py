@@ -141,3 +141,20 @@ def test_redact_url_hides_the_credentials_of_every_url_conveyor_takes(url, expec
     redacted = redact_url(url)
     assert redacted == expected
     assert "secret" not in redacted
+
+
+async def test_an_empty_batch_enqueues_nothing_instead_of_failing_the_call(api):
+    """enqueue_many: "up to 1000 jobs"; enqueue_many_to: "up to 1000 specs each", and the
+    high-availability page fills queues with one batch per queue from data (a queue with nothing
+    to send this time gets an empty batch). Failed before: an empty batch raised ValueError ("a
+    batch holds 1..1000 jobs, got 0"), and for enqueue_many_to it failed the whole call, the other
+    queues' jobs unsent."""
+    q = api.queue()
+    other = f"{api.name}-other"
+    before = api.all_keys()
+    assert await q.enqueue_many([]) == []
+    assert await q.enqueue_many_to({api.name: [], other: iter([])}) == {api.name: [], other: []}
+    assert api.all_keys() <= before  # nothing was sent
+    sent = await q.enqueue_many_to({api.name: [("t", 1)], other: []})
+    assert [job.payload for job in sent[api.name]] == [1] and sent[other] == []
+    assert (await q.counts())["waiting"] == 1
