@@ -51,7 +51,10 @@ class GlideSync(GlideDriver):
         try:
             return getattr(self._client, method)(*args)
         except Exception as exc:
-            raise redis_error(exc) from exc
+            error = redis_error(exc)
+            if isinstance(error, redis_errors.ConnectionError | redis_errors.TimeoutError):
+                self._id = None  # glide reconnects, under another id: close() would unblock a stale one
+            raise error from exc
         finally:
             with self._state:
                 self._inflight -= 1

@@ -129,3 +129,41 @@ def test_an_error_names_the_host_a_url_without_one_connects_to(driver: str) -> N
     with pytest.raises(ConnectionFailedError, match=r"at localhost:1/0"):
         queue.counts()
     queue.close()
+
+
+def _blocked_waiters(server: RunningServer, queue_name: str) -> list[dict]:
+    with server.client() as admin:
+        return [c for c in admin.client_list()
+                if c.get("name") == f"conveyor:{queue_name}:waiter" and c.get("cmd") == "bzpopmin"]
+
+
+def test_an_idle_worker_stops_at_once_after_its_wait_connection_was_replaced(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """glide's close() ends a BZPOPMIN with CLIENT UNBLOCK of the id it asked once; after glide
+    reconnected (a server restart, here CLIENT KILL) that id was stale: stop() took socket_timeout
+    (10 s) and left the new connection blocked until block_timeout (30 s) ran out."""
+    queue = Queue.from_url(server.url, queue_name, driver=driver)
+    worker = Worker(queue, {"t": lambda job: None}, block_timeout=30, install_signal_handlers=False)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not (first := _blocked_waiters(server, queue_name)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with server.client() as admin:
+            admin.client_kill_filter(_id=first[0]["id"])
+        while time.monotonic() < deadline + 5:
+            again = _blocked_waiters(server, queue_name)
+            if again and again[0]["id"] != first[0]["id"]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the waiter did not block again on a new connection")
+    finally:
+        started = time.monotonic()
+        worker.stop()
+        thread.join(40)
+        queue.close()
+    assert time.monotonic() - started < 2.5
+    assert not _blocked_waiters(server, queue_name)
