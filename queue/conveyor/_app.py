@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
@@ -26,7 +27,8 @@ class Conveyor:
 
     ``settings`` (or keyword overrides of [QueueSettings][conveyor.QueueSettings]) apply to every
     queue of the app. Queue clients are created on first use, one per queue name (sync and asyncio
-    separately); a URL no client could use (its scheme, hosts, database or options) is refused here.
+    separately, and asyncio ones per event loop, so ``aenqueue`` works from any loop); a URL no
+    client could use (its scheme, hosts, database or options) is refused here.
     """
 
     def __init__(
@@ -47,7 +49,8 @@ class Conveyor:
         self.trace_carrier: Callable[[], dict[str, str]] | None = None  # set by instrument_tracing
         self.enqueue_hooks: list[Callable[[str, Job], None]] = []  # (queue, job) of each job created
         self._queues: dict[str, Queue] = {}
-        self._async_queues: dict[str, AsyncQueue] = {}
+        # Per event loop (an AsyncQueue belongs to one): asyncio.run() twice gets two clients.
+        self._async_queues: dict[Any, dict[str, AsyncQueue]] = {}
         TaskOptions(queue=default_queue)  # validates the name now, not at the first task
 
     def __repr__(self) -> str:
@@ -217,10 +220,16 @@ class Conveyor:
         return client
 
     def async_queue(self, name: str) -> AsyncQueue:
-        """The app's asyncio client for queue ``name`` (created on first use, bound to one loop)."""
-        client = self._async_queues.get(name)
+        """The app's asyncio client for queue ``name`` on the running event loop (created on first
+        use in each loop: an AsyncQueue belongs to the loop it runs on)."""
+        loop = _running_loop()
+        if loop not in self._async_queues:  # a new loop: forget the clients of closed ones
+            for old in [key for key in self._async_queues if key is not _NO_LOOP and key.is_closed()]:
+                del self._async_queues[old]  # (their connections close as they are collected)
+        clients = self._async_queues.setdefault(loop, {})
+        client = clients.get(name)
         if client is None:
-            client = self._async_queues[name] = AsyncQueue.from_url(self.url, name, settings=self.settings)
+            client = clients[name] = AsyncQueue.from_url(self.url, name, settings=self.settings)
         return client
 
     def close(self) -> None:
@@ -230,7 +239,22 @@ class Conveyor:
         self._queues.clear()
 
     async def aclose(self) -> None:
-        """Close the asyncio clients."""
-        for client in self._async_queues.values():
-            await client.aclose()
-        self._async_queues.clear()
+        """Close the asyncio clients of the running event loop (those of a closed loop went with
+        it), and those created outside any loop."""
+        for key in (_running_loop(), _NO_LOOP):
+            for client in self._async_queues.pop(key, {}).values():
+                await client.aclose()
+
+
+class _NoLoop:
+    """The key of asyncio clients created outside a running event loop."""
+
+
+_NO_LOOP = _NoLoop()
+
+
+def _running_loop() -> Any:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return _NO_LOOP

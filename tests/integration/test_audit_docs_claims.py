@@ -158,3 +158,25 @@ async def test_an_empty_batch_enqueues_nothing_instead_of_failing_the_call(api):
     sent = await q.enqueue_many_to({api.name: [("t", 1)], other: []})
     assert [job.payload for job in sent[api.name]] == [1] and sent[other] == []
     assert (await q.counts())["waiting"] == 1
+
+
+def test_a_task_enqueued_from_asyncio_works_from_every_event_loop(redis_url, queue_name):
+    """production.md: "Enqueue from anywhere that imports the app", ``await task.aenqueue()`` in
+    asyncio code. The app kept one AsyncQueue per queue, bound to the first loop that used it:
+    from a second asyncio.run() every other call raised (and some raised after their job was
+    written), and with AsyncQueue refusing other loops, every call did. The app now keeps its
+    asyncio clients per event loop."""
+    app = Conveyor(redis_url)
+
+    @app.task(queue=queue_name)
+    async def work(n: int) -> None: ...
+
+    async def enqueue_and_close(n: int) -> bool:
+        job = await work.aenqueue(n)
+        if n % 2:  # the app's clients of this loop, closed before it ends (as the Runner does)
+            await app.aclose()
+        return job.created
+
+    assert all(asyncio.run(enqueue_and_close(n)) for n in range(4))
+    assert app.queue(queue_name).counts()["waiting"] == 4
+    app.close()
