@@ -290,7 +290,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return await self._run(self.core.recover(batch))
 
     async def trim(self, batch: int | None = None) -> int:
-        """Apply retention to completed and failed jobs, at most ``batch`` removals per set."""
+        """Apply retention to completed, failed and cancelled jobs, at most ``batch`` removals per
+        set (expired result records and deduplication entries too); returns how many jobs it removed."""
         return await self._run(self.core.trim(batch))
 
     async def result(self, job_id: str, timeout: float | None = None) -> Any:

@@ -245,7 +245,8 @@ class Queue(QueueBase[redis.Redis]):
         return self._run(self.core.recover(batch))
 
     def trim(self, batch: int | None = None) -> int:
-        """Apply retention to completed and failed jobs, at most ``batch`` removals per set."""
+        """Apply retention to completed, failed and cancelled jobs, at most ``batch`` removals per
+        set (expired result records and deduplication entries too); returns how many jobs it removed."""
         return self._run(self.core.trim(batch))
 
     def result(self, job_id: str, timeout: float | None = None) -> Any:
