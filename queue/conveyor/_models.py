@@ -166,7 +166,9 @@ class JobSpec:
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """A job as stored on the server. ``token`` is set while this client holds its lease.
+    """A job as stored on the server. ``token`` is the lease token of the attempt this client
+    claimed: an ack or a fail clears it (and sets ``state``); after a release it stays, and the
+    server refuses it from then on (LeaseLostError).
 
     ``time_limit``: seconds one attempt may run (None: no limit). ``stop_reason``: set by the
     worker running the job when it wants the handler to stop (``"cancel"`` or ``"timeout"``);

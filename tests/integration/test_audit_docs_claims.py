@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, Queue, redact_url
+from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, LeaseLostError, Queue, redact_url
 from conveyor._scheduler import Scheduler
 from test_cli import APP_SOURCE, COMMAND, SYNC_TASK, _env, _reap, _sigterm_once_started
 
@@ -180,3 +180,22 @@ def test_a_task_enqueued_from_asyncio_works_from_every_event_loop(redis_url, que
     assert all(asyncio.run(enqueue_and_close(n)) for n in range(4))
     assert app.queue(queue_name).counts()["waiting"] == 4
     app.close()
+
+
+async def test_a_jobs_token_after_ack_fail_and_release(api):
+    """Job's docstring: an ack or a fail clears the token and sets the state; after a release the
+    token stays, refused by the server from then on (the docstring said the token is set only
+    while this client holds the lease)."""
+    q = api.queue(backoff=Backoff(base=60, cap=60))
+    await q.enqueue_many([("t", 1), ("t", 2), ("t", 3)])
+    acked, failed, released = await q.claim(count=3)
+    await q.ack(acked)
+    assert await q.fail(failed, "boom") == "retry"
+    assert [(job.token, job.state) for job in (acked, failed)] == [(None, "completed"), (None, "delayed")]
+    assert await q.release([released]) == [1]
+    assert released.token is not None
+    with pytest.raises(LeaseLostError):
+        await q.ack(released)
+    with pytest.raises(LeaseLostError):
+        await q.extend(released)
+    assert (await q.counts())["waiting"] == 1
