@@ -60,6 +60,11 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
     if parts.scheme == "redis" and options:  # redis-py refuses these too: no TLS to apply them to
         raise ConveyorError(f"URL option(s) {', '.join(sorted(options))} need a rediss:// URL (TLS)")
     credentials = None
+    if parts.username and not parts.password:  # glide sends no AUTH with an empty password
+        raise ConveyorError(
+            "driver 'glide' cannot log in as the URL's user without a password (it would run as the "
+            "default user): give the password, or use driver 'redis-py'"
+        )
     if parts.password is not None or parts.username:
         credentials = glide.ServerCredentials(
             unquote(parts.password or ""), unquote(parts.username) if parts.username else None

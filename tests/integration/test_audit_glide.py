@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conveyor import (
@@ -167,3 +168,24 @@ def test_an_idle_worker_stops_at_once_after_its_wait_connection_was_replaced(
         queue.close()
     assert time.monotonic() - started < 2.5
     assert not _blocked_waiters(server, queue_name)
+
+
+def test_a_user_named_without_a_password_logs_in_as_that_user_or_is_refused(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis://user@host: redis-py logs in as that user (AUTH with an empty password, which a
+    'nopass' user accepts). glide sends no AUTH for an empty password, so every call ran as the
+    default user, whatever user the URL named (one that does not exist too)."""
+    user = urlsplit(_user_url(server, "nopass +@all ~*")[0]).username
+    url = f"redis://{user}@{server.host}:{server.port}/0"
+    try:
+        queue = Queue.from_url(url, queue_name, driver=driver)
+    except ConveyorError as exc:
+        assert driver == "glide" and "without a password" in str(exc) and user not in str(exc)
+        return
+    try:
+        queue.counts()
+        with server.client() as admin:
+            assert any(c.get("user") == user for c in admin.client_list())
+    finally:
+        queue.close()
