@@ -118,9 +118,15 @@ def check_policy(settings: QueueSettings, info: Any) -> None:
         return
     if policy == "noeviction":
         return
+    # volatile-* evicts only keys with an expiry: none of the jobs, some of the bookkeeping
+    evicted = (
+        "the queue's keys that expire (a rate Limit's next start, a worker's ack record)"
+        if policy.startswith("volatile-")
+        else "queued jobs"
+    )
     message = (
         f"the server's maxmemory-policy is {policy!r}: under memory pressure it can silently "
-        "evict queued jobs. Set `maxmemory-policy noeviction`."
+        f"evict {evicted}. Set `maxmemory-policy noeviction`."
     )
     if settings.strict:
         raise ServerConfigError(message)

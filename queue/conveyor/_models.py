@@ -56,7 +56,7 @@ class QueueSettings:
 
     keep_completed / keep_failed: how many finished jobs to retain (-1 keeps all, 0 none);
     completed_max_age / failed_max_age: also drop finished jobs older than this (None: no age limit).
-    strict: raise instead of warn when the server's maxmemory-policy can evict jobs.
+    strict: raise instead of warn when the server's maxmemory-policy is not noeviction.
     wait_replicas: after each enqueue, ack and fail, wait (WAIT) until this many replicas hold the
     write, up to wait_timeout (shorter than socket_timeout); fewer raise ReplicationError. 0
     (default): do not wait.

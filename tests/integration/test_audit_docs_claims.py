@@ -10,7 +10,18 @@ import uuid
 
 import pytest
 from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Backoff, Conveyor, ConveyorError, LeaseLostError, Queue, redact_url
+from conveyor import (
+    AsyncQueue,
+    Backoff,
+    Conveyor,
+    ConveyorError,
+    LeaseLostError,
+    Queue,
+    QueueSettings,
+    ServerConfigError,
+    redact_url,
+)
+from conveyor._connection import check_policy
 from conveyor._scheduler import Scheduler
 from test_cli import APP_SOURCE, COMMAND, SYNC_TASK, _env, _reap, _sigterm_once_started
 
@@ -199,3 +210,18 @@ async def test_a_jobs_token_after_ack_fail_and_release(api):
     with pytest.raises(LeaseLostError):
         await q.extend(released)
     assert (await q.counts())["waiting"] == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "says"),
+    [("allkeys-lru", "evict queued jobs"), ("volatile-ttl", "a rate Limit's next start")],
+)
+def test_the_eviction_warning_names_what_the_policy_can_evict(policy, says):
+    """tuning.md (maxmemory-policy): the allkeys-* policies can evict jobs, the volatile-* ones
+    only keys with an expiry, which no job has. Failed before: the warning (and strict mode's
+    ServerConfigError) said any policy but noeviction 'can silently evict queued jobs'."""
+    with pytest.raises(ServerConfigError) as refused:
+        check_policy(QueueSettings(strict=True), {"maxmemory_policy": policy})
+    assert says in str(refused.value) and "noeviction" in str(refused.value)
+    if policy.startswith("volatile"):
+        assert "queued jobs" not in str(refused.value)
