@@ -225,3 +225,26 @@ def test_the_eviction_warning_names_what_the_policy_can_evict(policy, says):
     assert says in str(refused.value) and "noeviction" in str(refused.value)
     if policy.startswith("volatile"):
         assert "queued jobs" not in str(refused.value)
+
+
+async def test_extend_past_the_time_limit_raises_lease_lost_and_recovery_times_the_job_out(api):
+    """Queue.extend's docstring: past its time limit the lease is not renewed (LeaseLostError);
+    production.md (Time limits, "If the worker died"): once the lease runs out, lease recovery
+    settles the attempt as timed out, retried while attempts remain, with the limit's error text
+    plus the attempt number."""
+    q = api.queue(lease=0.3, keep_failed=-1, backoff=Backoff(base=0, cap=0))
+    job = await q.enqueue("t", 1, time_limit=0.1, max_attempts=2)
+    [held] = await q.claim()
+    await asyncio.sleep(0.15)
+    with pytest.raises(LeaseLostError):
+        await q.extend(held)
+    await asyncio.sleep(0.3)
+    assert await q.recover() == (1, 0)
+    again = await q.get_job(job.id)
+    assert again.state == "waiting" and again.attempts == 1
+    [held] = await q.claim()
+    await asyncio.sleep(0.35)
+    assert await q.recover() == (0, 1)
+    failed = await q.get_job(job.id)
+    assert failed.state == "failed"
+    assert failed.error == "timed out: the attempt exceeded its time limit of 0.1 s after attempt 2 of 2"
