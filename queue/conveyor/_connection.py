@@ -36,13 +36,18 @@ def redact_url(url: str) -> str:
     if credentials_cut_short(url, parts.netloc):  # everything before the last '@' is credentials
         scheme, separator, rest = url.partition("://")
         return f"{scheme}{separator}{rest.rpartition('@')[2]}"
-    query = _SECRET_QUERY.sub(r"\1\2=***", parts.query)
+    query = hide_secret_options(parts.query)
     # The hosts as written after the credentials: a Cluster or Sentinel URL lists several, which
     # urllib cannot parse as one host and port (its .port raised ValueError, .hostname kept one).
     _, at, hosts = parts.netloc.rpartition("@")
     if not at and query == parts.query:
         return url
     return urlunsplit((parts.scheme, hosts, parts.path, query, parts.fragment))
+
+
+def hide_secret_options(query: str) -> str:
+    """A URL's query string with the values of its credential options replaced by ***."""
+    return _SECRET_QUERY.sub(r"\1\2=***", query)
 
 
 def credentials_cut_short(url: str, netloc: str) -> bool:

@@ -28,6 +28,7 @@ from redis.connection import SSLConnection, parse_url
 from ._connection import (
     credentials_cut_short,
     describe,
+    hide_secret_options,
     pool_options,
     redact_url,
     role_options,
@@ -143,9 +144,14 @@ def _host_port(item: str, url: str) -> tuple[str, int]:
 
 
 def _redacted(url: str) -> str:
-    """``url`` with everything before its last '@' hidden (a password with an unencoded '/' included)."""
+    """``url`` with everything before its last '@' hidden (a password with an unencoded '/'
+    included) and the values of its credential options (password=, ssl_password=, ...); plain
+    string work, so a URL too broken to parse is still named."""
     scheme, separator, rest = url.partition("://")
-    return url if "@" not in rest else f"{scheme}{separator}***@{rest.rpartition('@')[2]}"
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    address, question, query = rest.partition("?")
+    return f"{scheme}{separator}{address}{question}{hide_secret_options(query)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,3 +248,23 @@ async def test_extend_past_the_time_limit_raises_lease_lost_and_recovery_times_t
     failed = await q.get_job(job.id)
     assert failed.state == "failed"
     assert failed.error == "timed out: the attempt exceeded its time limit of 0.1 s after attempt 2 of 2"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://h:6379/0?password=secret&no_such_option=1",
+        "redis://h:6379/abc?password=secret",
+        "redis+cluster://h:1/1?password=secret",
+        "rediss://h:6380/0?ssl_password=secret&protocol=4",
+        "redis+sentinel://s:26379?password=secret",
+        "redis://user:secret@h:6379/x",
+    ],
+)
+def test_a_refused_url_is_named_without_its_credentials(url):
+    """production.md: "errors name the server's address, never the credentials in its URL".
+    Failed before: a URL refused for another reason (an unknown option, a database that is not a
+    number, a bad protocol, no Sentinel service) was quoted with its password=... option."""
+    with pytest.raises(ValueError) as refused:
+        Conveyor(url)
+    assert "secret" not in str(refused.value)
