@@ -224,8 +224,9 @@ class Conveyor:
         use in each loop: an AsyncQueue belongs to the loop it runs on)."""
         loop = _running_loop()
         if loop not in self._async_queues:  # a new loop: forget the clients of closed ones
-            for old in [key for key in self._async_queues if key is not _NO_LOOP and key.is_closed()]:
-                del self._async_queues[old]  # (their connections close as they are collected)
+            for old in list(self._async_queues):  # a copy: another thread's loop may add one
+                if old is not _NO_LOOP and old.is_closed():
+                    self._async_queues.pop(old, None)  # (its connections close as they are collected)
         clients = self._async_queues.setdefault(loop, {})
         client = clients.get(name)
         if client is None:
