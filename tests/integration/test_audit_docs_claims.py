@@ -15,6 +15,7 @@ from conveyor import (
     Backoff,
     Conveyor,
     ConveyorError,
+    JobSpec,
     LeaseLostError,
     Queue,
     QueueSettings,
@@ -268,3 +269,36 @@ def test_a_refused_url_is_named_without_its_credentials(url):
     with pytest.raises(ValueError) as refused:
         Conveyor(url)
     assert "secret" not in str(refused.value)
+
+
+async def _claim_order(q, n: int) -> list[str]:
+    return [job.id for job in await q.claim(count=n)]
+
+
+@pytest.mark.parametrize("how", ["release", "recover", "retry_failed", "retry", "delayed"])
+async def test_a_job_put_back_goes_to_the_front_or_back_of_its_level(api, how):
+    """production.md (Priorities): released and recovered jobs and jobs given to retry_failed go
+    back to the front of their level, a retry after a failure and a delayed job to its back."""
+    q = api.queue(lease=0.2, keep_failed=-1, backoff=Backoff(base=0, cap=0))
+    if how == "delayed":
+        first = await q.enqueue("t", 0, priority=5, delay=0.05)
+        others = await q.enqueue_many([JobSpec("t", i, priority=5) for i in (1, 2)])
+        await asyncio.sleep(0.1)
+        assert await _claim_order(q, 3) == [others[0].id, others[1].id, first.id]
+        return
+    jobs = await q.enqueue_many([JobSpec("t", i, priority=5, max_attempts=2) for i in range(3)])
+    [held] = await q.claim()
+    assert held.id == jobs[0].id
+    if how == "release":
+        await q.release([held])
+    elif how == "recover":
+        await asyncio.sleep(0.3)
+        assert await q.recover() == (1, 0)
+    elif how == "retry_failed":
+        assert await q.fail(held, "boom", retry=False) == "failed"
+        assert await q.retry_failed([held.id]) == 1
+    else:
+        assert await q.fail(held, "boom") == "retry"
+    front = how != "retry"
+    expected = [jobs[0].id, jobs[1].id, jobs[2].id] if front else [jobs[1].id, jobs[2].id, jobs[0].id]
+    assert await _claim_order(q, 3) == expected
