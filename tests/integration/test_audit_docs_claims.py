@@ -13,6 +13,7 @@ from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provide
 from conveyor import (
     AsyncQueue,
     Backoff,
+    ConnectionFailedError,
     Conveyor,
     ConveyorError,
     JobSpec,
@@ -25,6 +26,8 @@ from conveyor import (
 from conveyor._connection import check_policy
 from conveyor._scheduler import Scheduler
 from test_cli import APP_SOURCE, COMMAND, SYNC_TASK, _env, _reap, _sigterm_once_started
+
+from bench.servers import start_server
 
 
 @pytest.mark.parametrize("batch_enqueue", [True, False])
@@ -302,3 +305,20 @@ async def test_a_job_put_back_goes_to_the_front_or_back_of_its_level(api, how):
     front = how != "retry"
     expected = [jobs[0].id, jobs[1].id, jobs[2].id] if front else [jobs[1].id, jobs[2].id, jobs[0].id]
     assert await _claim_order(q, 3) == expected
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+def test_a_server_at_maxclients_is_a_connection_failed_error(server, queue_name, surface):
+    """connections.md (When the pool is exhausted): past the server's maxclients, new
+    connections get 'ERR max number of clients reached', raised as a ConnectionFailedError."""
+    if server.family == "dragonfly":
+        pytest.skip("Dragonfly's maxclients is a start flag")
+    with start_server(server.kind) as own:
+        admin = own.client()
+        admin.config_set("maxclients", len(admin.client_list()))
+        with pytest.raises(ConnectionFailedError, match="max number of clients reached"):
+            if surface == "sync":
+                Queue.from_url(own.url, queue_name).enqueue("t", 1)
+            else:
+                asyncio.run(AsyncQueue.from_url(own.url, queue_name).enqueue("t", 1))
+        admin.close()
