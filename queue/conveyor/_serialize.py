@@ -34,7 +34,9 @@ class JSONSerializer:
         self._c_encode = c_make_encoder and c_make_encoder(
             None, encoder.default, encode_basestring, None, ":", ",", False, False, False
         )
-        self._decode = json.JSONDecoder().decode
+        # json reads NaN, Infinity and -Infinity by default: a payload another producer wrote with
+        # them is refused, as this serializer never writes them.
+        self._decode = json.JSONDecoder(parse_constant=_not_json).decode
 
     def dumps(self, payload: Any) -> bytes:
         if type(payload) is str:  # a plain string (the commonest result): no encoder, list or join
@@ -49,6 +51,10 @@ class JSONSerializer:
     def loads(self, data: bytes) -> Any:
         # Stored payloads are always UTF-8: skip json.loads' encoding detection.
         return self._decode(data.decode() if isinstance(data, bytes) else data)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 JSON = JSONSerializer()

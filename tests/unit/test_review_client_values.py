@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conveyor import Backoff, Conveyor, Limit, Queue, QueueSettings
+from conveyor import Backoff, Conveyor, Limit, Queue, QueueSettings, SerializationError
+from conveyor._serialize import JSON, decode_payload
 
 
 @pytest.mark.parametrize("rate", [10**400, -(10**400)])
@@ -54,3 +55,12 @@ def test_settings_that_are_not_queue_settings_are_refused_naming_the_argument(se
                   lambda: Conveyor("redis://127.0.0.1:1/0", settings=settings)):
         with pytest.raises(TypeError, match=r"settings must be a conveyor\.QueueSettings"):
             build()
+
+
+@pytest.mark.parametrize("text", [b"NaN", b"[1, Infinity]", b'{"x": -Infinity}'])
+def test_the_json_serializer_refuses_nan_and_infinity_when_it_reads_too(text: bytes) -> None:
+    """Its docstring says it rejects NaN and Infinity, which are not JSON; it refused to write
+    them but read them from a payload another producer stored (json's default)."""
+    with pytest.raises(SerializationError, match="is not JSON"):
+        decode_payload(JSON, "j1", text)
+    assert decode_payload(JSON, "j1", b'{"x": 1.5e300}') == {"x": 1.5e300}
