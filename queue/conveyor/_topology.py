@@ -65,6 +65,9 @@ def parse_target(url: str) -> Target:
             f"URL {_redacted(url)} does not parse: percent-encode '/', '?', '#' and '@' in its user "
             "name and password"
         )
+    address = parts.netloc.rpartition("@")[2]
+    if any(char.isspace() or not char.isprintable() for char in address):
+        raise InvalidNameError(f"URL {_redacted(url)} has a space or control character in its host")
     plain = CLUSTER_SCHEMES.get(scheme) or SENTINEL_SCHEMES.get(scheme)
     if plain is None:
         if scheme != "unix":  # a unix URL's path is its socket

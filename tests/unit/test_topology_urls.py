@@ -129,3 +129,14 @@ def test_url_options_of_the_connections_and_pools_are_accepted() -> None:
     Queue.from_url(url, "q").close()
     check_url("rediss://127.0.0.1:1/0?ssl_cert_reqs=none&ssl_ca_certs=/tmp/ca.pem")
     check_url("unix:///tmp/valkey.sock?db=1")
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://local host:6379/0", "redis+cluster://a:1,b :2", "redis://u:p w@h\x00:1"]
+)
+def test_a_host_with_a_space_or_control_character_is_refused_when_the_app_is_built(url) -> None:
+    """No client can reach such a host; the URL was accepted and only the first call failed.
+    (Tabs and newlines are another matter: urllib drops them, for redis-py too.)"""
+    with pytest.raises(InvalidNameError, match="space or control character in its host") as refused:
+        Conveyor(url)
+    assert "p w" not in str(refused.value)
