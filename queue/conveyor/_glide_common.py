@@ -133,7 +133,7 @@ _KINDS: dict[str, type[Exception]] = {
 def redis_error(exc: BaseException) -> Exception:
     """The redis-py exception a glide error stands for (message kept, glide's preamble dropped)."""
     kind = type(exc).__name__
-    message = str(exc)
+    message = str(exc).strip()  # glide ends some with a newline, which split a log line in two
     if kind == "TimeoutError":
         return redis_errors.TimeoutError(message)
     head, sep, detail = message.partition(_SIGNALLED)
