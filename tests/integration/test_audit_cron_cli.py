@@ -201,6 +201,10 @@ def test_a_scheduler_stuck_in_a_server_call_does_not_hold_up_the_runners_exit(re
     app = Conveyor(redis_url, default_queue=queue_name, socket_timeout=6)
 
     @app.task
+    def served() -> None:
+        pass
+
+    @app.task(queue=f"{queue_name}-elsewhere")  # fired, never claimed: the worker stays idle
     def beat() -> None:
         pass
 
