@@ -41,6 +41,7 @@ from ._packing import hiredis_packing
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+CERT_REQS = ("none", "optional", "required")  # redis-py's names of ssl.CERT_*
 SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
 
 
@@ -108,6 +109,10 @@ def check_options(plain: str, url: str) -> None:
             )
     if options.get("protocol", 2) not in (2, 3):
         raise InvalidNameError(f"URL {_redacted(url)} asks for protocol {options['protocol']}: use 2 or 3")
+    if options.get("ssl_cert_reqs", "none") not in CERT_REQS:  # else a bare RedisError at connect
+        raise InvalidNameError(
+            f"URL {_redacted(url)} has ssl_cert_reqs={options['ssl_cert_reqs']!r}: use {', '.join(CERT_REQS)}"
+        )
 
 
 @functools.cache

@@ -112,6 +112,7 @@ def test_an_app_refuses_a_bad_url_when_it_is_created(url: object, error: type, m
         ("redis://127.0.0.1:1/0?socket_timout=5", "option 'socket_timout' (did you mean 'socket_timeout'?)"),
         ("redis+cluster://127.0.0.1:1,127.0.0.1:2?helth_check_interval=3", "option 'helth_check_interval'"),
         ("redis://127.0.0.1:1/0?protocol=9", "protocol 9: use 2 or 3"),
+        ("rediss://127.0.0.1:1/0?ssl_cert_reqs=bogus", "ssl_cert_reqs='bogus': use none, optional, required"),
     ],
 )
 def test_a_misspelt_or_impossible_url_option_is_refused_by_name_before_any_call(twin, url, message) -> None:
