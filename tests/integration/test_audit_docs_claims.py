@@ -4,9 +4,7 @@ failed before their fix."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
-import uuid
 
 import pytest
 from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
@@ -25,7 +23,6 @@ from conveyor import (
 )
 from conveyor._connection import check_policy
 from conveyor._scheduler import Scheduler
-from test_cli import APP_SOURCE, COMMAND, SYNC_TASK, _env, _reap, _sigterm_once_started
 
 from bench.servers import start_server
 
@@ -109,31 +106,6 @@ async def test_the_dedup_window_counts_a_cancel_as_finishing_only_for_a_running_
     assert await q.fail(job, "stopped") == "cancelled"
     again = await q.enqueue("t", 2, job_id="running")
     assert (again.created, again.state) == (False, "cancelled")
-
-
-def test_a_thread_worker_exits_at_its_deadline_while_a_sync_task_runs_on(redis_url, queue_name, tmp_path):
-    """production.md (Exit codes): a handler thread that outlives the shutdown deadline does not
-    hold up the exit, with code 0; its job is left to lease recovery (Stopping without losing a
-    job). test_cli pins the asyncio worker; this is the thread worker of an app of sync tasks."""
-    module = f"cliapp_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module}.py").write_text(APP_SOURCE + SYNC_TASK)
-    out = tmp_path / "out.txt"
-    default = Queue.from_url(redis_url, queue_name + "-default")
-    proc = subprocess.Popen(
-        [*COMMAND, "worker", f"{module}:app", "-q", default.name, "--shutdown-timeout", "0.5"],
-        cwd=tmp_path, env=_env(redis_url, queue_name, out), stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        slow = default.enqueue("slow", {"args": [30]})
-        stderr, stopped_after = _sigterm_once_started(proc, out, timeout=40)
-    finally:
-        _reap(proc)
-    assert proc.returncode == 0, stderr
-    assert stopped_after < 10, f"the exit waited {stopped_after:.1f} s for a 30 s thread"
-    assert "handler(s) still running at the shutdown deadline" in stderr
-    stored = default.get_job(slow.id)
-    assert stored is not None and stored.state == "active"  # left to lease recovery, not released
-    default.close()
 
 
 @pytest.mark.parametrize(
