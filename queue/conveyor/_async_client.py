@@ -214,8 +214,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         ``limit``: per-key concurrency and rate limits ([Limit][conveyor.Limit])."""
         group = self.core.pack(task, payload, job_id, delay, max_attempts, priority=priority,
                                time_limit=time_limit, limit=limit)  # fmt: skip
-        self._own_loop()  # before the batcher, whose calls in flight belong to the first loop
         if self.settings.batch_enqueue:
+            self._own_loop()  # before the batcher, whose calls in flight belong to the first loop
             return await self._batcher.enqueue(group)
         return (await self._run(self.core.enqueue_packed((group,))))[0]
 
