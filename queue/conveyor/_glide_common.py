@@ -88,7 +88,7 @@ def _tls(glide: Any, options: dict[str, str]) -> Any:
     """The TLS configuration of the URL options; an ``ssl_cert_reqs`` glide cannot honour is refused
     (any value but 'none' verified the certificate in silence, a misspelt 'none' too)."""
     reqs, ca = options.get("ssl_cert_reqs", "required").lower(), options.get("ssl_ca_certs")
-    if reqs not in ("none", "optional", "required"):  # 'optional' verifies: a TLS client's is required
+    if reqs not in CERT_REQS:  # 'optional' verifies: a TLS client's is required
         problem = f"URL option ssl_cert_reqs={reqs!r}: driver 'glide' reads none, optional or required"
         raise ConveyorError(problem)
     return glide.TlsAdvancedConfiguration(
@@ -112,6 +112,8 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
     return [_arg(v) for v in values]
 
 
+# The ssl_cert_reqs values of a URL, as redis-py names ssl.CERT_*: both drivers read these only.
+CERT_REQS = ("none", "optional", "required")
 _SIGNALLED = "An error was signalled by the server: - "
 # glide refuses a call past its limit of calls in flight on one client (1000) before sending it
 INFLIGHT = "Reached maximum inflight requests"

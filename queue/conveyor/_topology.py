@@ -36,12 +36,12 @@ from ._connection import (
 )
 from ._errors import InvalidNameError
 from ._glide import GlideDriver, glide_client
+from ._glide_common import CERT_REQS
 from ._models import QueueSettings
 from ._packing import hiredis_packing
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
-CERT_REQS = ("none", "optional", "required")  # redis-py's names of ssl.CERT_*
 SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
 
 
