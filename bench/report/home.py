@@ -104,7 +104,8 @@ def headline(ds: Dataset, prefix: str = "") -> str:
     if not found:
         return no_data("any of the headline scenarios")
     runs = list(dict.fromkeys(run for run, _ in found))
-    servers = verdict(ds, runs[0]).replace("**From this run:** ", "") if server_columns(ds, runs[0]) else ""
+    servers = (verdict(ds, runs[0], brief=True).replace("**From this run:** ", "")
+               if server_columns(ds, runs[0]) else "")
     return (f"{md_table(pd.DataFrame([row for _, row in found]))}\n\n{other_machine_note(ds, runs[0])}"
             f"- **Servers**: {servers} "
             f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n"

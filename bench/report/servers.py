@@ -72,8 +72,9 @@ def server_columns(ds: Dataset, run: str) -> dict[str, pd.DataFrame]:
     return {s: f for s, f in found.items() if not f.empty}
 
 
-def verdict(ds: Dataset, run: str) -> str:
-    """The recommendation of ``run``, or the disagreement of comparable runs about it."""
+def verdict(ds: Dataset, run: str, brief: bool = False) -> str:
+    """The recommendation of ``run``, or the disagreement of comparable runs about it (``brief``:
+    how many disagree, for the home page; the Servers page quotes each run's verdict)."""
     def said(text: str) -> str:  # the pick and every verdict beyond noise, not only the pick
         return text.replace("**From this run:** ", "")
 
@@ -84,7 +85,8 @@ def verdict(ds: Dataset, run: str) -> str:
     if not differ:
         return text + {0: "", 1: " The other comparable run agrees."}.get(
             len(others), f" The {len(others)} other comparable runs agree.")
-    listed = "; ".join(f"run `{r}`: {t}" for r, t in differ.items())
+    listed = (f"{len(differ)} of {len(others)} runs, each quoted on the Servers page" if brief
+              else "; ".join(f"run `{r}`: {t}" for r, t in differ.items()))
     return (text.replace("**From this run:**", "**This run alone:**") + f" Other runs of the same method on "
             f"this machine disagree ({listed}), so this is not a recommendation.")
 

@@ -564,6 +564,22 @@ def test_a_server_verdict_that_flips_between_runs_is_not_a_recommendation(tmp_pa
         make_run("20261129T190000Z-000001", "2026-11-29T19:00:00Z")), "servers_section")
 
 
+def test_the_home_page_counts_disagreeing_runs_and_leaves_their_verdicts_to_servers(tmp_path: Path) -> None:
+    runs = [make_run()]
+    for n in range(1, 4):  # three older runs in which redis-7.0 is far ahead in lifecycles
+        older = make_run(f"20261129T19000{n}Z-00000{n}", f"2026-11-29T19:00:0{n}Z")
+        for row in older["results"]:
+            if row["server"] == "redis-7.0" and "lifecycles_per_s" in row["metrics"]:
+                rate = row["metrics"]["lifecycles_per_s"]
+                row["metrics"]["lifecycles_per_s"] = metric(rate["median"] * 3, rate["unit"])
+        runs.append(older)
+    ds = dataset(tmp_path, *runs)
+    home = next(line for line in render(ds, "headline").splitlines() if line.startswith("- **Servers**"))
+    assert "disagree (3 of 3 runs" in home and "not a recommendation" in home
+    assert "20261129T190001Z-000001" not in home  # each run's verdict is on the Servers page
+    assert render(ds, "servers_section").count("20261129T19000") >= 3
+
+
 def test_one_repetition_never_supports_a_verdict() -> None:
     one = pd.Series({"median": 200.0, "min": 200.0, "max": 200.0, "n": 1})
     other = pd.Series({"median": 100.0, "min": 100.0, "max": 100.0, "n": 1})
