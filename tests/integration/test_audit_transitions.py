@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from _support import api_fixture, with_token  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import Backoff, JobCancelledError, JobFailedError, JobSpec, LeaseLostError
+from conveyor import Backoff, JobCancelledError, JobFailedError, JobSpec, LeaseLostError, Limit
 
 
 async def test_an_existing_job_returned_by_enqueue_has_its_stored_fields(api):
@@ -86,3 +86,33 @@ async def test_a_fail_re_sent_after_the_job_was_claimed_again_still_changes_noth
         await q.fail(with_token(second, second.token + "0"), "x")
     await q.ack(second)
     assert (await q.get_job(second.id)).state == "completed"
+
+
+async def _start_order(q, limit: int = 50) -> list[str]:
+    """Claim and ack one job at a time until none is left; the ids in the order they started."""
+    started: list[str] = []
+    for _ in range(limit):
+        got = await q.claim(count=1)
+        for job in got:
+            started.append(job.id)
+            await q.ack(job)
+        if not got and not (await q.counts())["waiting"]:
+            return started
+    raise AssertionError(f"jobs left after {limit} claims: {await q.counts()}")
+
+
+@pytest.mark.parametrize("delay", [0, 60], ids=["ready", "delayed"])
+async def test_cancelling_a_job_that_held_no_turn_of_its_key_keeps_the_keys_start_order(api, delay):
+    """Concurrency 1, five jobs of one key: A runs, B and C are parked, D waits (ready or delayed),
+    E waits. A's ack releases B (the key's turn) to the claim end. Cancelling D (never parked, no
+    turn) handed a second turn to C, pushed to the claim end after B: C started before B."""
+    q = api.queue()
+    limit = Limit("turns", concurrency=1)
+    specs = [JobSpec("t", i, limit=limit, delay=delay if i == 3 else 0) for i in range(5)]
+    a, b, c, d, e = [j.id for j in await q.enqueue_many(specs)]
+    [first] = await q.claim(count=1)
+    assert first.id == a
+    assert await q.claim(count=1) == [] and await q.claim(count=1) == []  # B, then C parked
+    await q.ack(first)
+    assert await q.cancel(d)
+    assert await _start_order(q) == [b, c, e]

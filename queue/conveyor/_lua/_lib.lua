@@ -10,7 +10,8 @@
 -- absent = 0), x time limit of an attempt (ms; absent: none), h hard deadline of the running
 -- attempt (ms; claim time + x), q cancel requested (set by cancel.lua on an active job; the holder
 -- learns at its next heartbeat), g limit key, gc its concurrency limit, gr its rate interval (ms
--- between starts), rs a rate slot reserved for this job (see the per-key limits below), o the
+-- between starts), rs a rate slot reserved for this job, gt set while a job released from parked
+-- holds its key's turn (not yet started or parked again; see the per-key limits below), o the
 -- last fail ('<token>{<outcome>{<time>', so a re-sent fail is answered, not refused: fail.lua).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 --
@@ -288,7 +289,9 @@ end
 
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
--- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start). A job parked with a
+-- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start, 11 holds a turn: gt,
+-- cleared when the job starts or is parked again; kept while it waits for its reserved start). A
+-- job parked with a
 -- reserved start gives the reservation up: its time passes while it is parked, and when a freed
 -- slot releases it, it reserves a start again like any job (had it kept its reservation, it would
 -- start unchecked, recorded nowhere, and the key's next job could start right after it).
@@ -296,7 +299,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
   local s = limit_state(limits, waiting, f[7], f[8])
   if f[8] and s.running + s.started >= tonumber(f[8]) then
     s.parked[#s.parked + 1] = id
-    if f[10] then redis.call('HDEL', key, 'rs') end
+    if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
     return true
   end
   if f[9] and not f[10] then
@@ -310,7 +313,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     end
   end
   s.started = s.started + 1
-  if f[10] then redis.call('HDEL', key, 'rs') end
+  if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
   return false
 end
 
@@ -348,12 +351,18 @@ local function flush_limits(limits, waiting, now)
 end
 
 -- Up to n parked jobs of limit key g, oldest first, to the claim end of their levels, its running
--- count unchanged (cancel hands on the turn of a released job it removed). Returns how many moved.
+-- count unchanged (cancel hands on the turn of a released job it removed). Each is marked as
+-- holding a turn (gt): cancel hands on only such a turn, as a second turn handed on for a job
+-- that held none let a younger parked job start before the older one released first.
+-- Returns how many moved.
 local function release_parked(waiting, jobs, g, n)
   local ids = redis.call('RPOP', waiting .. ':p:' .. g, n)
   if not ids then return 0 end
   redis.call('DECRBY', waiting .. ':pn', #ids)
-  for i = 1, #ids do requeue('RPUSH', waiting, jobs, ids[i]) end
+  for i = 1, #ids do
+    redis.call('HSET', jobs .. ids[i], 'gt', 1)
+    requeue('RPUSH', waiting, jobs, ids[i])
+  end
   return #ids
 end
 
@@ -428,7 +437,7 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
     local key = jobs .. id
     -- A limit key's three settings are read only for a job that has one (most have none).
     local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g')
-    if f[7] then f[8], f[9], f[10] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs')) end
+    if f[7] then f[8], f[9], f[10], f[11] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs', 'gt')) end
     if f[1] and not (f[7] and held_back(limits, waiting, delayed, key, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)

@@ -7,16 +7,17 @@
 --          does should the worker be gone; 0 not cancellable: finished, -2 no such job), state}
 -- Errors: none. Cancelling a waiting job is O(length of its priority level's list) (LREM).
 -- Per-key limits: a freed slot releases one parked job of its key, which then holds the key's
--- turn while it waits (or waits out its rate reservation in the delayed set). A removed job of a
--- key with a concurrency limit hands that turn on: while the key has a free slot, its oldest
--- parked job goes to the claim end of its level (else the other parked jobs waited for ever).
+-- turn while it waits (or waits out its rate reservation in the delayed set), marked gt. A removed
+-- job holding such a turn hands it on: while the key has a free slot, its oldest parked job goes
+-- to the claim end of its level (else the other parked jobs waited for ever). A removed job that
+-- held no turn hands on nothing: a parked job released for it went to the claim end ahead of the
+-- one holding the turn, and the key's jobs started out of order.
 -- Rate: a removed job that waited for a start it reserved (rs) gives that start back when it is
 -- its key's latest reservation, so the key's next job is not held an interval for nothing.
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
-local f = redis.call('HMGET', key, 's', 'p', 'g', 'a', 'gc', 'rs', 'gr')
-local was_parked = false
+local f = redis.call('HMGET', key, 's', 'p', 'g', 'a', 'gc', 'rs', 'gr', 'gt')
 local state = f[1]
 if not state then return {-2, ''} end
 if state == 'w' then
@@ -31,7 +32,6 @@ if state == 'w' then
   -- Not in its level's list: parked at its limit key's concurrency limit.
   if removed == 0 and f[3] and redis.call('LREM', waiting .. ':p:' .. f[3], 1, id) == 1 then
     redis.call('DECR', waiting .. ':pn')
-    was_parked = true
   end
 elseif state == 'd' then
   local start = redis.call('ZSCORE', delayed, id)
@@ -44,7 +44,7 @@ else
   return {0, state}
 end
 redis.call('DEL', key)
-if f[3] and f[5] and not was_parked
+if f[8] and f[3] and f[5]
     and (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0) < tonumber(f[5]) then
   if release_parked(waiting, jobs, f[3], 1) > 0 then wake(KEYS[7]) end
 end
