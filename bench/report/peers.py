@@ -74,7 +74,7 @@ def best(frame: pd.DataFrame) -> pd.DataFrame:
         return ratio(ref.loc[key], row) if row.higher else ratio(row, ref.loc[key])
 
     found = pd.DataFrame([against(r) for _, r in stats.iterrows()], index=top.index)
-    return top.assign(ratio=found.ratio, cell=[
+    return top.assign(ratio=found.ratio, noise=found.noise, cell=[
         (times(r) + (", noise" if n and lib != REF else "")) if r > 0 else s or MISSING
         for r, s, n, lib in zip(found.ratio.fillna(0), top.status, found.noise, top.library, strict=True)])
 
@@ -92,7 +92,8 @@ def named_ratios(top: pd.DataFrame) -> pd.DataFrame:
 def table(frame: pd.DataFrame, index: str, values: str, columns: pd.Series) -> str:
     """A Markdown pivot of ``frame``: rows in order of appearance, ``columns`` in their order."""
     wide = frame.pivot_table(index=index, columns="column", values=values, aggfunc="last", sort=False)
-    wide = wide.reindex(columns=list(columns)).astype(object).fillna(MISSING)  # text in float columns
+    wide = wide.reindex(columns=list(columns)).dropna(how="all")  # a row measured in another table only
+    wide = wide.astype(object).fillna(MISSING)  # text in float columns
     return md_table(wide.rename(columns=lambda c: c.replace(" (ms)", "").replace(" (B/job)", "")
                                 if values == "cell" else c).reset_index())
 
@@ -149,8 +150,10 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
                      "(throughput: Conveyor / peer; latency and memory: peer / Conveyor); each cell "
                      "names the peer's row, the first line Conveyor's; *noise* marks a ratio within "
                      f"{THRESHOLD:.0%} of 1 or whose repetitions overlap (no difference to call out):")
-        ratios = named_ratios(best(rows))
+        top = best(rows)
+        ratios = named_ratios(top)
         parts += [table(ratios, "library", "cell", columns) for _, columns in tables]
+        parts.append(behind(top))
         process = rows[rows.table == "Process (jobs/s)"]
         log = process.value.max() / process.value.min() >= 10
         title = f"process: jobs/s by concurrency on {server}"  # a log axis is named on the axis
@@ -160,6 +163,27 @@ def peers_speed(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
                    log_y=log, category_x=True)
         parts.append(chart(fig, f"peers-process-{server}"))
     return "\n\n".join(parts)
+
+
+WHY_BEHIND = {  # by column kind: why Conveyor can trail there, from how its worker gets a job
+    "latency": "an idle Conveyor worker is woken by a marker (a blocking `BZPOPMIN`) and then leases "
+               "the job with a script, two round trips between the enqueue and the handler, where a "
+               "library whose blocking pop hands over the job itself needs one (and, without a lease, "
+               "cannot bring the job back if its worker dies: see the crash table)",
+}
+
+
+def behind(top: pd.DataFrame) -> str:
+    """Every column where a library's best row beats Conveyor's beyond noise, and why."""
+    found = top[(top.library != REF) & (top.ratio < 1) & ~top.noise.astype(bool)]
+    if found.empty:
+        return "Conveyor is not behind any library beyond noise in any column of this server."
+    flavor = found["library (row)"].str.extract(r"\((.*)\)$", expand=False)
+    cells = "; ".join(f"{c.replace(' (ms)', '').replace(' (B/job)', '')} against {lib} ({times(r)}, {f})"
+                      for c, lib, r, f in zip(found.column, found.library, found.ratio, flavor, strict=True))
+    kinds = dict.fromkeys(k for c in found.column for k in WHY_BEHIND if c.startswith(k))
+    why = " ".join(f"Why: {WHY_BEHIND[k]}." for k in kinds) or "No per-job cost explains it in this run."
+    return f"Conveyor is behind beyond noise in {cells}. {why}"
 
 
 def servers_line(servers: list[dict[str, Any]]) -> str:

@@ -234,3 +234,36 @@ def test_the_speed_section_names_the_servers_of_the_run_and_why_one_is_missing(t
     speed = render(dataset(tmp_path, doc), "peers_speed")
     assert ("Servers in this run: `valkey-9.1` (Valkey 9.1.2). Not measured: `dragonfly`: "
             "no dragonfly binary (set DRAGONFLY_BIN).") in speed
+
+
+def _slice(speed: str, title: str) -> str:
+    """The part of ``speed`` from ``title`` to the next blank-line-separated title."""
+    start = speed.index(title)
+    end = min((i for t in ("Enqueue (jobs/s):", "Process (jobs/s):", "Unloaded latency", "How many")
+               if (i := speed.find(t, start + 1)) > 0), default=len(speed))
+    return speed[start:end]
+
+
+def test_a_library_row_with_no_figure_in_a_table_is_left_out_of_it(tmp_path: Path) -> None:
+    # A tuned row measured at concurrency 32 only filled the enqueue and latency tables with dashes.
+    doc = copy.deepcopy(make_run())
+    peers = doc["peers"]
+    peers["rows"] += [{**copy.deepcopy(r), "flavor": "tuned"} for r in peers["rows"]
+                      if r["library"] == "bullmq" and r["scenario"] == "process"
+                      and r["params"]["concurrency"] == 32]
+    peers["libraries"]["bullmq"]["flavors"]["tuned"] = {"settings": {}, "note": "synthetic"}
+    speed = render(dataset(tmp_path, doc), "peers_speed")
+    assert "bullmq (tuned)" in _slice(speed, "Process (jobs/s):")
+    assert "bullmq (tuned)" not in _slice(speed, "Enqueue (jobs/s):")
+    assert "bullmq (tuned)" not in _slice(speed, "Unloaded latency")
+
+
+def test_where_conveyor_is_behind_beyond_noise_the_speed_section_says_so_and_why(tmp_path: Path) -> None:
+    doc = copy.deepcopy(make_run())
+    assert "not behind any library beyond noise" in render(dataset(tmp_path, doc), "peers_speed")
+    for row in doc["peers"]["rows"]:  # bullmq's latency half of Conveyor's
+        if row["library"] == "bullmq" and row["scenario"] == "latency":
+            _scale(row["metrics"]["p50_ms"], 0.05)
+    speed = " ".join(render(dataset(tmp_path / "behind", doc), "peers_speed").split())
+    assert "Conveyor is behind beyond noise in latency p50 against bullmq (0.50x, default)" in speed
+    assert "two round trips" in speed  # the why of a latency gap
