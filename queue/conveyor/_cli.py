@@ -1,17 +1,23 @@
 """Entry point of the ``conveyor`` command: error handling, exit codes and app loading.
 
 Exit codes: 0 done (a worker that stopped on SIGTERM/SIGINT or drained in ``--burst`` included),
-1 a runtime failure (for example the server could not be reached), 2 bad input (a usage error, an
-app path that does not import, an unknown queue or task, an invalid option), 3 a second signal
-forced the worker to exit without waiting for its jobs (their leases expire and they are redelivered).
-Errors are one line on stderr; ``--debug`` (or CONVEYOR_DEBUG=1) shows the traceback instead.
+1 a runtime failure (for example the server could not be reached) or an internal error, 2 bad input
+(a usage error, an app path that does not import, an unknown queue or task, an invalid option), 3 a
+second signal forced the worker to exit without waiting for its jobs (their leases expire and they
+are redelivered). Only ``BadInput`` is exit 2: the commands turn their checks of the command line into
+it, so a ValueError raised anywhere else (a bug, bad data on the server) is not taken for a typo.
+Errors are one line on stderr, with the traceback above it for an internal error (an exception
+that is not a ConveyorError or OSError); ``--debug`` (or CONVEYOR_DEBUG=1) always shows it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from ._app import Conveyor
@@ -23,6 +29,16 @@ EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_FORCED = 0, 1, 2, FORCED_EXIT_CODE
 
 class BadInput(ConveyorError, ValueError):
     """Input the command cannot act on; reported in one line with exit code 2."""
+
+
+@contextlib.contextmanager
+def given_input() -> Iterator[None]:
+    """Checks of what the command line gave (a queue list, option values, job ids): their
+    ValueError or TypeError is bad input; elsewhere one is a fault, reported as such."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        raise BadInput(str(exc)) from exc
 
 
 def load_app(path: str) -> Conveyor:
@@ -72,14 +88,21 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see 'conveyor {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.parent else ""
         print(f"conveyor: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (BadInput, ConveyorError, ValueError, TypeError) as exc:
+    except ConveyorError as exc:  # BadInput included; a ConveyorError's message names the problem
         if debug:
             raise
         print(f"conveyor: error: {_one_line(str(exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT if isinstance(exc, BadInput | ValueError | TypeError) else EXIT_FAILURE
-    except Exception as exc:
+        return EXIT_BAD_INPUT if isinstance(exc, BadInput) else EXIT_FAILURE
+    except OSError as exc:
         if debug:
             raise
         print(f"conveyor: error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:
+        if debug:
+            raise
+        traceback.print_exc()  # a fault in Conveyor or in the app's code: where it is matters
+        print(f"conveyor: error: internal error (traceback above): {type(exc).__name__}: "
+              f"{_one_line(str(exc))}", file=sys.stderr)  # fmt: skip
         return EXIT_FAILURE
     return result if isinstance(result, int) else EXIT_OK

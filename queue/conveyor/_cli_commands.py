@@ -11,9 +11,11 @@ from typing import Any, TypeVar
 import click
 
 from ._app import Conveyor
-from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, load_app
+from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app
 from ._client import Queue
+from ._dispatch import WorkerOptions
 from ._inspect import LISTABLE
+from ._keys import validate_name
 from ._models import Job
 from ._runner import Runner, check_queues
 
@@ -45,7 +47,13 @@ def _queues(app: Conveyor, option: str | None) -> list[str]:
     names = [name.strip() for name in option.split(",")]
     if "" in names:
         raise BadInput(f"queue list {option!r} has an empty name")
-    return check_queues(app, names)
+    return _known_queues(app, names)
+
+
+def _known_queues(app: Conveyor, names: list[str]) -> list[str]:
+    """``check_queues``, whose ValueError is about the command line here."""
+    with given_input():
+        return check_queues(app, names)
 
 
 def _setup_logging(level: str) -> None:
@@ -95,11 +103,18 @@ def worker(
     """
     _setup_logging(log_level)
     app = load_app(app_path)
-    queues = _queues(app, queues_option)
+    queues = _known_queues(app, _queues(app, queues_option))  # none: the app has no task
+    options: dict[str, Any] = {
+        "concurrency": concurrency,
+        "burst": burst,
+        "shutdown_timeout": shutdown_timeout,
+        "block_timeout": block_timeout,
+    }
+    with given_input():  # click lets nan and inf through its ranges
+        WorkerOptions(**options)
     if metrics_port is not None:
         _serve_metrics(app, metrics_addr, metrics_port)
-    runner = Runner(app, queues, scheduler=scheduler, concurrency=concurrency, burst=burst,
-                    shutdown_timeout=shutdown_timeout, block_timeout=block_timeout)  # fmt: skip
+    runner = Runner(app, queues, scheduler=scheduler, **options)
     mode = "asyncio" if runner.use_asyncio else "threads"
     log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),
              ", ".join(runner.queues), concurrency, mode)  # fmt: skip
@@ -181,7 +196,7 @@ def jobs(
     time, completed and failed newest first."""
     _setup_logging(log_level)
     app = load_app(app_path)
-    queue = check_queues(app, [queue_name])[0]
+    queue = _known_queues(app, [queue_name])[0]
     rows = [_job_row(job) for job in app.queue(queue).jobs(state, offset, limit)]
     app.close()
     if as_json:
@@ -219,9 +234,12 @@ def failed_job_command(
         ) -> int:
             if bool(job_ids) == every:
                 raise BadInput(f"{action}: give job ids or --all (not both)")
+            with given_input():
+                for job_id in job_ids:
+                    validate_name("job id", job_id)
             _setup_logging(log_level)
             app = load_app(app_path)
-            queue = app.queue(check_queues(app, [queue_name])[0])
+            queue = app.queue(_known_queues(app, [queue_name])[0])
             skipped = not_failed(queue, job_ids)
             done = operation(queue, list(job_ids) or None)
             app.close()

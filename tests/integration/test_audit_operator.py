@@ -1,0 +1,75 @@
+"""Audit of the operator surface (the conveyor command, metrics, inspection): each test failed before
+its fix."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conveyor import Queue
+
+SCRIPT = Path(sys.executable).parent / "conveyor"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
+
+APP_SOURCE = """
+import os
+from conveyor import Conveyor
+
+app = Conveyor(os.environ["TEST_URL"], default_queue=os.environ["TEST_QUEUE"])
+
+@app.task
+def noop() -> None:
+    pass
+"""
+
+
+@pytest.fixture
+def app_module(tmp_path: Path) -> tuple[Path, str]:
+    module = f"opapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_SOURCE)
+    return tmp_path, module
+
+
+def _run(args: list[str], cwd: Path, url: str, queue: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEST_URL": url, "TEST_QUEUE": queue}
+    env.pop("CONVEYOR_DEBUG", None)
+    return subprocess.run(COMMAND + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_a_value_error_that_is_not_about_the_input_is_an_internal_error_with_its_traceback(
+    redis_url, queue_name, app_module
+):
+    """main() took any ValueError or TypeError for bad input: a job hash holding a field that is
+    not a number (written by another tool, or a bug) made `conveyor jobs` exit 2, the code of a
+    usage error, with the bare "invalid literal for int()" and no traceback to find the fault."""
+    cwd, module = app_module
+    queue = Queue.from_url(redis_url, queue_name)
+    job = queue.enqueue("noop", None)
+    queue.client.hset(queue.core.keys.job(job.id), "a", "not-a-number")
+    result = _run(["jobs", f"{module}:app", "-q", queue_name, "-s", "waiting"], cwd, redis_url, queue_name)
+    queue.close()
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" in result.stderr, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("conveyor: error: internal error") and "ValueError" in last, result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["retry", "{module}:app", "-q", "{queue}", "a{{b}}"], "job id 'a{{b}}' must not contain"),
+    (["purge", "{module}:app", "-q", "{queue}", ""], "job id must not be empty"),
+    (["worker", "{module}:app", "-q", "{queue}", "--block-timeout", "inf"], "block_timeout"),
+    (["worker", "{module}:app", "-q", "ghost"], "queue 'ghost' has no registered task"),
+    (["info", "{module}:app", "-q", "{queue},"], "has an empty name"),
+])
+def test_bad_input_stays_one_line_and_exit_code_2(redis_url, queue_name, app_module, args, message):
+    cwd, module = app_module
+    argv = [a.format(module=module, queue=queue_name) for a in args]
+    result = _run(argv, cwd, redis_url, queue_name)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("conveyor: error: ") and message.format() in result.stderr, result.stderr
