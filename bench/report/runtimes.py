@@ -64,7 +64,9 @@ class Option(NamedTuple):
     @property
     def command(self) -> str:
         """The run that measures this option."""
-        return f"nox -s bench_python-{self.python} -- {BENCH}{self.args}"
+        pure = self.driver == "redis-py-pure"  # the pure-Python parser whatever --parsers says: name it
+        bench = BENCH.replace("--parsers hiredis", "--parsers python") if pure else BENCH
+        return f"nox -s bench_python-{self.python} -- {bench}{self.args}"
 
 
 # uvloop and glide run as twins of the baseline's cases in its own run (bench --beside): each

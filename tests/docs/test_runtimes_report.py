@@ -353,3 +353,12 @@ def test_the_page_does_not_claim_runtimes_move_throughput_more_than_server_tunin
     # no result compares the two: the options here are mostly within noise, AOF always costs 44-66%
     page = (Path(__file__).resolve().parents[2] / "docs" / "runtimes.md").read_text()
     assert "more\nthan most server tuning" not in page and "more than most server tuning" not in page
+
+
+def test_the_pure_parser_run_is_reproduced_with_the_parser_it_measures(tmp_path: Path) -> None:
+    # Its command read `--parsers hiredis ... --driver redis-py-pure`: the run measures the pure-Python
+    # parser whatever --parsers says, but the command named hiredis (and needed it installed).
+    commands = render(dataset(tmp_path), "runtimes_commands").splitlines()
+    pure = next(line for line in commands if "--driver redis-py-pure" in line)
+    assert "--parsers python" in pure and "hiredis" not in pure
+    assert all("--parsers hiredis" in line for line in commands if line.startswith("nox") and line != pure)
