@@ -19,7 +19,15 @@ from ._connection import check_policy
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
 from ._errors import ConveyorError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
-from ._inspect import id_batches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
+from ._inspect import (
+    batches_failed,
+    id_batches,
+    list_range,
+    listed_ids,
+    listed_jobs,
+    purge_failed,
+    retry_failed,
+)
 from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
@@ -362,16 +370,25 @@ class AsyncQueue(QueueBase[aredis.Redis]):
     async def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
         batches = id_batches(job_ids, batch)
         self._own_loop()
-        if batches is not None:
-            return sum([await self._run(build(self.core, ids, batch)) for ids in batches])
-        # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
+        if batches is None:
+            # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
+            try:
+                limit = int(await self.client.zcard(self.core.keys.failed))
+            except ASYNC_ERRORS as exc:
+                raise self._error(exc) from exc
+        total = 0
         try:
-            total, limit = 0, int(await self.client.zcard(self.core.keys.failed))
-        except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
-        while total < limit and (done := await self._run(build(self.core, [], min(batch, limit - total)))):
-            total += done
-        return total
+            if batches is not None:
+                for ids in batches:
+                    total += await self._run(build(self.core, ids, batch))
+                return total
+            while total < limit and (
+                done := await self._run(build(self.core, [], min(batch, limit - total)))
+            ):
+                total += done
+            return total
+        except ConveyorError as exc:
+            raise batches_failed(exc, build, total) from exc.__cause__
 
     async def aclose(self) -> None:
         """Close the client and its pool (and stop waiting for results)."""

@@ -16,8 +16,17 @@ from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy
 from ._direct import DirectScripts, HeldScripts
+from ._errors import ConveyorError
 from ._grouped import REMAP_ERRORS, Rounds
-from ._inspect import id_batches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
+from ._inspect import (
+    batches_failed,
+    id_batches,
+    list_range,
+    listed_ids,
+    listed_jobs,
+    purge_failed,
+    retry_failed,
+)
 from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
@@ -312,16 +321,23 @@ class Queue(QueueBase[redis.Redis]):
 
     def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
         batches = id_batches(job_ids, batch)
-        if batches is not None:
-            return sum([self._run(build(self.core, ids, batch)) for ids in batches])
-        # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
+        if batches is None:
+            # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
+            try:
+                limit = int(self.client.zcard(self.core.keys.failed))
+            except REDIS_ERRORS as exc:
+                raise self._error(exc) from exc
+        total = 0
         try:
-            total, limit = 0, int(self.client.zcard(self.core.keys.failed))
-        except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
-        while total < limit and (done := self._run(build(self.core, [], min(batch, limit - total)))):
-            total += done
-        return total
+            if batches is not None:
+                for ids in batches:
+                    total += self._run(build(self.core, ids, batch))
+                return total
+            while total < limit and (done := self._run(build(self.core, [], min(batch, limit - total)))):
+                total += done
+            return total
+        except ConveyorError as exc:
+            raise batches_failed(exc, build, total) from exc.__cause__
 
     def close(self) -> None:
         """Close the client and its pool (and stop waiting for results)."""

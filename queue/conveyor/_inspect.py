@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._errors import ConveyorError
 from ._keys import validate_name
 from ._models import Job
 from ._ops import MAX_BATCH, Call, QueueCore, check_count
@@ -75,3 +76,20 @@ def purge_failed(core: QueueCore, ids: Sequence[str], batch: int) -> Call[int]:
     k = core.keys
     keys = (k.failed, k.jobs, k.results)
     return Call(Scripts.PURGE_FAILED.value, keys, (len(ids), batch, *ids), int)
+
+
+DONE = {retry_failed: "re-queued", purge_failed: "deleted"}
+
+
+def batches_failed(exc: ConveyorError, build: Any, done: int) -> ConveyorError:
+    """``exc``, raised by a later batch of retry_failed / purge_failed (``build``), its message
+    extended with what the earlier batches did: each batch is atomic, but without this the caller
+    could not tell whether any job had been re-queued or deleted. Extended in place (the same
+    type, so an ``except ConnectionFailedError`` still catches it)."""
+    if done:
+        exc.args = (
+            f"{exc} ({done} failed job(s) were already {DONE[build]} by earlier batches of this call,"
+            " more if this batch ran before its reply was lost; those jobs are no longer failed,"
+            " so the same call again skips them)",
+        )
+    return exc

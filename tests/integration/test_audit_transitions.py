@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from _support import api_fixture, with_token  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import Backoff, JobCancelledError, JobFailedError, JobSpec, LeaseLostError, Limit
+from conveyor import Backoff, ConveyorError, JobCancelledError, JobFailedError, JobSpec, LeaseLostError, Limit
 
 
 async def test_an_existing_job_returned_by_enqueue_has_its_stored_fields(api):
@@ -116,3 +116,21 @@ async def test_cancelling_a_job_that_held_no_turn_of_its_key_keeps_the_keys_star
     await q.ack(first)
     assert await q.cancel(d)
     assert await _start_order(q) == [b, c, e]
+
+
+@pytest.mark.parametrize(("op", "verb"), [("retry_failed", "re-queued"), ("purge_failed", "deleted")])
+async def test_a_batch_of_failed_jobs_that_errors_says_how_many_earlier_batches_did(api, op, verb):
+    """retry_failed / purge_failed send one script call per batch; when a later batch failed, the
+    caller got the server's error alone, with no word of the jobs the earlier batches had already
+    re-queued or deleted. (A job key of the wrong type stands in for any failing call: the script
+    errors at its first read, changing nothing.)"""
+    q = api.queue(keep_failed=-1)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, max_attempts=1) for i in range(4)])]
+    for job in await q.claim(count=4):
+        await q.fail(job, "boom")
+    api.admin.set(f"cv:{{{api.name}}}:j:broken", "x")
+    # batches of 2, the last first: the third and fourth jobs go, then 'broken' errors at once
+    with pytest.raises(ConveyorError) as caught:
+        await getattr(q, op)(["broken", ids[0], ids[2], ids[3]], batch=2)
+    assert f"2 failed job(s) were already {verb}" in str(caught.value)
+    assert (await q.counts())["failed"] == 2
