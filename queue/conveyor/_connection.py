@@ -163,7 +163,7 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
     if message.startswith("CONVEYOR_") or "CONVEYOR_BOUND" in message:
         return ConveyorError(f"script refused: {message}")
     if isinstance(exc, MasterNotFoundError):
-        return ConnectionFailedError(f"no primary for {where}: {exc}")
+        return ConnectionFailedError(f"no primary for {where}: {sentinel_reasons(message)}")
     # CLUSTERDOWN, MASTERDOWN and redis-py's cluster retries running out ('TTL exhausted'): the
     # cluster cannot serve the call now, as when the server is out of reach.
     if isinstance(exc, redis_errors.RedisClusterException | redis_errors.ClusterError):
@@ -189,6 +189,28 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
     if isinstance(exc, redis_errors.ResponseError):  # any other error reply: a Conveyor error too
         return ServerError(f"the server at {where} answered with an error: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(message)
+
+
+_SENTINEL_ENTRY = re.compile(r", (?=<redis\.)")  # between the "<client repr> - error" entries
+_SENTINEL_HOST = re.compile(r"\bhost=([^,()<>]+),port=(\d+)")
+MAX_REASON = 200
+
+
+def sentinel_reasons(message: str) -> str:
+    """Why each Sentinel gave no primary, from redis-py's MasterNotFoundError message. That message
+    quotes the repr of each Sentinel's client, pool and connection (every option, over 1,000
+    characters a Sentinel): only each one's address and error are kept."""
+    _, colon, tried = message.partition(" : ")
+    if not colon:  # every Sentinel answered: none knows a primary that is up
+        return "no Sentinel reports a primary that is up for this service"
+    reasons = []
+    for entry in _SENTINEL_ENTRY.split(tried):
+        client, _, error = entry.rpartition("> - ")
+        address = _SENTINEL_HOST.search(client)
+        name = f"{address.group(1)}:{address.group(2)}" if address else ""
+        name = f"{name}: " if name and name not in error else ""  # a connect error names it already
+        reasons.append(name + (error if len(error) <= MAX_REASON else error[:MAX_REASON] + "..."))
+    return "; ".join(reasons)
 
 
 _SCRIPT_ACL = re.compile(r"ACL failure in script|can't run this command or subcommand script")

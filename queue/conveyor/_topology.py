@@ -306,6 +306,10 @@ def node_of(client: Any, key: str) -> dict[str, Any]:
     return {"target_nodes": client.get_node_from_key(key)} if is_cluster(client) else {}
 
 
+def _host_and_port(connection_kwargs: dict[str, Any]) -> str:
+    return f"{connection_kwargs.get('host', 'localhost')}:{connection_kwargs.get('port', 26379)}"
+
+
 def where(client: Any) -> str:
     """What a client talks to, for error messages (addresses and service names, never credentials)."""
     if isinstance(client, GlideDriver):
@@ -315,6 +319,7 @@ def where(client: Any) -> str:
     pool: Any = getattr(client, "connection_pool", None)
     if is_sentinel(client):
         managed = pool.sentinel_manager.sentinels
-        sentinels = ",".join(describe(s.connection_pool.connection_kwargs) for s in managed)
+        # host:port: a Sentinel has no database (describe's /0 read as the data's database)
+        sentinels = ",".join(_host_and_port(s.connection_pool.connection_kwargs) for s in managed)
         return f"Sentinel service {pool.service_name!r} (Sentinels {sentinels})"
     return describe(getattr(pool, "connection_kwargs", {}))

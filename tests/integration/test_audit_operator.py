@@ -8,9 +8,11 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conveyor import Queue
+from conveyor._errors import ConnectionFailedError
 
 SCRIPT = Path(sys.executable).parent / "conveyor"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
@@ -73,3 +75,25 @@ def test_bad_input_stays_one_line_and_exit_code_2(redis_url, queue_name, app_mod
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith("conveyor: error: ") and message.format() in result.stderr, result.stderr
+
+
+def test_a_sentinel_that_finds_no_primary_is_one_readable_line(redis_url, app_module):
+    """With no primary found, the error quoted redis-py's MasterNotFoundError whole: the repr of
+    each Sentinel's client, pool and connection (every option, object addresses), over 1,000
+    characters per Sentinel. It names the service and the Sentinels tried, with each one's reason."""
+    cwd, module = app_module
+    plain = urlsplit(redis_url).netloc.rpartition("@")[2]  # a server that is no Sentinel: it refuses SENTINEL
+    url = f"redis+sentinel://admin:s3cret@127.0.0.1:1,{plain}/mymaster"
+    result = _run(["info", f"{module}:app"], cwd, url, "q")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("conveyor: error: no primary for Sentinel service 'mymaster'"), line
+    assert "127.0.0.1:1" in line and plain in line and "s3cret" not in line, line
+    assert "<redis." not in line and len(line) < 400, line
+    queue = Queue.from_url("redis+sentinel://127.0.0.1:1/mymaster?password=s3cret", "q")
+    with pytest.raises(ConnectionFailedError) as caught:
+        queue.counts()
+    assert "<redis." not in str(caught.value) and "s3cret" not in str(caught.value), caught.value
+    assert "Connection refused" in str(caught.value) or "connecting" in str(caught.value), caught.value
+    queue.close()
