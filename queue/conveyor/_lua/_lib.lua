@@ -10,9 +10,10 @@
 -- absent = 0), x time limit of an attempt (ms; absent: none), h hard deadline of the running
 -- attempt (ms; claim time + x), q cancel requested (set by cancel.lua on an active job; the holder
 -- learns at its next heartbeat), g limit key, gc its concurrency limit, gr its rate interval (ms
--- between starts), rs a rate slot reserved for this job, gt set while a job released from parked
--- holds its key's turn (not yet started or parked again; see the per-key limits below), o the
--- last fail ('<token>{<outcome>{<time>', so a re-sent fail is answered, not refused: fail.lua).
+-- between starts), rs the start (ms) of a rate slot reserved for this job, gt set while a job
+-- released from parked holds its key's turn (not yet started or parked again; see the per-key
+-- limits below), o the last fail ('<token>{<outcome>{<time>', so a re-sent fail is answered, not
+-- refused: fail.lua).
 -- Job keys are <jobs prefix><id>; the prefix is a declared KEY sharing the queue's hash tag.
 --
 -- Priorities: level 0 (the default) is the waiting list itself, so a queue that never uses
@@ -289,12 +290,12 @@ end
 
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
--- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start, 11 holds a turn: gt,
--- cleared when the job starts or is parked again; kept while it waits for its reserved start). A
--- job parked with a
--- reserved start gives the reservation up: its time passes while it is parked, and when a freed
--- slot releases it, it reserves a start again like any job (had it kept its reservation, it would
--- start unchecked, recorded nowhere, and the key's next job could start right after it).
+-- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start (ms), 11 holds a turn:
+-- gt, cleared when the job starts or is parked again; kept while it waits for its reserved start).
+-- A job parked with a reserved start gives the reservation up: its time passes while it is
+-- parked, and when a freed slot releases it, it reserves a start again like any job (had it kept
+-- its reservation, it would start unchecked, recorded nowhere, and the key's next job could start
+-- right after it).
 local function held_back(limits, waiting, delayed, key, id, f, now)
   local s = limit_state(limits, waiting, f[7], f[8])
   if f[8] and s.running + s.started >= tonumber(f[8]) then
@@ -302,12 +303,15 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
     return true
   end
-  if f[9] and not f[10] then
+  -- A reservation counts until an interval past it: a job claimed later (every worker busy) takes
+  -- a start again, as the jobs that reserved the key's next starts may be claimed late with it
+  -- and would all start at once (rs was the flag 1 before it held the time: a passed one too).
+  if f[9] and not (f[10] and now < tonumber(f[10]) + tonumber(f[9])) then
     if not s.next_start then s.next_start = tonumber(redis.call('GET', waiting .. ':t:' .. f[7])) or 0 end
     local start = math.max(s.next_start, now)
     s.next_start = start + tonumber(f[9])
     if start > now then
-      redis.call('HSET', key, 's', 'd', 'rs', 1)
+      redis.call('HSET', key, 's', 'd', 'rs', start)
       redis.call('ZADD', delayed, start, id)
       return true
     end
