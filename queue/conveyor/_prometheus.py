@@ -33,7 +33,8 @@ class QueueDepth(Collector):
     def __init__(self, app: Conveyor) -> None:
         self.app = app
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily]:
         depth = GaugeMetricFamily(
             "conveyor_queue_jobs", "Jobs per queue and state.", labels=["queue", "state"]
         )
@@ -45,6 +46,15 @@ class QueueDepth(Collector):
             "Expired leases recovered per queue, all workers.",
             labels=["queue"],
         )
+        return depth, finished, recoveries
+
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The names, without samples: without it the global registry (auto_describe) calls
+        collect() as it registers the collector, reading every queue from the server."""
+        yield from self._families()
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        depth, finished, recoveries = self._families()
         for queue in self.app.queue_names():
             try:
                 q = self.app.queue(queue)

@@ -97,3 +97,27 @@ def test_a_sentinel_that_finds_no_primary_is_one_readable_line(redis_url, app_mo
     assert "<redis." not in str(caught.value) and "s3cret" not in str(caught.value), caught.value
     assert "Connection refused" in str(caught.value) or "connecting" in str(caught.value), caught.value
     queue.close()
+
+
+def test_instrument_does_not_read_the_queues_when_it_registers(caplog):
+    """prometheus_client's global registry (auto_describe) calls a collector without describe()
+    as it registers it: instrument() read every queue's depth from the server there, at worker
+    start, before any scrape; a server out of reach meant a 'queue depth unavailable' warning per
+    queue (and a connect timeout each) before the worker's own error."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from conveyor import Conveyor, instrument  # noqa: PLC0415
+    from conveyor._prometheus import QueueDepth  # noqa: PLC0415
+
+    app = Conveyor("redis://127.0.0.1:1/0", default_queue="q")
+
+    @app.task
+    def noop() -> None:
+        pass
+
+    registry = prometheus_client.CollectorRegistry(auto_describe=True)  # as prometheus_client.REGISTRY
+    with caplog.at_level("WARNING"):
+        instrument(app, registry)
+    assert not [r for r in caplog.records if "unavailable" in r.getMessage()], caplog.text
+    with pytest.raises(ValueError, match="Duplicated timeseries"):  # the names are still registered
+        registry.register(QueueDepth(app))
+    app.close()
