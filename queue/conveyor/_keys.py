@@ -65,7 +65,7 @@ class QueueKeys:
     marker: str  # sorted set: wakes idle workers blocked in BZPOPMIN
     dedup: str  # sorted set: caller-given id -> finish time (ms), within the deduplication window
     schedules: str  # hash: periodic schedule name -> next fire time (ms)
-    jobs: str  # prefix of job hashes; never a key on its own
+    jobs: str  # prefix of job hashes (and of '<id>{o', a fail's record for a re-send: fail.lua)
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
     events: str  # stream: finished job ids, capped (MAXLEN ~), read by result waiters (store_results)
     results: str  # hash: job id -> result record (store_results; see _lua/_lib.lua)

@@ -297,6 +297,7 @@ class QueueCore:
                 self.settings.keep_failed,
                 self._window,
                 self._result_ttl_ms(),
+                self._default_lease_ms,
             ),
             parse,
         )

@@ -134,3 +134,28 @@ async def test_a_batch_of_failed_jobs_that_errors_says_how_many_earlier_batches_
         await getattr(q, op)(["broken", ids[0], ids[2], ids[3]], batch=2)
     assert f"2 failed job(s) were already {verb}" in str(caught.value)
     assert (await q.counts())["failed"] == 2
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["failed", "cancelled"])
+async def test_a_fail_re_sent_after_retention_deleted_its_job_gets_the_same_answer(api, cancel):
+    """keep_failed=0: the fail that ends a job (failed, or cancelled while it ran) deletes it in
+    the same call, and with it the job's record of that fail (o). Sent again after its reply was
+    lost, the fail was refused as 'no such job': the worker logged a lost lease and did not count
+    the failure. A record of the fail now outlives the job for one lease."""
+    q = api.queue(keep_failed=0, lease=5)
+    await q.enqueue("t", 1, max_attempts=1)
+    [job] = await q.claim()
+    if cancel:
+        assert await q.cancel(job.id)
+    token = job.token
+    resent = with_token(job, token)
+    outcome = "cancelled" if cancel else "failed"
+    assert await q.fail(job, "boom") == outcome
+    assert await q.get_job(job.id) is None
+    counts_before = await q.counts()
+    assert await q.fail(resent, "boom") == outcome
+    assert await q.counts() == counts_before
+    with pytest.raises(LeaseLostError, match="no such job"):
+        await q.fail(with_token(job, token + "0"), "x")  # any other token: still refused
+    records = [k for k in api.queue_keys() if k.startswith(f"cv:{{{api.name}}}:j:".encode())]
+    assert len(records) == 1 and 0 < api.admin.pttl(records[0]) <= 5000  # gone after one lease

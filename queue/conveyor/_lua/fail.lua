@@ -4,31 +4,48 @@
 -- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all;
 --       also bounds the cancelled set), 6 deduplication window ms (<= 0 off), 7 result ttl ms (0:
 --       results off; on: a final failure or cancel stores its error as the job's result record and
---       announces it, see _lib.lua)
+--       announces it, see _lib.lua), 8 lease ms (how long the record of a fail outlives a job
+--       retention deleted in this call)
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | 'cancelled' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
 -- Re-sent: the job keeps its last fail as o = '<token>{<outcome>{<time>'. A fail whose token no
 --          longer holds the lease but matches o is the same fail sent again after its reply was
 --          lost (tokens are never reused): it gets the first one's reply and changes nothing,
---          instead of a refusal that would tell its worker the lease was lost.
+--          instead of a refusal that would tell its worker the lease was lost. When this call's
+--          own trim deletes the job (keep 0), o is kept for one lease in the string <job key>{o
+--          (no id holds a '{': never a job key), so a re-sent fail finds it there.
 local meta, waiting, delayed, active, failed, marker, jobs, dedup, cancelled =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[12]
 local id, token, err, delay, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = jobs .. id
 local now = now_ms()
 local status, limited = check_lease(key, token)
-if status == 0 then
-  local last = redis.call('HGET', key, 'o')
+if status ~= 1 then
+  local last = false
+  if status == 0 then last = redis.call('HGET', key, 'o') end
+  if status == -2 then last = redis.call('GET', key .. '{o') end
   local by, outcome, at = string.match(last or '', '^(%d+){(%a+){(%d+)$')
   if by == token then return {1, outcome, tonumber(at)} end
+  return {status, '', 0}
 end
-if status ~= 1 then return {status, '', 0} end
 
 -- Written before any trim, which may delete this job's hash (it must not be re-created).
 local function answer(outcome, at)
   redis.call('HSET', key, 'o', token .. '{' .. outcome .. '{' .. string.format('%d', at))
   return {1, outcome, at}
+end
+
+-- End the job in `set` and apply its retention; with keep 0 that may delete the job itself, and
+-- then its o lives on for one lease (see Re-sent above).
+local function finish(set, outcome)
+  local reply = answer(outcome, now)
+  local last = keep == 0 and redis.call('HGET', key, 'o')
+  trim_by_count(set, jobs, keep, 10)
+  if last and redis.call('EXISTS', key) == 0 then
+    redis.call('SET', key .. '{o', last, 'PX', tonumber(ARGV[8]))
+  end
+  return reply
 end
 if limited and free_slot(waiting, jobs, limited) then wake(marker) end
 
@@ -39,9 +56,7 @@ use_results(tonumber(ARGV[7]), KEYS[9], KEYS[10], KEYS[11])
 if f[3] then
   finish_cancelled(cancelled, key, id, now)
   remember(dedup, tonumber(ARGV[6]), id, now)
-  local reply = answer('cancelled', now)
-  trim_by_count(cancelled, jobs, keep, 10)
-  return reply
+  return finish(cancelled, 'cancelled')
 end
 if delay >= 0 and attempts < max then
   redis.call('HDEL', key, 'k', 'l', 'h')
@@ -57,6 +72,4 @@ if delay >= 0 and attempts < max then
 end
 finish_failed(failed, meta, key, id, err, now)
 remember(dedup, tonumber(ARGV[6]), id, now)
-local reply = answer('failed', now)
-trim_by_count(failed, jobs, keep, 10)
-return reply
+return finish(failed, 'failed')
