@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         return EXIT_FAILURE
     except click.UsageError as exc:
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):  # click >= 8.2
+            exc.show()  # the help, as it is: squeezed into one error line it could not be read
+            return EXIT_BAD_INPUT
         hint = f" (see 'conveyor {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.parent else ""
         print(f"conveyor: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -121,3 +121,15 @@ def test_instrument_does_not_read_the_queues_when_it_registers(caplog):
     with pytest.raises(ValueError, match="Duplicated timeseries"):  # the names are still registered
         registry.register(QueueDepth(app))
     app.close()
+
+
+def test_the_command_without_arguments_shows_its_help_as_it_is(tmp_path):
+    """`conveyor` alone (click 8.2+ raises NoArgsIsHelpError, a UsageError, holding the help) printed
+    the whole help text squeezed into one 'conveyor: error: Usage: ... Commands: info ...' line."""
+    result = _run([], tmp_path, "redis://127.0.0.1:1/0", "q")
+    assert result.returncode in (0, 2), result.stderr  # click 8.1 exits 0, later versions 2
+    shown = result.stdout + result.stderr
+    assert "conveyor: error:" not in shown, shown
+    lines = shown.splitlines()
+    assert lines[0].startswith("Usage: conveyor") and "Commands:" in lines, shown
+    assert any(line.split()[:1] == ["worker"] for line in lines), shown
