@@ -16,6 +16,7 @@ from ._glide_common import (
     _info,
     _key_list,
     _xread_args,
+    closed_error,
     redis_error,
     reshape,
 )
@@ -50,6 +51,7 @@ class GlideAsync(GlideDriver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._client: Any = None
+        self._closed = False
         self._creating: asyncio.Lock | None = None
 
     async def _connected(self) -> Any:
@@ -71,6 +73,8 @@ class GlideAsync(GlideDriver):
         return self._client
 
     async def _call(self, method: str, *args: Any) -> Any:
+        if self._closed:
+            raise closed_error(self.address)
         client = self._client if self._client is not None else await self._connected()
         try:
             return await getattr(client, method)(*args)
@@ -130,6 +134,7 @@ class GlideAsync(GlideDriver):
         return await self._call("config_get", [name])
 
     async def aclose(self) -> None:
+        self._closed = True
         if self._client is not None:
             await self._client.close()
         if "_reader" in self.__dict__:

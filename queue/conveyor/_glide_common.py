@@ -153,6 +153,15 @@ def redis_error(exc: BaseException) -> Exception:
     return redis_errors.ResponseError(message)
 
 
+def closed_error(address: str) -> ConveyorError:
+    """A call after close(): redis-py reopens a connection, glide's closed client cannot. Not a
+    ConnectionFailedError, which a worker or a result wait would retry for ever."""
+    return ConveyorError(
+        f"the queue's glide client of {address} was closed (close() or aclose()) and cannot be used "
+        "again: create a new Queue or AsyncQueue"
+    )
+
+
 def _entries(reply: Any) -> Any:
     """glide's {entry id: [[field, value], ...]} as redis-py's RESP2 [[entry id, [f, v, ...]], ...]."""
     if not isinstance(reply, dict):

@@ -19,6 +19,7 @@ from ._glide_common import (
     _info,
     _key_list,
     _xread_args,
+    closed_error,
     redis_error,
     reshape,
 )
@@ -46,7 +47,7 @@ class GlideSync(GlideDriver):
     def _call(self, method: str, *args: Any) -> Any:
         with self._state:  # close() waits for calls in flight: glide aborts closing under one
             if self._closed:
-                raise redis_errors.ConnectionError(f"the client of {self.address} is closed")
+                raise closed_error(self.address)
             self._inflight += 1
         try:
             return getattr(self._client, method)(*args)

@@ -197,3 +197,41 @@ def test_a_user_named_without_a_password_logs_in_as_that_user_or_is_refused(
             assert any(c.get("user") == user for c in admin.client_list())
     finally:
         queue.close()
+
+
+def test_a_closed_queue_used_again_says_it_was_closed(redis_url: str, queue_name: str, driver: str) -> None:
+    """redis-py reopens a connection for a call after close(); glide's closed client made every such
+    call ConnectionFailedError 'cannot reach the server', which a worker or a result wait retries for
+    ever. Now a ConveyorError saying the queue was closed, never ConnectionFailedError."""
+    queue = Queue.from_url(redis_url, queue_name, driver=driver, store_results=True)
+    job = queue.enqueue("t", 1)
+    queue.close()
+    if driver == "redis-py":
+        assert queue.enqueue("t", 2).state == "waiting"
+        queue.close()
+        return
+    for call in (lambda: queue.enqueue("t", 2), lambda: job.result(timeout=1), queue.counts):
+        with pytest.raises(ConveyorError, match=r"was closed") as caught:
+            call()
+        assert not isinstance(caught.value, ConnectionFailedError)
+
+
+async def test_a_closed_async_queue_used_again_says_it_was_closed(
+    redis_url: str, queue_name: str, driver: str
+) -> None:
+    """The asyncio twin: glide's 'Unable to execute requests; the client is closed' was
+    ConnectionFailedError 'cannot reach the server'; a queue closed before its first call connected
+    anew."""
+    opened = AsyncQueue.from_url(redis_url, queue_name, driver=driver)
+    await opened.enqueue("t", 1)
+    never_used = AsyncQueue.from_url(redis_url, queue_name, driver=driver)
+    for queue in (opened, never_used):
+        await queue.aclose()
+        if driver == "redis-py":
+            assert (await queue.enqueue("t", 2)).state == "waiting"
+            await queue.aclose()
+            continue
+        with pytest.raises(ConveyorError, match=r"was closed") as caught:
+            await queue.enqueue("t", 2)
+        assert not isinstance(caught.value, ConnectionFailedError)
+
