@@ -97,3 +97,31 @@ async def test_rate_reservations_claimed_late_together_do_not_start_together(api
     times = sorted(starts.values())
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert min(gaps) >= interval / 2, f"starts {gaps} ms apart for a rate of one per {interval} ms"
+
+
+async def test_a_freed_slot_releases_the_keys_highest_priority_parked_job_first(api):
+    """Parked jobs of a key were released oldest first whatever their level: a level-0 job parked
+    before a level-9 job of the same key ran first when the key's slot was freed, though both were
+    waiting (parked jobs count as waiting) and every claim serves the highest level first."""
+    q = api.queue()
+    limit = Limit("tenant-levels", concurrency=1)
+    [holder] = await q.enqueue_many([JobSpec("t", "holder", limit=limit)])
+    [running] = await q.claim(count=1)
+    assert running.id == holder.id
+    await q.enqueue_many([JobSpec("t", "low", limit=limit)])
+    assert await q.claim(count=1) == []  # parked
+    await q.enqueue_many([JobSpec("t", "high", limit=limit, priority=9)])
+    await q.enqueue_many([JobSpec("t", "mid", limit=limit, priority=5)])
+    [gone] = await q.enqueue_many([JobSpec("t", "gone", limit=limit, priority=7)])
+    assert await q.claim(count=3) == []  # all three parked
+    assert await q.cancel(gone.id)  # a parked job of a level above 0 is found and removed
+    assert await q.counts() == counts(waiting=3, active=1)
+    order = []
+    job = running
+    for _ in range(3):
+        [job] = await q.ack(job, claim=1)
+        order.append(job.payload)
+    assert order == ["high", "mid", "low"]
+    await q.ack(job)
+    assert await q.counts() == counts(total_completed=4)
+    assert _running_hash(api) == {}

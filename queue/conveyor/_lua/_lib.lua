@@ -242,15 +242,15 @@ local function finish_failed(failed, meta, key, id, err, now)
   end
 end
 
--- Pop up to `count` ready ids, highest priority level first, then the waiting list (level 0).
--- Without priorities this costs one ZREVRANGE of a missing key. A level found empty is dropped
--- from the levels set, so the set names exactly the non-empty levels after every claim.
-local function pop_ready(waiting, count)
-  local levels = levels_of(waiting)
+-- Pop up to `count` ids from lists split by priority level, highest level first: level L > 0
+-- is the list prefix .. L .. suffix, named in the sorted set `levels`, level 0 is `base`. Without
+-- priorities this costs one ZREVRANGE of a missing key. A level found empty is dropped from
+-- `levels`, so the set names exactly the non-empty levels after every pop.
+local function pop_levels(levels, prefix, suffix, base, count)
   local ids = {}
   local found = redis.call('ZREVRANGE', levels, 0, -1)
   for i = 1, #found do
-    local list = waiting .. ':' .. found[i]
+    local list = prefix .. found[i] .. suffix
     local got = redis.call('RPOP', list, count - #ids)
     if got then
       for j = 1, #got do ids[#ids + 1] = got[j] end
@@ -258,20 +258,27 @@ local function pop_ready(waiting, count)
     if #ids < count or redis.call('LLEN', list) == 0 then redis.call('ZREM', levels, found[i]) end
     if #ids >= count then return ids end
   end
-  local got = redis.call('RPOP', waiting, count - #ids)
+  local got = redis.call('RPOP', base, count - #ids)
   if not got then return ids end
   if #ids == 0 then return got end
   for j = 1, #got do ids[#ids + 1] = got[j] end
   return ids
 end
 
+-- Pop up to `count` ready ids, highest priority level first, then the waiting list (level 0).
+local function pop_ready(waiting, count)
+  return pop_levels(levels_of(waiting), waiting .. ':', '', waiting, count)
+end
+
 -- Per-key limits. A job may carry a limit key g with gc (at most gc jobs of the key active at
 -- once) and/or gr (at least gr ms between two starts of the key: 1000 / rate). Derived keys, all
 -- under the queue's hash tag: <waiting>:g hash key -> active jobs of the key, <waiting>:t hash
--- key -> earliest start of its next job (ms), <waiting>:p:<key> list of jobs parked because the
--- key was at its concurrency limit, <waiting>:pn how many jobs are parked (counted as waiting).
--- A parked job is never polled: each freed slot (ack, fail, release, lease recovery) moves one
--- parked job of its key back to the claim end of its level. A rate-limited job reserves the next
+-- key -> earliest start of its next job (ms), <waiting>:p:<key> list of level-0 jobs parked
+-- because the key was at its concurrency limit, <waiting>:p<L>:<key> those of level L > 0 (the
+-- sorted set <waiting>:pl:<key> names these levels, as <waiting>:l names the ready ones),
+-- <waiting>:pn how many jobs are parked (counted as waiting). A parked job is never polled: each
+-- freed slot (ack, fail, release, lease recovery) moves one parked job of its key, the oldest of
+-- its highest level, back to the claim end of its level. A rate-limited job reserves the next
 -- start of its key and waits in the delayed set until then; a job starts only at or after a start
 -- it reserved, and reservations of a key are gr ms apart (a parked job reserves again).
 
@@ -281,7 +288,7 @@ end
 local function limit_state(limits, waiting, g, gc)
   local s = limits[g]
   if not s then
-    s = {started = 0, parked = {}}
+    s = {started = 0, parked = {}, nparked = 0}
     limits[g] = s
   end
   if gc and not s.running then s.running = tonumber(redis.call('HGET', waiting .. ':g', g)) or 0 end
@@ -291,7 +298,8 @@ end
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
 -- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start (ms), 11 holds a turn:
--- gt, cleared when the job starts or is parked again; kept while it waits for its reserved start).
+-- gt, cleared when the job starts or is parked again; kept while it waits for its reserved start;
+-- 12 priority level).
 -- A job parked with a reserved start gives the reservation up: its time passes while it is
 -- parked, and when a freed slot releases it, it reserves a start again like any job (had it kept
 -- its reservation, it would start unchecked, recorded nowhere, and the key's next job could start
@@ -299,7 +307,10 @@ end
 local function held_back(limits, waiting, delayed, key, id, f, now)
   local s = limit_state(limits, waiting, f[7], f[8])
   if f[8] and s.running + s.started >= tonumber(f[8]) then
-    s.parked[#s.parked + 1] = id
+    local level = f[12] or '0'
+    s.parked[level] = s.parked[level] or {}
+    table.insert(s.parked[level], id)
+    s.nparked = s.nparked + 1
     if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
     return true
   end
@@ -337,6 +348,12 @@ local function give_back_start(waiting, g, start, interval)
   end
 end
 
+-- The list of the jobs of limit key g parked at priority `level` (a string or false).
+local function parked_list(waiting, g, level)
+  if not level or level == '0' then return waiting .. ':p:' .. g end
+  return waiting .. ':p' .. level .. ':' .. g
+end
+
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
 -- next start expires when it passes (a past one means "now"): one key per limit key ever used
 -- would otherwise stay forever. Its PX is rounded up to whole ms: a rate's interval need not be
@@ -347,21 +364,23 @@ local function flush_limits(limits, waiting, now)
     if s.next_start and s.next_start > now then
       redis.call('SET', waiting .. ':t:' .. g, s.next_start, 'PX', math.ceil(s.next_start - now))
     end
-    if #s.parked > 0 then
-      redis.call('LPUSH', waiting .. ':p:' .. g, unpack(s.parked))  -- <= 1000 ids: one claim
-      redis.call('INCRBY', waiting .. ':pn', #s.parked)
+    for level, ids in pairs(s.parked) do
+      if level ~= '0' then redis.call('ZADD', waiting .. ':pl:' .. g, level, level) end
+      redis.call('LPUSH', parked_list(waiting, g, level), unpack(ids))  -- <= 1000 ids: one claim
     end
+    if s.nparked > 0 then redis.call('INCRBY', waiting .. ':pn', s.nparked) end
   end
 end
 
--- Up to n parked jobs of limit key g, oldest first, to the claim end of their levels, its running
+-- Up to n parked jobs of limit key g, highest level first and oldest first within a level (as
+-- claims take ready jobs), to the claim end of their levels, its running
 -- count unchanged (cancel hands on the turn of a released job it removed). Each is marked as
 -- holding a turn (gt): cancel hands on only such a turn, as a second turn handed on for a job
 -- that held none let a younger parked job start before the older one released first.
 -- Returns how many moved.
 local function release_parked(waiting, jobs, g, n)
-  local ids = redis.call('RPOP', waiting .. ':p:' .. g, n)
-  if not ids then return 0 end
+  local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n)
+  if #ids == 0 then return 0 end
   redis.call('DECRBY', waiting .. ':pn', #ids)
   for i = 1, #ids do
     redis.call('HSET', jobs .. ids[i], 'gt', 1)
@@ -371,8 +390,8 @@ local function release_parked(waiting, jobs, g, n)
 end
 
 -- n jobs of limit key g left the active set: free their slots and release up to n parked jobs of
--- the key, oldest first, to the claim end of their levels (as n single frees would). Returns how
--- many were released (the caller wakes a worker when any was).
+-- the key (highest level first, then oldest), to the claim end of their levels (as n single frees
+-- would). Returns how many were released (the caller wakes a worker when any was).
 local function free_slots(waiting, jobs, g, n)
   local running = waiting .. ':g'
   if redis.call('HINCRBY', running, g, -n) <= 0 then redis.call('HDEL', running, g) end
@@ -441,7 +460,9 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
     local key = jobs .. id
     -- A limit key's three settings are read only for a job that has one (most have none).
     local f = redis.call('HMGET', key, 'n', 'd', 'a', 'm', 'e', 'x', 'g')
-    if f[7] then f[8], f[9], f[10], f[11] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs', 'gt')) end
+    if f[7] then
+      f[8], f[9], f[10], f[11], f[12] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs', 'gt', 'p'))
+    end
     if f[1] and not (f[7] and held_back(limits, waiting, delayed, key, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)

@@ -30,7 +30,7 @@ if state == 'w' then
     removed = redis.call('LREM', waiting, 1, id)
   end
   -- Not in its level's list: parked at its limit key's concurrency limit.
-  if removed == 0 and f[3] and redis.call('LREM', waiting .. ':p:' .. f[3], 1, id) == 1 then
+  if removed == 0 and f[3] and redis.call('LREM', parked_list(waiting, f[3], f[2]), 1, id) == 1 then
     redis.call('DECR', waiting .. ':pn')
   end
 elseif state == 'd' then
