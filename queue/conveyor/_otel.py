@@ -3,7 +3,8 @@
 The enqueuing side injects the current context into the payload's ``trace`` field; the ``before``
 hook extracts it, starts a consumer span with it as parent and makes that span current for the task
 (threads and asyncio tasks alike: the hooks run in the task's own context); the ``after`` and
-failure hooks end the span, with the exception recorded on failure.
+failure hooks end the span, with the exception recorded on failure; an attempt given back at the
+worker's shutdown deadline (the internal on_release hook) ends it with a ``conveyor.released`` event.
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ class Tracing:
     def failed(self, job: Job, exc: BaseException) -> None:
         self._end(job, exc)
 
+    def released(self, job: Job) -> None:
+        """Given back at the worker's shutdown deadline: no outcome hook follows, so the span ends
+        here (else it was never exported), marked by an event; the job runs again elsewhere."""
+        opened = self._open.get(job.id)
+        if opened is not None:
+            opened[0].add_event("conveyor.released", {"reason": "worker shutdown deadline"})
+        self._end(job, None)
+
 
 def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
     tracing = Tracing(trace.get_tracer("conveyor", tracer_provider=tracer_provider))
@@ -77,4 +86,5 @@ def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
     app.after(tracing.after)
     app.on_retry(tracing.failed)
     app.on_failure(tracing.failed)
+    app.hooks.add(app.hooks.on_release, tracing.released)
     return tracing

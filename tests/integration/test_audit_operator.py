@@ -133,3 +133,46 @@ def test_the_command_without_arguments_shows_its_help_as_it_is(tmp_path):
     lines = shown.splitlines()
     assert lines[0].startswith("Usage: conveyor") and "Commands:" in lines, shown
     assert any(line.split()[:1] == ["worker"] for line in lines), shown
+
+
+def test_the_span_of_a_job_given_back_at_the_shutdown_deadline_is_ended(redis_url, queue_name, caplog):
+    """An asyncio worker cancels a job still running at its shutdown deadline and gives it back
+    (the on_release hook; the outcome hooks do not run): the tracing hooks had no on_release, so
+    that attempt's span was never ended, never exported, and stayed in the open-span map."""
+    import asyncio  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from conveyor import Conveyor, instrument_tracing  # noqa: PLC0415
+    from conveyor._runner import Runner  # noqa: PLC0415
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: PLC0415
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = Conveyor(redis_url, default_queue=queue_name)
+    tracing = instrument_tracing(app, provider)
+    started = threading.Event()
+
+    @app.task
+    async def slow() -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    job = slow.enqueue()
+    runner = Runner(app, [queue_name], concurrency=1, shutdown_timeout=0.2)
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    assert started.wait(20)
+    runner.stop()
+    thread.join(20)
+    assert not thread.is_alive()
+    time.sleep(0.1)
+    assert app.queue(queue_name).get_job(job.id).state == "waiting"  # given back
+    spans = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run slow"]
+    assert len(spans) == 1 and spans[0].attributes["messaging.message.id"] == job.id, spans
+    assert [e.name for e in spans[0].events] == ["conveyor.released"]
+    assert not tracing._open and "detach" not in caplog.text, caplog.text
+    app.close()
