@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import signal
 import threading
+import time
 
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
     wait_until,
 )
-from conveyor import Backoff, JobSpec, Limit
+from conveyor import Backoff, JobSpec, Limit, Queue, Worker
+from test_crash_and_load import _kill, _spawn, _wait
 
 LIMITS = {"k1": 1, "k2": 2, "k3": 1}
 
@@ -125,3 +128,53 @@ async def test_a_freed_slot_releases_the_keys_highest_priority_parked_job_first(
     await q.ack(job)
     assert await q.counts() == counts(total_completed=4)
     assert _running_hash(api) == {}
+
+
+def test_a_killed_workers_slots_come_back_and_the_limit_holds_in_the_rescue(server, queue_name, tmp_path):
+    """A worker process holding both slots of a concurrency-2 key is killed (SIGKILL) mid-job:
+    lease recovery gives the slots back, two rescuing workers run every job of the key, never more
+    than two at once, and no slot or parked count is left behind."""
+    q = Queue.from_url(server.url, queue_name, lease=1.0, maintenance_interval=0.1)
+    admin = server.client()
+    limit = Limit("crash-key", concurrency=2)
+    ids = {j.id for j in q.enqueue_many([JobSpec("crash", i, limit=limit, priority=i % 3) for i in range(8)])}
+    started_file = tmp_path / "started"
+    victim = _spawn("crash", server.url, queue_name, started_file)
+    try:
+        _wait(lambda: started_file.exists() and len(started_file.read_text().split()) == 2, 30,
+              "the doomed worker to start two jobs", [victim])
+        assert admin.hget(q.core.keys.waiting + ":g", "crash-key") == b"2"
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+    finally:
+        _kill([victim])
+    lock, running, peak, ran = threading.Lock(), [0], [0], []
+
+    def handle(job):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+            ran.append(job.id)
+
+    rescuers = [Worker(q, {"crash": handle}, concurrency=3, install_signal_handlers=False) for _ in range(2)]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in rescuers]
+    for t in threads:
+        t.start()
+    try:
+        _wait(lambda: q.counts()["total_completed"] >= len(ids), 20, "the rescuers to finish every job")
+    finally:
+        for w in rescuers:
+            w.stop()
+        admin.zadd(q.core.keys.marker, {"test-stop": 0})
+        for t in threads:
+            t.join(10)
+    assert sorted(ran) == sorted(ids)
+    assert peak[0] <= 2
+    assert admin.hgetall(q.core.keys.waiting + ":g") == {}
+    assert int(admin.get(q.core.keys.parked) or 0) == 0
+    assert q.counts() == counts(total_completed=len(ids))
+    q.close()
+    admin.close()
