@@ -4,6 +4,7 @@ error mapping to redis-py's classes, reply shapes, the batch adapter and naming 
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -78,6 +79,7 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
         database_id=int(parts.path.strip("/") or 0),
         protocol=glide.ProtocolVersion.RESP3 if settings.protocol == 3 else glide.ProtocolVersion.RESP2,
         lazy_connect=True,
+        reconnect_strategy=glide.BackoffStrategy(*_CONNECT_RETRY),
         advanced_config=glide.AdvancedGlideClientConfiguration(
             connection_timeout=max(1, round(settings.connect_timeout * 1000)), tls_config=tls
         ),
@@ -114,7 +116,16 @@ def _args(values: Sequence[Any]) -> list[str | bytes]:
 
 # The ssl_cert_reqs values of a URL, as redis-py names ssl.CERT_*: both drivers read these only.
 CERT_REQS = ("none", "optional", "required")
+# glide's connect: one retry, after ~0.5 s. Its default (5 retries, 0.2 s to 3.2 s apart) outlasted
+# connect_timeout, so a refused connection or a refused SELECT of the URL's DB index surfaced only as
+# 'timed out' after connect_timeout. The same setting spaces glide's reconnects of a lost connection:
+# every ~0.5 s, two attempts a second per client (one retry after 0.2 s would make it five).
+_CONNECT_RETRY = (1, 250, 2)  # glide's BackoffStrategy(num_of_retries, factor ms, exponent_base)
 _SIGNALLED = "An error was signalled by the server: - "
+# glide's preamble of a failed connect, before the cause ('Connection refused (os error 111)'):
+# the address is Conveyor's message's own
+_CONNECT_FAILED = re.compile(r"^(Standalone connect failed - )?(IoError: )?Received error for address .*?: ")
+_NO_SELECT = "refused to switch database"
 # glide refuses a call past its limit of calls in flight on one client (1000) before sending it
 INFLIGHT = "Reached maximum inflight requests"
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
@@ -144,10 +155,15 @@ def redis_error(exc: BaseException) -> Exception:
     name, _, text = detail.strip().partition(": ")
     if sep and (not head or name == "PermissionDenied"):
         return _KINDS.get(name, redis_errors.ResponseError)(text or detail.strip())
+    if _NO_SELECT in message:  # the SELECT of the URL's DB index, sent by glide as it connects
+        return redis_errors.ResponseError(
+            "DB index is out of range, or SELECT is refused to this user (the server refused to "
+            "switch to the URL's database)"
+        )
     if INFLIGHT in message:  # not sent: translate_error makes it a PoolExhaustedError
         return redis_errors.ConnectionError(message)
     if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
-        return redis_errors.ConnectionError(message)
+        return redis_errors.ConnectionError(_CONNECT_FAILED.sub("", message))
     if message.startswith("NOPERM"):
         return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
     return redis_errors.ResponseError(message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 import uuid
@@ -18,6 +19,7 @@ from conveyor import (
     PermissionDeniedError,
     PoolExhaustedError,
     Queue,
+    ServerError,
     Worker,
     acl_rules,
 )
@@ -235,3 +237,41 @@ async def test_a_closed_async_queue_used_again_says_it_was_closed(
             await queue.enqueue("t", 2)
         assert not isinstance(caught.value, ConnectionFailedError)
 
+
+def _refusing_port() -> int:
+    """A local port nothing listens on (bound once to pick it, then freed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_refused_connection_is_reported_as_refused_at_once(driver: str) -> None:
+    """redis-py fails at once with 'Connection refused'; glide retried the refused connect until
+    connect_timeout (5 s) and reported 'timed out'."""
+    url = f"redis://127.0.0.1:{_refusing_port()}/0"
+    # (redis-py's asyncio connection says 'Connect call failed' for a refusal)
+    refused = r"(?i)cannot reach .*connection refused" + ("" if driver == "glide" else "|Connect call failed")
+    for queue in (Queue.from_url(url, "q", driver=driver), AsyncQueue.from_url(url, "q", driver=driver)):
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailedError, match=refused):
+            result = queue.counts()
+            if asyncio.iscoroutine(result):
+                await result
+        assert time.monotonic() - started < 2.0
+        if isinstance(queue, AsyncQueue):
+            await queue.aclose()
+        else:
+            queue.close()
+
+
+def test_a_db_index_out_of_range_is_named(server: RunningServer, queue_name: str, driver: str) -> None:
+    """redis-py: ServerError 'DB index is out of range', at once. glide retried the refused SELECT
+    until connect_timeout (5 s): ConnectionFailedError 'cannot reach the server ... timed out'."""
+    if server.family == "dragonfly":
+        pytest.skip("dragonfly: checked on Redis and Valkey (16 databases)")
+    queue = Queue.from_url(f"redis://{server.host}:{server.port}/99", queue_name, driver=driver)
+    started = time.monotonic()
+    with pytest.raises(ServerError, match=r"DB index.* out of range"):
+        queue.enqueue("t", 1)
+    assert time.monotonic() - started < 2.0
+    queue.close()
