@@ -176,3 +176,12 @@ def test_the_span_of_a_job_given_back_at_the_shutdown_deadline_is_ended(redis_ur
     assert [e.name for e in spans[0].events] == ["conveyor.released"]
     assert not tracing._open and "detach" not in caplog.text, caplog.text
     app.close()
+
+
+def test_jobs_help_says_that_parked_jobs_are_not_listed(tmp_path):
+    """Jobs parked at their limit key's concurrency count as waiting in `info` but are not listed
+    by `jobs -s waiting` (production.md, Parked, not polled); the help said only 'waiting in claim
+    order', so 'waiting 4' in info and one job listed looked like lost jobs."""
+    result = _run(["jobs", "--help"], tmp_path, "redis://127.0.0.1:1/0", "q")
+    assert result.returncode == 0, result.stderr
+    assert "parked" in " ".join(result.stdout.split()), result.stdout
