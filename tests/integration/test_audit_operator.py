@@ -185,3 +185,27 @@ def test_jobs_help_says_that_parked_jobs_are_not_listed(tmp_path):
     result = _run(["jobs", "--help"], tmp_path, "redis://127.0.0.1:1/0", "q")
     assert result.returncode == 0, result.stderr
     assert "parked" in " ".join(result.stdout.split()), result.stdout
+
+
+def test_a_worker_serves_the_metrics_of_an_app_its_module_instrumented(redis_url, queue_name, tmp_path):
+    """An app module that calls conveyor.instrument(app) (its web process exports the enqueue
+    counters) run by `conveyor worker --metrics-port`: the second instrument() registered the same
+    metric names in prometheus_client's global registry and the worker did not start ('Duplicated
+    timeseries in CollectorRegistry', reported as bad input). instrument() of an app already
+    instrumented on that registry returns its metrics."""
+    pytest.importorskip("prometheus_client")
+    import socket  # noqa: PLC0415
+
+    module = f"opapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_SOURCE + "\nimport conveyor\nconveyor.instrument(app)\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["worker", f"{module}:app", "-q", queue_name, "--burst", "--no-scheduler",
+            "--metrics-port", str(port)]
+    queue = Queue.from_url(redis_url, queue_name)
+    queue.enqueue("noop", None)
+    result = _run(args, tmp_path, redis_url, queue_name)
+    assert result.returncode == 0, result.stderr
+    assert queue.counts()["total_completed"] == 1
+    queue.close()
