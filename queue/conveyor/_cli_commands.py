@@ -72,7 +72,7 @@ def cli() -> None:
               help="Handler slots per queue.")  # fmt: skip
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="Seconds to finish running jobs after SIGTERM/SIGINT; the rest are released.")  # fmt: skip
+              help="Seconds running jobs get to finish after SIGTERM/SIGINT.")  # fmt: skip
 @click.option("--scheduler/--no-scheduler", default=True, show_default=True,
               help="Also fire the app's periodic schedules (safe in any number of workers).")  # fmt: skip
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
@@ -98,8 +98,10 @@ def worker(
 
     Each queue gets its own worker with CONCURRENCY handler slots, so a backlog on one queue never
     delays another (the order of -q sets no priority). On SIGTERM or SIGINT the worker stops
-    claiming, lets running jobs finish for up to --shutdown-timeout seconds, releases the others
-    and exits 0; a second signal exits at once with code 3.
+    claiming, lets running jobs finish for up to --shutdown-timeout seconds, gives back the jobs
+    not started and the async tasks still running (cancelled), and exits 0; a sync task still
+    running in its thread keeps its job until the lease expires and lease recovery redelivers it.
+    A second signal exits at once with code 3.
     """
     _setup_logging(log_level)
     app = load_app(app_path)

@@ -209,3 +209,13 @@ def test_a_worker_serves_the_metrics_of_an_app_its_module_instrumented(redis_url
     assert result.returncode == 0, result.stderr
     assert queue.counts()["total_completed"] == 1
     queue.close()
+
+
+def test_worker_help_tells_what_becomes_of_a_sync_task_still_running_at_the_deadline(tmp_path):
+    """The help said running jobs past --shutdown-timeout are released; a sync task's job still
+    running in its thread is not (a thread cannot be stopped): its lease expires and lease
+    recovery redelivers it (production.md, Stopping without losing a job)."""
+    result = _run(["worker", "--help"], tmp_path, "redis://127.0.0.1:1/0", "q")
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0 and "lease recovery" in text, text
+    assert "releases the others" not in text and "the rest are released" not in text, text
