@@ -282,6 +282,9 @@ end
 -- start of its key and waits in the delayed set until then; a job starts only at or after a start
 -- it reserved, and reservations of a key are gr ms apart (a parked job reserves again).
 
+-- How long past its reserved start a rate-limited job may still start on that reservation (ms).
+local RESERVATION_GRACE_MS = 1000
+
 -- One claim call's view of its limit keys, batched: a key's running count and next start are
 -- read once per call, then counted here, and written once at its end (flush_limits), however
 -- many of its jobs the call handles (a script is atomic: nobody sees the counts in between).
@@ -314,10 +317,12 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
     return true
   end
-  -- A reservation counts until an interval past it: a job claimed later (every worker busy) takes
-  -- a start again, as the jobs that reserved the key's next starts may be claimed late with it
-  -- and would all start at once (rs was the flag 1 before it held the time: a passed one too).
-  if f[9] and not (f[10] and now < tonumber(f[10]) + tonumber(f[9])) then
+  -- A reservation counts until RESERVATION_GRACE_MS (or one interval, if longer) past it: a job
+  -- claimed later (every worker was busy) takes a start again, as the jobs that reserved the
+  -- key's next starts may be claimed as late, and all would start at once. A shorter grace would
+  -- cost throughput: an idle worker sleeps at least 10 ms, and due jobs nobody was woken for wait
+  -- for the maintenance tick. (rs was the flag 1 before it held the time: it reads as long past.)
+  if f[9] and not (f[10] and now < tonumber(f[10]) + math.max(tonumber(f[9]), RESERVATION_GRACE_MS)) then
     if not s.next_start then s.next_start = tonumber(redis.call('GET', waiting .. ':t:' .. f[7])) or 0 end
     local start = math.max(s.next_start, now)
     s.next_start = start + tonumber(f[9])
