@@ -7,9 +7,12 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 from ._errors import ConveyorError
 from ._glide_common import (
     _SOURCES,
+    NO_SELECT,
     GlideDriver,
     Pipeline,
     _args,
@@ -79,7 +82,21 @@ class GlideAsync(GlideDriver):
         try:
             return await getattr(client, method)(*args)
         except Exception as exc:
-            raise redis_error(exc) from exc
+            error = redis_error(exc)
+            raise (await self._select_refused(error) if NO_SELECT in str(exc) else error) from exc
+
+    async def _select_refused(self, error: Exception) -> Exception:
+        """The server's reply to SELECT of the URL's DB index (see ``select_probe``), else ``error``."""
+        probe, db = self.select_probe()
+        try:
+            await probe.execute_command("SELECT", db)
+        except redis_errors.ResponseError as exc:  # NOPERM too
+            return exc
+        except redis_errors.RedisError:
+            pass
+        finally:
+            await probe.aclose()
+        return error
 
     async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         keys, args = _args(keys_and_args[:numkeys]), _args(keys_and_args[numkeys:])

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
 
@@ -125,7 +125,7 @@ _SIGNALLED = "An error was signalled by the server: - "
 # glide's preamble of a failed connect, before the cause ('Connection refused (os error 111)'):
 # the address is Conveyor's message's own
 _CONNECT_FAILED = re.compile(r"^(Standalone connect failed - )?(IoError: )?Received error for address .*?: ")
-_NO_SELECT = "refused to switch database"
+NO_SELECT = "refused to switch database"
 # glide refuses a call past its limit of calls in flight on one client (1000) before sending it
 INFLIGHT = "Reached maximum inflight requests"
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
@@ -155,7 +155,7 @@ def redis_error(exc: BaseException) -> Exception:
     name, _, text = detail.strip().partition(": ")
     if sep and (not head or name == "PermissionDenied"):
         return _KINDS.get(name, redis_errors.ResponseError)(text or detail.strip())
-    if _NO_SELECT in message:  # the SELECT of the URL's DB index, sent by glide as it connects
+    if NO_SELECT in message:  # the SELECT of the URL's DB index, sent by glide as it connects
         return redis_errors.ResponseError(
             "DB index is out of range, or SELECT is refused to this user (the server refused to "
             "switch to the URL's database)"
@@ -283,6 +283,13 @@ class GlideDriver:
         blocks = role in ("waiter", "")
         timeout = block_timeout + 5.0 if blocks else self.settings.socket_timeout
         return type(self)(self.url, self.settings, f"conveyor:{queue}:{role}" if role else None, timeout)
+
+    def select_probe(self) -> tuple[Any, str]:
+        """A client of database 0 and the URL's DB index, to send that SELECT once more: glide's
+        connect says only 'refused to switch database', the server's reply says why (an index out
+        of range, or NOPERM), as redis-py reports it."""
+        parts = urlsplit(self.url)
+        return type(self)(urlunsplit(parts._replace(path="/0")), self.settings), parts.path.strip("/")
 
     def set_retry(self, retry: Any) -> None:
         """Nothing to turn off: glide does not re-send a command that timed out."""

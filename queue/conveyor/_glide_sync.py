@@ -13,6 +13,7 @@ from redis import exceptions as redis_errors
 
 from ._glide_common import (
     _SOURCES,
+    NO_SELECT,
     GlideDriver,
     Pipeline,
     _args,
@@ -52,7 +53,7 @@ class GlideSync(GlideDriver):
         try:
             return getattr(self._client, method)(*args)
         except Exception as exc:
-            error = redis_error(exc)
+            error = self._select_refused(redis_error(exc)) if NO_SELECT in str(exc) else redis_error(exc)
             if isinstance(error, redis_errors.ConnectionError | redis_errors.TimeoutError):
                 self._id = None  # glide reconnects, under another id: close() would unblock a stale one
             raise error from exc
@@ -60,6 +61,19 @@ class GlideSync(GlideDriver):
             with self._state:
                 self._inflight -= 1
                 self._state.notify_all()
+
+    def _select_refused(self, error: Exception) -> Exception:
+        """The server's reply to SELECT of the URL's DB index (see ``select_probe``), else ``error``."""
+        probe, db = self.select_probe()
+        try:
+            probe.execute_command("SELECT", db)
+        except redis_errors.ResponseError as exc:  # NOPERM too
+            return exc
+        except redis_errors.RedisError:
+            pass
+        finally:
+            probe.close()
+        return error
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         keys, args = _args(keys_and_args[:numkeys]), _args(keys_and_args[numkeys:])

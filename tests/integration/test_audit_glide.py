@@ -275,3 +275,24 @@ def test_a_db_index_out_of_range_is_named(server: RunningServer, queue_name: str
         queue.enqueue("t", 1)
     assert time.monotonic() - started < 2.0
     queue.close()
+
+
+async def test_a_user_refused_select_is_told_so_as_with_redis_py(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis-py: PermissionDeniedError naming SELECT for a URL's DB index the ACL refuses. glide's
+    connect says only 'refused to switch database': it was ServerError 'DB index is out of range, or
+    SELECT is refused', for either cause."""
+    url, password = _user_url(server, "+@all -select ~*")
+    url = url.removesuffix("/0") + "/1"
+    for queue in (Queue.from_url(url, queue_name, driver=driver),
+                  AsyncQueue.from_url(url, queue_name, driver=driver)):
+        with pytest.raises(PermissionDeniedError, match=r"NOPERM.*'SELECT'") as caught:
+            reply = queue.counts()
+            if asyncio.iscoroutine(reply):
+                await reply
+        assert password not in str(caught.value)
+        if isinstance(queue, AsyncQueue):
+            await queue.aclose()
+        else:
+            queue.close()
