@@ -99,11 +99,16 @@ def _tls(glide: Any, options: dict[str, str]) -> Any:
 
 
 def _read_ca(path: str) -> bytes:
+    """The CA file's PEM certificates. One without any (empty, DER, a wrong file) glide refused as
+    a bare error out of the constructor, or took as a TLS failure, 'timed out' at connect_timeout."""
     try:
-        return Path(path).read_bytes()
+        pem = Path(path).read_bytes()
     except OSError as exc:
         problem = f"URL option ssl_ca_certs names {path}, which cannot be read: {exc.strerror}"
         raise ConveyorError(problem) from exc
+    if b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise ConveyorError(f"URL option ssl_ca_certs names {path}, which holds no PEM certificate")
+    return pem
 
 
 def _arg(value: Any) -> str | bytes:

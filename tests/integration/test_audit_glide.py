@@ -296,3 +296,22 @@ async def test_a_user_refused_select_is_told_so_as_with_redis_py(
             await queue.aclose()
         else:
             queue.close()
+
+
+@pytest.mark.parametrize("content", ["", "not a certificate\n"])
+def test_a_ca_file_without_a_certificate_is_refused_by_name(redis_url: str, queue_name: str, driver: str,
+                                                            content: str, tmp_path: Path) -> None:
+    """redis-py fails to connect ('no certificate or crl found'). With glide an empty file was a bare
+    redis ResponseError out of Queue.from_url (an AsyncQueue's first call: ServerError 'the server
+    answered with an error', though no server was asked), and a file of no PEM certificate
+    'cannot reach the server: timed out' after connect_timeout."""
+    (tmp_path / "ca.pem").write_text(content)
+    url = f"{redis_url.replace('redis://', 'rediss://', 1)}?ssl_ca_certs={tmp_path / 'ca.pem'}"
+    if driver == "redis-py":
+        queue = Queue.from_url(url, queue_name, driver=driver)
+        with pytest.raises(ConnectionFailedError, match="no certificate"):
+            queue.counts()
+        queue.close()
+        return
+    with pytest.raises(ConveyorError, match=r"ssl_ca_certs names .*ca\.pem, which holds no PEM certificate"):
+        Queue.from_url(url, queue_name, driver=driver)
