@@ -74,16 +74,22 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
         [glide.NodeAddress(parts.hostname or _HOST, parts.port or 6379)],
         use_tls=parts.scheme == "rediss",
         credentials=credentials,
-        request_timeout=max(1, round(timeout * 1000)),
+        request_timeout=_ms(timeout),
         client_name=name,
         database_id=int(parts.path.strip("/") or 0),
         protocol=glide.ProtocolVersion.RESP3 if settings.protocol == 3 else glide.ProtocolVersion.RESP2,
         lazy_connect=True,
         reconnect_strategy=glide.BackoffStrategy(*_CONNECT_RETRY),
         advanced_config=glide.AdvancedGlideClientConfiguration(
-            connection_timeout=max(1, round(settings.connect_timeout * 1000)), tls_config=tls
+            connection_timeout=_ms(settings.connect_timeout), tls_config=tls
         ),
     )
+
+
+def _ms(seconds: float) -> int:
+    """A timeout in glide's milliseconds: at least 1, at most its u32 (2**32-1 ms, ~49.7 days),
+    which settings accept more than (up to 1e9 s) and glide refused ('Value out of range')."""
+    return min(max(1, round(seconds * 1000)), 2**32 - 1)
 
 
 def _tls(glide: Any, options: dict[str, str]) -> Any:
@@ -154,6 +160,8 @@ def redis_error(exc: BaseException) -> Exception:
     message = str(exc).strip()  # glide ends some with a newline, which split a log line in two
     if kind == "TimeoutError":
         return redis_errors.TimeoutError(message)
+    if kind in ("ConfigurationError", "ValueError"):  # glide's own refusal: no server was asked
+        return ConveyorError(f"driver 'glide' refused the client's configuration or a call: {message}")
     head, sep, detail = message.partition(_SIGNALLED)
     # a server's error reply, also one that failed glide's connect (glide sends INFO there: an ACL
     # refusing it was 'cannot reach the server', retried for ever, instead of NOPERM naming INFO)

@@ -23,6 +23,7 @@ from conveyor import (
     Worker,
     acl_rules,
 )
+from conveyor._glide_common import redis_error
 
 from bench.servers import RunningServer
 
@@ -315,3 +316,33 @@ def test_a_ca_file_without_a_certificate_is_refused_by_name(redis_url: str, queu
         return
     with pytest.raises(ConveyorError, match=r"ssl_ca_certs names .*ca\.pem, which holds no PEM certificate"):
         Queue.from_url(url, queue_name, driver=driver)
+
+
+async def test_the_longest_timeouts_settings_accept_work_with_either_driver(
+    redis_url: str, queue_name: str, driver: str
+) -> None:
+    """QueueSettings takes timeouts up to 1e9 s; glide holds at most 2**32-1 ms (~49.7 days) and
+    refused more: a bare redis.exceptions.ResponseError 'Value out of range' out of Queue.from_url,
+    and for an AsyncQueue ServerError 'the server answered with an error', no server asked."""
+    settings = {"socket_timeout": 1e9, "connect_timeout": 1e9}
+    queue = Queue.from_url(redis_url, queue_name, driver=driver, **settings)
+    assert queue.counts()["waiting"] == 0
+    queue.close()
+    async_queue = AsyncQueue.from_url(redis_url, queue_name, driver=driver, **settings)
+    assert (await async_queue.counts())["waiting"] == 0
+    await async_queue.aclose()
+
+
+def test_a_configuration_glide_refuses_is_not_reported_as_a_server_reply(driver: str) -> None:
+    """Any configuration glide itself refuses (here a request timeout past its u32 of ms) was mapped
+    to a ResponseError: ServerError 'the server answered with an error', though no server was asked."""
+    if driver != "glide":
+        pytest.skip("glide's own refusals")
+    glide_sync = pytest.importorskip("glide_sync")
+    config = glide_sync.GlideClientConfiguration(
+        [glide_sync.NodeAddress("127.0.0.1", 1)], request_timeout=2**32, lazy_connect=True
+    )
+    with pytest.raises(Exception) as caught:  # glide's own class, mapped below
+        glide_sync.GlideClient.create(config)
+    mapped = redis_error(caught.value)
+    assert type(mapped) is ConveyorError and "driver 'glide' refused" in str(mapped)
