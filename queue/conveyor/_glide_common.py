@@ -71,7 +71,7 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
             unquote(parts.password or ""), unquote(parts.username) if parts.username else None
         )
     return glide.GlideClientConfiguration(
-        [glide.NodeAddress(parts.hostname or _HOST, parts.port or 6379)],
+        [glide.NodeAddress(parts.hostname or _HOST, _port(parts.port))],
         use_tls=parts.scheme == "rediss",
         credentials=credentials,
         request_timeout=_ms(timeout),
@@ -84,6 +84,11 @@ def glide_config(glide: Any, url: str, settings: QueueSettings, name: str | None
             connection_timeout=_ms(settings.connect_timeout), tls_config=tls
         ),
     )
+
+
+def _port(port: int | None) -> int:
+    """The URL's port, 6379 where it names none: a port 0 (refused, as with redis-py) is not none."""
+    return 6379 if port is None else port
 
 
 def _ms(seconds: float) -> int:
@@ -288,7 +293,7 @@ class GlideDriver:
         self._glide = _module(self.module)
         self._config = glide_config(self._glide, url, settings, name, timeout or settings.socket_timeout)
         parts = urlsplit(url)
-        self.address = f"{parts.hostname or _HOST}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
+        self.address = f"{parts.hostname or _HOST}:{_port(parts.port)}/{parts.path.strip('/') or 0}"
 
     def role(self, queue: str, role: str, block_timeout: float) -> Any:
         """A new client (own connection) for a worker role, named ``conveyor:<queue>:<role>``; the

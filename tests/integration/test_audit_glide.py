@@ -346,3 +346,12 @@ def test_a_configuration_glide_refuses_is_not_reported_as_a_server_reply(driver:
         glide_sync.GlideClient.create(config)
     mapped = redis_error(caught.value)
     assert type(mapped) is ConveyorError and "driver 'glide' refused" in str(mapped)
+
+
+def test_a_url_naming_port_0_does_not_connect_to_6379(driver: str) -> None:
+    """redis-py connects to the port written, 0 (refused); glide read port 0 as 'no port' and used
+    the default 6379: a server listening there would have served the queue in silence."""
+    queue = Queue.from_url("redis://127.0.0.1:0/0", "q", driver=driver, connect_timeout=2)
+    with pytest.raises(ConnectionFailedError, match=r"at 127\.0\.0\.1:0/0"):
+        queue.counts()
+    queue.close()
