@@ -14,8 +14,9 @@ Differences, each explicit: one multiplexed connection per client instead of a p
 (``pool_size``/``pool_timeout`` do not apply); one server only (Cluster, Sentinel and ``unix://``
 URLs raise ``ConveyorError``); of the URL options only ``ssl_ca_certs`` and
 ``ssl_cert_reqs`` (none, optional, required) are read, on rediss:// URLs (others raise). glide
-never re-sends a command on its own here: Conveyor passes no retry settings, and its reconnect
-backoff only reopens the connection.
+never re-sends a command on its own here: Conveyor passes no command retry settings, and its
+reconnect backoff (one connect retry, then every ~0.5 s: ``_CONNECT_RETRY``) only reopens the
+connection. A closed client is not reopened: a call after ``close()`` is a ``ConveyorError``.
 """
 
 from __future__ import annotations
