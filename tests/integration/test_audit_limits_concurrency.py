@@ -179,3 +179,18 @@ def test_a_killed_workers_slots_come_back_and_the_limit_holds_in_the_rescue(serv
     assert q.counts() == counts(total_completed=len(ids))
     q.close()
     admin.close()
+
+
+async def test_parked_jobs_released_by_one_call_start_oldest_first(api):
+    """One ack of two jobs of a concurrency-2 key frees two slots and releases its two oldest
+    parked jobs, each pushed to the claim end in turn: the younger one, pushed last, was claimed
+    first (production.md: parked jobs are released oldest first within a level)."""
+    q = api.queue()
+    limit = Limit("tenant-pair", concurrency=2)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(5)])]
+    first = await q.claim(count=5)
+    assert [j.id for j in first] == ids[:2]  # three parked, oldest first: ids[2], ids[3], ids[4]
+    statuses, [claimed], _ = await q._run(q.inner.core.ack(first, claim=1))
+    assert statuses == [1, 1]
+    assert claimed.id == ids[2]
+    assert [j.id for j in await q.claim(count=5)] == [ids[3]]

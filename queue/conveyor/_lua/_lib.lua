@@ -378,16 +378,17 @@ local function flush_limits(limits, waiting, now)
 end
 
 -- Up to n parked jobs of limit key g, highest level first and oldest first within a level (as
--- claims take ready jobs), to the claim end of their levels, its running
--- count unchanged (cancel hands on the turn of a released job it removed). Each is marked as
--- holding a turn (gt): cancel hands on only such a turn, as a second turn handed on for a job
--- that held none let a younger parked job start before the older one released first.
+-- claims take ready jobs), to the claim end of their levels, its running count unchanged (cancel
+-- hands on the turn of a released job it removed). Each is marked as holding a turn (gt): cancel
+-- hands on only such a turn, as a second turn handed on for a job that held none let a younger
+-- parked job start before the older one released first. Walks backwards, as release.lua does:
+-- RPUSH puts each at the claim end, so the oldest, pushed last, is claimed first.
 -- Returns how many moved.
 local function release_parked(waiting, jobs, g, n)
   local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n)
   if #ids == 0 then return 0 end
   redis.call('DECRBY', waiting .. ':pn', #ids)
-  for i = 1, #ids do
+  for i = #ids, 1, -1 do
     redis.call('HSET', jobs .. ids[i], 'gt', 1)
     requeue('RPUSH', waiting, jobs, ids[i])
   end
