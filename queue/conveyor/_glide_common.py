@@ -142,6 +142,9 @@ _SIGNALLED = "An error was signalled by the server: - "
 # the address is Conveyor's message's own
 _CONNECT_FAILED = re.compile(r"^(Standalone connect failed - )?(IoError: )?Received error for address .*?: ")
 NO_SELECT = "refused to switch database"
+# a server reply's code as glide quotes it ('WRONGTYPE: Operation ...'); the server, and redis-py,
+# write 'WRONGTYPE Operation ...'
+_SERVER_CODE = re.compile(r"^([A-Z]+): ")
 # glide refuses a call past its limit of calls in flight on one client (1000) before sending it
 INFLIGHT = "Reached maximum inflight requests"
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
@@ -184,7 +187,7 @@ def redis_error(exc: BaseException) -> Exception:
         return redis_errors.ConnectionError(_CONNECT_FAILED.sub("", message))
     if message.startswith("NOPERM"):
         return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
-    return redis_errors.ResponseError(message)
+    return redis_errors.ResponseError(_SERVER_CODE.sub(r"\1 ", message, count=1))
 
 
 def closed_error(address: str) -> ConveyorError:

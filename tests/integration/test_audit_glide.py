@@ -355,3 +355,18 @@ def test_a_url_naming_port_0_does_not_connect_to_6379(driver: str) -> None:
     with pytest.raises(ConnectionFailedError, match=r"at 127\.0\.0\.1:0/0"):
         queue.counts()
     queue.close()
+
+
+def test_a_server_error_reply_is_quoted_as_the_server_wrote_it(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis-py quotes a reply such as 'WRONGTYPE Operation against a key ...' as written; glide
+    put a colon after the code ('WRONGTYPE: Operation ...'), so logs and searches differed."""
+    queue = Queue.from_url(server.url, queue_name, driver=driver)
+    job = queue.enqueue("t", 1)
+    with server.client() as admin:
+        admin.delete(queue.core.keys.job(job.id))
+        admin.set(queue.core.keys.job(job.id), "not a hash")
+    with pytest.raises(ServerError, match=r"answered with an error: WRONGTYPE Operation against a key"):
+        queue.get_job(job.id)
+    queue.close()
