@@ -194,3 +194,30 @@ async def test_parked_jobs_released_by_one_call_start_oldest_first(api):
     assert statuses == [1, 1]
     assert claimed.id == ids[2]
     assert [j.id for j in await q.claim(count=5)] == [ids[3]]
+
+
+async def test_jobs_recovered_together_go_before_the_parked_jobs_they_release(api):
+    """Lease recovery of both running jobs of a concurrency-2 key freed each slot in turn,
+    releasing a parked job between the two recovered ones: claims then took the first recovered
+    job, the younger parked job, the second recovered job and the older parked job, so a parked
+    job started before both the job it waited for and the parked job older than it. Recovered
+    jobs now go to the front, then the released ones, oldest first (as release.lua does)."""
+    q = api.queue()
+    limit = Limit("tenant-crash", concurrency=2)
+    a, b, p1, p2 = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(4)])]
+    assert [j.id for j in await q.claim(count=4, lease=0.1)] == [a, b]  # p1, p2 parked
+    await asyncio.sleep(0.3)
+    assert await q.recover() == (2, 0)
+    assert [j.id for j in await q.jobs("waiting")] == [a, b, p1, p2]
+
+
+async def test_jobs_released_together_go_before_the_parked_jobs_they_release(api):
+    """release() of both running jobs of a concurrency-2 key: the same interleaving as lease
+    recovery (each freed slot released a parked job between the released ones)."""
+    q = api.queue()
+    limit = Limit("tenant-stop", concurrency=2)
+    a, b, p1, p2 = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(4)])]
+    held = await q.claim(count=4)
+    assert [j.id for j in held] == [a, b]
+    assert await q.release(held) == [1, 1]
+    assert [j.id for j in await q.jobs("waiting")] == [a, b, p1, p2]

@@ -408,6 +408,15 @@ local function free_slot(waiting, jobs, g)
   return free_slots(waiting, jobs, g, 1) > 0
 end
 
+-- Free the slots counted in `freed` (limit key -> how many of its jobs left the active set), a
+-- call freeing several jobs at once: each key's parked jobs are released together, oldest first,
+-- before the caller puts its own jobs back (in front of them). True when any was released.
+local function free_counted(waiting, jobs, freed)
+  local released = 0
+  for g, k in pairs(freed) do released = released + free_slots(waiting, jobs, g, k) end
+  return released > 0
+end
+
 -- Store a new job's limit ('<concurrency>:<ms between starts>:<limit key>', '' for a part unset);
 -- written before its state, so a claim sees both.
 local function limit_job(key, keyed)

@@ -87,9 +87,7 @@ for i = 1, n do
     end
   end
 end
-local released = 0
-for g, k in pairs(freed) do released = released + free_slots(waiting, jobs, g, k) end
-if released > 0 then wake(marker) end
+if free_counted(waiting, jobs, freed) then wake(marker) end
 if #gone > 0 then redis.call('DEL', unpack(gone)) end  -- <= 1000 keys (bounded above)
 if #done > 0 then
   redis.call('ZREM', active, unpack(done))  -- <= 1000 (bounded above): no chunks needed

@@ -2,7 +2,8 @@
 -- A job whose cancel was requested ends cancelled; one whose attempt ran past its time limit (h)
 -- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
 -- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
--- its key's slot (releasing one parked job), so a crashed worker never holds a slot.
+-- its key's slot (releasing one parked job, which goes behind the jobs put back here), so a crashed
+-- worker never holds a slot.
 -- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 result_index, 11 cancelled
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
@@ -18,14 +19,22 @@ use_results(tonumber(ARGV[4]), KEYS[8], KEYS[9], KEYS[10])
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', '(' .. now, 'LIMIT', 0, batch)
 bounded(#ids, batch, 'recover')
-local redelivered, dead, stopped, unparked = 0, 0, 0, false
+-- Free every slot first, then put the jobs back: the parked jobs released go behind them, oldest
+-- first (a slot freed per job put each released job between two recovered ones, youngest first).
+local fields, freed = {}, {}
+for i = 1, #ids do
+  local f = redis.call('HMGET', jobs .. ids[i], 'a', 'm', 'q', 'h', 'x', 'g')
+  fields[i] = f
+  if f[6] then freed[f[6]] = (freed[f[6]] or 0) + 1 end
+end
+call_chunked('ZREM', active, ids)
+local unparked = free_counted(waiting, jobs, freed)
+local redelivered, dead, stopped = 0, 0, 0
 -- Walk backwards: RPUSH puts each id at the claim end, so the longest-expired is claimed first.
 for i = #ids, 1, -1 do
   local id = ids[i]
   local key = jobs .. id
-  redis.call('ZREM', active, id)
-  local f = redis.call('HMGET', key, 'a', 'm', 'q', 'h', 'x', 'g')
-  if f[6] and free_slot(waiting, jobs, f[6]) then unparked = true end
+  local f = fields[i]
   if f[1] then
     local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
     local cause = 'lease expired'

@@ -1,6 +1,7 @@
 -- release: give leased jobs back to the front of their priority level's list (graceful shutdown,
 -- over-claim). A job whose cancel was requested while it was held ends cancelled instead, as
 -- lease recovery would end it: given back, it would run again after cancel() said it would not.
+-- A job of a limit key frees its slot; the parked jobs that releases go behind those given back.
 -- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs, 5 dedup, 6 events, 7 results, 8 result_index, 9 cancelled
 -- ARGV: 1 n (<= 1000), 2 keep (-1 all; bounds the cancelled set), 3 deduplication window ms
 --       (<= 0 off), 4 result ttl ms (0: results off), then n triples: id, token, refund (1 = the
@@ -14,16 +15,27 @@ local n = bounded(tonumber(ARGV[1]), 1000, 'release')
 local keep, window = tonumber(ARGV[2]), tonumber(ARGV[3])
 use_results(tonumber(ARGV[4]), KEYS[6], KEYS[7], KEYS[8])
 local now = now_ms()
-local out = {}
-local released, stopped, unparked = 0, 0, false
+local out, freed, given = {}, {}, {}
+-- Check every lease first and free the slots at once: the parked jobs released go behind the jobs
+-- put back here, oldest first (a slot freed per job put each between two of them, youngest first).
+-- Backwards, as below: of an id given twice, the last one is settled (the other is refused).
+for i = n, 1, -1 do
+  local id, token = ARGV[3 * i + 2], ARGV[3 * i + 3]
+  local limited
+  out[i], limited = check_lease(jobs .. id, token)
+  if out[i] == 1 and given[id] then out[i] = 0 end
+  if out[i] == 1 then
+    given[id] = true
+    if limited then freed[limited] = (freed[limited] or 0) + 1 end
+  end
+end
+local unparked = free_counted(waiting, jobs, freed)
+local released, stopped = 0, 0
 -- Walk backwards: RPUSH puts each id at the claim end, so the first given is claimed first.
 for i = n, 1, -1 do
-  local id, token, refund = ARGV[3 * i + 2], ARGV[3 * i + 3], ARGV[3 * i + 4]
+  local id, refund = ARGV[3 * i + 2], ARGV[3 * i + 4]
   local key = jobs .. id
-  local limited
-  out[i], limited = check_lease(key, token)
   if out[i] == 1 then
-    if limited and free_slot(waiting, jobs, limited) then unparked = true end
     redis.call('ZREM', active, id)
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
     if redis.call('HGET', key, 'q') then
