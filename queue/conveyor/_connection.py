@@ -96,7 +96,22 @@ def role_options(base: dict[str, Any], queue: str, role: str, block_timeout: flo
     return options
 
 
+# What the servers (and the drivers quoting them) say when they refuse a login: the server was
+# reached, so "cannot reach" would send an operator to check the network first.
+_REFUSED_LOGIN = (
+    "WRONGPASS",
+    "invalid username-password pair",
+    "NOAUTH",
+    "Authentication required",
+    "must be called with the client already authenticated",
+)
+
+
 def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
+    if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
+        return ConnectionFailedError(
+            f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
+        )
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from ._errors import ConveyorError, SerializationError
+from ._errors import ConveyorError, PermissionDeniedError, SerializationError, ServerError
 from ._keys import validate_name
 from ._models import Job, QueueSettings
 from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
@@ -375,9 +375,13 @@ def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
 
 
 def report_pump_error(exc: BaseException) -> None:
-    """Lost servers are expected (a warning); anything else is a bug worth its traceback."""
+    """Lost servers are expected (a warning); anything else is a bug worth its traceback. A call the
+    server refused (credentials, ACL, a server error) is retried too, since fixing the server's side
+    lets the worker go on, but is not called a lost server."""
+    refused = isinstance(exc, ServerError | PermissionDeniedError) or "refused the credentials" in str(exc)
     if isinstance(exc, RECOVERABLE):
-        log.warning("worker lost the server (%s); retrying", exc)
+        what = "call refused by the server" if refused else "lost the server"
+        log.warning("worker %s (%s); retrying", what, exc)
     else:
         log.error("worker pump error; retrying", exc_info=exc)
 

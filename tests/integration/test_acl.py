@@ -13,7 +13,7 @@ import uuid
 from importlib import resources
 
 import pytest
-from conveyor import PermissionDeniedError, Queue, Worker, acl_rules
+from conveyor import ConnectionFailedError, PermissionDeniedError, Queue, Worker, acl_rules
 from conveyor._acl import SCRIPT_COMMANDS
 
 from bench.servers import RunningServer
@@ -121,3 +121,34 @@ def test_a_key_outside_the_rules_is_a_noperm_error_with_either_driver(
         with pytest.raises(PermissionDeniedError, match=r"NOPERM.*access to a key"):
             call()
     other.close()
+
+
+@pytest.mark.parametrize("login", ["wrong password", "unknown user"])
+def test_refused_credentials_are_named_as_such_with_either_driver(
+    server: RunningServer, queue_name: str, driver: str, login: str
+) -> None:
+    """A wrong password read 'cannot reach the server ...: invalid username-password pair': the
+    server was reached, and an operator checking the network first looked in the wrong place."""
+    if driver == "glide":
+        pytest.importorskip("glide_sync", reason="valkey-glide-sync is not installed")
+    url = _user(server, acl_rules())
+    user, rest = url.removeprefix("redis://").split(":", 1)
+    url = (f"redis://{user}:not-it@{rest.split('@', 1)[1]}" if login == "wrong password"
+           else f"redis://nobody-{uuid.uuid4().hex[:6]}:{rest}")
+    queue = Queue.from_url(url, queue_name, driver=driver)
+    with pytest.raises(ConnectionFailedError) as caught:
+        queue.enqueue("t", 1)
+    message = str(caught.value)
+    assert "refused the credentials" in message and "cannot reach" not in message, message
+    assert "not-it" not in message
+    queue.close()
+
+
+def test_a_worker_refused_by_the_server_does_not_say_it_lost_it(caplog: pytest.LogCaptureFixture) -> None:
+    from conveyor._dispatch import report_pump_error  # noqa: PLC0415
+
+    with caplog.at_level("WARNING", logger="conveyor.worker"):
+        report_pump_error(PermissionDeniedError("NOPERM: the server at h:1/0 refused the command 'LPUSH'"))
+        report_pump_error(ConnectionFailedError("the server at h:1/0 refused the credentials: WRONGPASS"))
+    assert "lost the server" not in caplog.text, caplog.text
+    assert caplog.text.count("worker call refused by the server") == 2, caplog.text
