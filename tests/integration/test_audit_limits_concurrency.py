@@ -221,3 +221,23 @@ async def test_jobs_released_together_go_before_the_parked_jobs_they_release(api
     assert [j.id for j in held] == [a, b]
     assert await q.release(held) == [1, 1]
     assert [j.id for j in await q.jobs("waiting")] == [a, b, p1, p2]
+
+
+async def test_a_released_job_parked_again_keeps_its_place_among_the_parked(api):
+    """Recovery of a concurrency-1 key's running job released its oldest parked job p1 and put the
+    recovered job in front of it; the recovered job took the slot again and p1, claimed next, was
+    parked again at the young end of the key's list: the next freed slot released p2 before it."""
+    q = api.queue()
+    limit = Limit("tenant-turn", concurrency=1)
+    a, p1, p2 = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(3)])]
+    assert [j.id for j in await q.claim(count=3, lease=0.1)] == [a]  # p1, p2 parked
+    await asyncio.sleep(0.3)
+    assert await q.recover() == (1, 0)  # p1 released behind the recovered a
+    [again] = await q.claim(count=3)  # a runs again; p1 is parked again
+    assert again.id == a
+    order = []
+    job = again
+    for _ in range(2):
+        [job] = await q.ack(job, claim=1)
+        order.append(job.id)
+    assert order == [p1, p2]

@@ -291,7 +291,7 @@ local RESERVATION_GRACE_MS = 1000
 local function limit_state(limits, waiting, g, gc)
   local s = limits[g]
   if not s then
-    s = {started = 0, parked = {}, nparked = 0}
+    s = {started = 0, parked = {}, returned = {}, nparked = 0}
     limits[g] = s
   end
   if gc and not s.running then s.running = tonumber(redis.call('HGET', waiting .. ':g', g)) or 0 end
@@ -310,9 +310,12 @@ end
 local function held_back(limits, waiting, delayed, key, id, f, now)
   local s = limit_state(limits, waiting, f[7], f[8])
   if f[8] and s.running + s.started >= tonumber(f[8]) then
-    local level = f[12] or '0'
-    s.parked[level] = s.parked[level] or {}
-    table.insert(s.parked[level], id)
+    -- A job that held its key's turn (released from parked, then beaten to the slot: say by the
+    -- recovered job put back in front of it) goes back to the old end of the parked, keeping its
+    -- place; had it joined the young end, the jobs parked after it would start before it.
+    local side, level = f[11] and s.returned or s.parked, f[12] or '0'
+    side[level] = side[level] or {}
+    table.insert(side[level], id)
     s.nparked = s.nparked + 1
     if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
     return true
@@ -359,6 +362,13 @@ local function parked_list(waiting, g, level)
   return waiting .. ':p' .. level .. ':' .. g
 end
 
+-- Park `ids` (<= 1000: one claim) at `level` of limit key g: LPUSH at the young end, RPUSH at the
+-- old end (the release end).
+local function push_parked(waiting, g, level, command, ids)
+  if level ~= '0' then redis.call('ZADD', waiting .. ':pl:' .. g, level, level) end
+  redis.call(command, parked_list(waiting, g, level), unpack(ids))
+end
+
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
 -- next start expires when it passes (a past one means "now"): one key per limit key ever used
 -- would otherwise stay forever. Its PX is rounded up to whole ms: a rate's interval need not be
@@ -369,9 +379,11 @@ local function flush_limits(limits, waiting, now)
     if s.next_start and s.next_start > now then
       redis.call('SET', waiting .. ':t:' .. g, s.next_start, 'PX', math.ceil(s.next_start - now))
     end
-    for level, ids in pairs(s.parked) do
-      if level ~= '0' then redis.call('ZADD', waiting .. ':pl:' .. g, level, level) end
-      redis.call('LPUSH', parked_list(waiting, g, level), unpack(ids))  -- <= 1000 ids: one claim
+    for level, ids in pairs(s.parked) do push_parked(waiting, g, level, 'LPUSH', ids) end
+    for level, ids in pairs(s.returned) do
+      local back = {}  -- RPUSH the last popped first: the first popped ends at the release end
+      for i = #ids, 1, -1 do back[#back + 1] = ids[i] end
+      push_parked(waiting, g, level, 'RPUSH', back)
     end
     if s.nparked > 0 then redis.call('INCRBY', waiting .. ':pn', s.nparked) end
   end
