@@ -16,7 +16,8 @@ def instrument_tracing(app: Conveyor, tracer_provider: Any = None) -> Tracing:
     where the job was enqueued (W3C trace context, through the globally configured propagator).
 
     Spans come from ``tracer_provider`` (default: the global one); configure the SDK and exporter
-    as for any OpenTelemetry application. Enqueues made outside a span carry no context.
+    as for any OpenTelemetry application. Enqueues made outside a span carry no context. Once per
+    app and provider: called again, it returns the same ``Tracing`` (one span per task call).
     """
     try:
         from ._otel import instrument  # noqa: PLC0415 - optional extra

@@ -60,3 +60,23 @@ def test_trace_context_travels_from_enqueue_to_handler(redis_url, queue_name, mo
     assert boom.events[0].name == "exception"
     assert runs[untraced.id].parent is None
     app.close()
+
+
+def test_instrumenting_an_app_twice_gives_one_span_per_task_call(redis_url, queue_name):
+    """The app module may call instrument_tracing and a launcher call it again: the hooks were added
+    twice, so every task call gave two spans (and two open-span entries)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = Conveyor(redis_url, default_queue=queue_name)
+    assert instrument_tracing(app, provider) is instrument_tracing(app, provider)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    job = work.enqueue()
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    runs = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
+    assert [s.attributes["messaging.message.id"] for s in runs] == [job.id]
+    app.close()
