@@ -241,3 +241,28 @@ async def test_a_released_job_parked_again_keeps_its_place_among_the_parked(api)
         [job] = await q.ack(job, claim=1)
         order.append(job.id)
     assert order == [p1, p2]
+
+
+async def test_a_freed_slot_passes_over_a_parked_id_whose_job_is_gone(api):
+    """A level-5 job parked before parked jobs were split by level sits in the key's level-0 list,
+    where cancel() (which looks in its level's list) does not find it: the job is deleted, its id
+    stays parked. The next freed slot released that id alone (writing a stray hash for it) and the
+    key's other parked job waited for a slot that was free, for ever."""
+    q = api.queue()
+    limit = Limit("tenant-upgrade", concurrency=1)
+    [holder] = await q.enqueue_many([JobSpec("t", "holder", limit=limit)])
+    [running] = await q.claim(count=1)
+    assert running.id == holder.id
+    old = (await q.enqueue_many([JobSpec("t", "old", limit=limit, priority=5)]))[0].id
+    assert await q.claim(count=1) == []  # parked at level 5
+    base = f"cv:{{{api.name}}}:w"
+    api.admin.lrem(f"{base}:p5:tenant-upgrade", 1, old)  # as the previous layout parked it
+    api.admin.lpush(f"{base}:p:tenant-upgrade", old)
+    [other] = await q.enqueue_many([JobSpec("t", "other", limit=limit)])
+    assert await q.claim(count=1) == []  # parked behind it
+    assert await q.cancel(old)
+    [next_job] = await q.ack(running, claim=1)
+    assert next_job.id == other.id
+    assert api.admin.exists(q.inner.core.keys.job(old)) == 0
+    await q.ack(next_job)
+    assert await q.counts() == counts(total_completed=2)

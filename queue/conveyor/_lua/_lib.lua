@@ -397,14 +397,27 @@ end
 -- RPUSH puts each at the claim end, so the oldest, pushed last, is claimed first.
 -- Returns how many moved.
 local function release_parked(waiting, jobs, g, n)
-  local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n)
-  if #ids == 0 then return 0 end
-  redis.call('DECRBY', waiting .. ':pn', #ids)
-  for i = #ids, 1, -1 do
-    redis.call('HSET', jobs .. ids[i], 'gt', 1)
-    requeue('RPUSH', waiting, jobs, ids[i])
+  local live, levels = {}, {}
+  while #live < n do  -- each round pops at least one id, each id once: bounded by the parked
+    local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n - #live)
+    if #ids == 0 then break end
+    redis.call('DECRBY', waiting .. ':pn', #ids)
+    for i = 1, #ids do
+      -- An id whose job is gone is dropped, and another released in its place (a job parked at a
+      -- level above 0 before levels had lists of their own sits in the level-0 list, where
+      -- cancel.lua does not look: it deletes the job and leaves the id).
+      local f = redis.call('HMGET', jobs .. ids[i], 'n', 'p')
+      if f[1] then
+        local at = #live + 1
+        live[at], levels[at] = ids[i], f[2]
+      end
+    end
   end
-  return #ids
+  for i = #live, 1, -1 do
+    redis.call('HSET', jobs .. live[i], 'gt', 1)
+    redis.call('RPUSH', ready_list(waiting, levels[i]), live[i])
+  end
+  return #live
 end
 
 -- n jobs of limit key g left the active set: free their slots and release up to n parked jobs of
