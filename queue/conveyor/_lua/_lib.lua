@@ -276,7 +276,8 @@ end
 -- key -> earliest start of its next job (ms), <waiting>:p:<key> list of level-0 jobs parked
 -- because the key was at its concurrency limit, <waiting>:p<L>:<key> those of level L > 0 (the
 -- sorted set <waiting>:pl:<key> names these levels, as <waiting>:l names the ready ones),
--- <waiting>:pn how many jobs are parked (counted as waiting). A parked job is never polled: each
+-- <waiting>:pn how many jobs are parked (counted as waiting), <waiting>:gh:<key> hash of the key's
+-- jobs holding a turn (gt, below; id -> 1; cancel.lua reads it). A parked job is never polled: each
 -- freed slot (ack, fail, release, lease recovery) moves one parked job of its key, the oldest of
 -- its highest level, back to the claim end of its level. A rate-limited job reserves the next
 -- start of its key and waits in the delayed set until then; a job starts only at or after a start
@@ -298,6 +299,20 @@ local function limit_state(limits, waiting, g, gc)
   return s
 end
 
+-- The hash (id -> 1) of limit key g's jobs that hold a turn (gt): released from parked, not yet
+-- started or parked again. An entry may be stale (a job started by a worker of c70ab76, whose
+-- claim clears no turn): readers check the job (unowed_slots). A hash, not a set: the ACL rules of
+-- earlier releases grant HSET, HDEL and HGETALL, and no set command.
+local function turns_of(waiting, g)
+  return waiting .. ':gh:' .. g
+end
+
+-- A popped job that starts or is held back gives up its rate reservation (rs) and its turn (gt).
+local function clear_hold(waiting, key, id, f)
+  if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
+  if f[11] then redis.call('HDEL', turns_of(waiting, f[7]), id) end
+end
+
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
 -- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start (ms), 11 holds a turn:
@@ -317,7 +332,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     side[level] = side[level] or {}
     table.insert(side[level], id)
     s.nparked = s.nparked + 1
-    if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
+    clear_hold(waiting, key, id, f)
     return true
   end
   -- A reservation counts until RESERVATION_GRACE_MS (or one interval, if longer) past it: a job
@@ -336,7 +351,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     end
   end
   s.started = s.started + 1
-  if f[10] or f[11] then redis.call('HDEL', key, 'rs', 'gt') end
+  clear_hold(waiting, key, id, f)
   return false
 end
 
@@ -413,11 +428,31 @@ local function release_parked(waiting, jobs, g, n)
       end
     end
   end
+  local turns = turns_of(waiting, g)
   for i = #live, 1, -1 do
     redis.call('HSET', jobs .. live[i], 'gt', 1)
+    redis.call('HSET', turns, live[i], 1)
     redis.call('RPUSH', ready_list(waiting, levels[i]), live[i])
   end
   return #live
+end
+
+-- Of `free` (> 0) free slots of limit key g, how many no job holds a turn for. Each job of the
+-- key's turn hash still waiting (or delayed) with gt owes one; the other entries are dropped. Scripts of
+-- c70ab76 released parked jobs without a turn: once such a job is cancelled, a slot is free that
+-- no job will take while jobs of the key stay parked. O(turns held).
+local function unowed_slots(waiting, jobs, g, free)
+  local turns = turns_of(waiting, g)
+  local holders = redis.call('HGETALL', turns)
+  for i = 1, #holders, 2 do
+    local h = redis.call('HMGET', jobs .. holders[i], 's', 'gt')
+    if h[2] and (h[1] == 'w' or h[1] == 'd') then
+      free = free - 1
+    else
+      redis.call('HDEL', turns, holders[i])
+    end
+  end
+  return math.max(free, 0)
 end
 
 -- n jobs of limit key g left the active set: free their slots and release up to n parked jobs of

@@ -11,7 +11,9 @@
 -- job holding such a turn hands it on: while the key has a free slot, its oldest parked job goes
 -- to the claim end of its level (else the other parked jobs waited for ever). A removed job that
 -- held no turn hands on nothing: a parked job released for it went to the claim end ahead of the
--- one holding the turn, and the key's jobs started out of order.
+-- one holding the turn, and the key's jobs started out of order. Yet a free slot that no job holds
+-- a turn for (unowed_slots: a job released by the scripts of c70ab76 held one unmarked) releases a
+-- parked job, so none waits for ever.
 -- Rate: a removed job that waited for a start it reserved (rs) gives that start back when it is
 -- its key's latest reservation, so the key's next job is not held an interval for nothing.
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
@@ -44,9 +46,12 @@ else
   return {0, state}
 end
 redis.call('DEL', key)
-if f[8] and f[3] and f[5]
-    and (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0) < tonumber(f[5]) then
-  if release_parked(waiting, jobs, f[3], 1) > 0 then wake(KEYS[7]) end
+if f[8] then redis.call('HDEL', turns_of(waiting, f[3]), id) end
+if f[3] and f[5] then
+  local free = tonumber(f[5]) - (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0)
+  local hand_on = math.min(free, 1)
+  if not f[8] and free > 0 then hand_on = unowed_slots(waiting, jobs, f[3], free) end
+  if hand_on > 0 and release_parked(waiting, jobs, f[3], hand_on) > 0 then wake(KEYS[7]) end
 end
 use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
 if RESULTS.ttl > 0 then

@@ -1,0 +1,57 @@
+-- cancel: remove a waiting or delayed job, or ask the worker holding an active job to stop it.
+-- KEYS: 1 waiting, 2 delayed, 3 jobs, 4 events, 5 results, 6 result_index, 7 marker
+-- ARGV: 1 id, 2 result ttl ms (0: results off; on: a job removed here gets a cancelled result
+--       record and is announced, so its result waiters end instead of waiting for nothing)
+-- Returns: {status (1 cancelled: removed, 2 cancel requested: the job is active; its worker learns
+--          at its next heartbeat, stops the handler and settles the job as cancelled, or recovery
+--          does should the worker be gone; 0 not cancellable: finished, -2 no such job), state}
+-- Errors: none. Cancelling a waiting job is O(length of its priority level's list) (LREM).
+-- Per-key limits: a freed slot releases one parked job of its key, which then holds the key's
+-- turn while it waits (or waits out its rate reservation in the delayed set). A removed job of a
+-- key with a concurrency limit hands that turn on: while the key has a free slot, its oldest
+-- parked job goes to the claim end of its level (else the other parked jobs waited for ever).
+-- Rate: a removed job that waited for a start it reserved (rs) gives that start back when it is
+-- its key's latest reservation, so the key's next job is not held an interval for nothing.
+local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
+local id = ARGV[1]
+local key = jobs .. id
+local f = redis.call('HMGET', key, 's', 'p', 'g', 'a', 'gc', 'rs', 'gr')
+local was_parked = false
+local state = f[1]
+if not state then return {-2, ''} end
+if state == 'w' then
+  local removed
+  if f[2] then
+    local list = waiting .. ':' .. f[2]
+    removed = redis.call('LREM', list, 1, id)
+    if redis.call('LLEN', list) == 0 then redis.call('ZREM', levels_of(waiting), f[2]) end
+  else
+    removed = redis.call('LREM', waiting, 1, id)
+  end
+  -- Not in its level's list: parked at its limit key's concurrency limit.
+  if removed == 0 and f[3] and redis.call('LREM', waiting .. ':p:' .. f[3], 1, id) == 1 then
+    redis.call('DECR', waiting .. ':pn')
+    was_parked = true
+  end
+elseif state == 'd' then
+  local start = redis.call('ZSCORE', delayed, id)
+  redis.call('ZREM', delayed, id)
+  if f[6] and f[7] and start then give_back_start(waiting, f[3], tonumber(start), tonumber(f[7])) end
+elseif state == 'a' then
+  redis.call('HSET', key, 'q', 1)
+  return {2, state}
+else
+  return {0, state}
+end
+redis.call('DEL', key)
+if f[3] and f[5] and not was_parked
+    and (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0) < tonumber(f[5]) then
+  if release_parked(waiting, jobs, f[3], 1) > 0 then wake(KEYS[7]) end
+end
+use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
+if RESULTS.ttl > 0 then
+  local ran = (tonumber(f[4]) or 0) > 0 -- a retry waiting: its earlier attempts ran
+  store_result(id, 'C', f[4] or '', ran and 'cancelled while waiting for its next attempt'
+    or 'cancelled before it ran', now_ms())
+end
+return {1, state}
