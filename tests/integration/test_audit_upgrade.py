@@ -5,6 +5,8 @@ and run with the KEYS and ARGV the current client builds (neither changed for th
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,29 @@ async def test_a_job_released_by_the_old_scripts_and_cancelled_after_the_upgrade
     await q.ack(next_job)
     assert await q.counts() == counts(total_completed=2)
     assert api.admin.keys(f"{core.keys.waiting}:gh:*") == []  # no turn left recorded
+
+
+async def test_starts_reserved_by_the_old_scripts_are_kept_after_the_upgrade(api):
+    """The old claim marked a reserved start rs = 1 (now rs holds the start's time). The new claim
+    read 1 as a reservation long past and reserved again, behind every start reserved since: each
+    job an old worker had delayed waited its turn twice (here one interval more; a backlog of n
+    such jobs, n intervals more)."""
+    q = api.queue()
+    core = q.inner.core
+    limit = Limit("tenant-rate", rate=2)  # a start every 500 ms
+    jobs = await q.enqueue_many([JobSpec("t", x, limit=limit) for x in "xyz"])
+    first = await q.claim(count=3)  # x starts, y and z reserve the next two starts
+    assert [j.id for j in first] == [jobs[0].id]
+    due = {}
+    for job in jobs[1:]:
+        api.admin.hset(core.keys.job(job.id), "rs", 1)  # as the old claim wrote it
+        due[job.id] = int(api.admin.zscore(core.keys.delayed, job.id))
+    started: dict[str, int] = {}
+    deadline = time.monotonic() + 5
+    while len(started) < 2 and time.monotonic() < deadline:
+        for job in await q.claim(count=3):
+            started[job.id] = api.server_ms()
+            await q.ack(job)
+        await asyncio.sleep(0.02)
+    late = {i: started.get(i, 10**15) - due[i] for i in due}
+    assert all(ms < 300 for ms in late.values()), late  # each starts at its reserved start

@@ -339,8 +339,12 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
   -- claimed later (every worker was busy) takes a start again, as the jobs that reserved the
   -- key's next starts may be claimed as late, and all would start at once. A shorter grace would
   -- cost throughput: an idle worker sleeps at least 10 ms, and due jobs nobody was woken for wait
-  -- for the maintenance tick. (rs was the flag 1 before it held the time: it reads as long past.)
-  if f[9] and not (f[10] and now < tonumber(f[10]) + math.max(tonumber(f[9]), RESERVATION_GRACE_MS)) then
+  -- for the maintenance tick. rs = 1 is a start reserved by the scripts of c70ab76 (a flag, its
+  -- time unknown): kept, as they kept it; read as long past, it reserved again behind every start
+  -- reserved since, and each job an old worker had delayed waited its turn twice.
+  local reserved = f[10] and (f[10] == '1'
+    or now < tonumber(f[10]) + math.max(tonumber(f[9] or 0), RESERVATION_GRACE_MS))
+  if f[9] and not reserved then
     if not s.next_start then s.next_start = tonumber(redis.call('GET', waiting .. ':t:' .. f[7])) or 0 end
     local start = math.max(s.next_start, now)
     s.next_start = start + tonumber(f[9])
