@@ -77,3 +77,27 @@ async def test_starts_reserved_by_the_old_scripts_are_kept_after_the_upgrade(api
         await asyncio.sleep(0.02)
     late = {i: started.get(i, 10**15) - due[i] for i in due}
     assert all(ms < 300 for ms in late.values()), late  # each starts at its reserved start
+
+
+async def test_cancelling_a_job_the_old_scripts_parked_at_a_level_above_0_leaves_no_count(api):
+    """The old claim parked jobs of every level in the key's level-0 list. cancel() looked for a
+    level-5 job only in its level's list: the job was deleted, its id stayed parked and counted
+    as waiting (info said one job waiting, none could be listed or claimed) until a freed slot of
+    the key popped it, for ever if none did."""
+    q = api.queue()
+    core = q.inner.core
+    limit = Limit("tenant-old-level", concurrency=1)
+    [holder] = await q.enqueue_many([JobSpec("t", "holder", limit=limit)])
+    [running] = await q.claim(count=1)
+    [old] = await q.enqueue_many([JobSpec("t", "old", limit=limit, priority=5)])
+    assert await q.claim(count=1) == []
+    base, key = core.keys.waiting, "tenant-old-level"
+    assert api.admin.lrem(f"{base}:p5:{key}", 1, old.id) == 1  # as the old claim parked it
+    api.admin.zrem(f"{base}:pl:{key}", "5")
+    api.admin.lpush(f"{base}:p:{key}", old.id)
+    assert await q.cancel(old.id)
+    assert await q.counts() == counts(active=1)
+    assert api.admin.llen(f"{base}:p:{key}") == 0
+    await q.ack(running)
+    assert await q.counts() == counts(total_completed=1)
+    assert running.id == holder.id

@@ -31,9 +31,13 @@ if state == 'w' then
   else
     removed = redis.call('LREM', waiting, 1, id)
   end
-  -- Not in its level's list: parked at its limit key's concurrency limit.
-  if removed == 0 and f[3] and redis.call('LREM', parked_list(waiting, f[3], f[2]), 1, id) == 1 then
-    redis.call('DECR', waiting .. ':pn')
+  -- Not in its level's list: parked at its limit key's concurrency limit (a job of a level above 0
+  -- parked by the scripts of c70ab76 sits in the key's level-0 list: else its id stayed parked,
+  -- counted as waiting until a freed slot popped it).
+  if removed == 0 and f[3] then
+    removed = redis.call('LREM', parked_list(waiting, f[3], f[2]), 1, id)
+    if removed == 0 and f[2] then removed = redis.call('LREM', parked_list(waiting, f[3]), 1, id) end
+    if removed == 1 then redis.call('DECR', waiting .. ':pn') end
   end
 elseif state == 'd' then
   local start = redis.call('ZSCORE', delayed, id)
