@@ -101,3 +101,30 @@ async def test_cancelling_a_job_the_old_scripts_parked_at_a_level_above_0_leaves
     await q.ack(running)
     assert await q.counts() == counts(total_completed=1)
     assert running.id == holder.id
+
+
+async def test_old_and_new_workers_share_a_limited_queue_of_level_0(api):
+    """An old worker's ack (c70ab76) and a new worker's ack alternate on a concurrency-2 key whose
+    jobs are all of level 0 (one parked list in either layout): every job runs once, at most two
+    at once, and no slot, parked job or turn is left behind."""
+    q = api.queue()
+    core = q.inner.core
+    limit = Limit("tenant-mixed", concurrency=2)
+    ids = [j.id for j in await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(7)])]
+    ran: list[str] = []
+    running = await q.claim(count=7)
+    for turn in range(20):
+        assert len(running) <= 2
+        if not running:
+            break
+        job, running = running[0], running[1:]
+        ran.append(job.id)
+        if turn % 2:
+            _old(api, core.ack([job], claim=0))
+            running += await q.claim(count=7)
+        else:
+            running += await q.ack(job, claim=7)
+    assert sorted(ran, key=int) == ids
+    assert await q.counts() == counts(total_completed=7)
+    left = api.admin.keys(f"{core.keys.waiting}:*")
+    assert left == [core.keys.waiting.encode() + b":pn"] and api.admin.get(left[0]) == b"0"
