@@ -238,40 +238,43 @@ class Pipeline:
     def __init__(self, owner: Any, batch: Any) -> None:
         self._owner, self._batch = owner, batch
         self._post: list[Callable[[Any], Any]] = []
+        self._names: list[str] = []  # each call's command name, for the error naming the failed one
 
-    def _add(self, post: Callable[[Any], Any] = lambda r: r) -> Any:
+    def _add(self, name: str, post: Callable[[Any], Any] = lambda r: r) -> Any:
+        self._names.append(name)
         self._post.append(post)
         return self._batch
 
     def hsetnx(self, key: str, field: str, value: Any) -> None:
-        self._add().hsetnx(key, field, _arg(value))
+        self._add("HSETNX").hsetnx(key, field, _arg(value))
 
     def hget(self, key: str, field: str) -> None:
-        self._add().hget(key, field)
+        self._add("HGET").hget(key, field)
 
     def get(self, key: str) -> None:
-        self._add().get(key)
+        self._add("GET").get(key)
 
     def hgetall(self, key: str) -> None:
-        self._add().hgetall(key)
+        self._add("HGETALL").hgetall(key)
 
     def hmget(self, key: str, fields: Sequence[str]) -> None:
-        self._add().hmget(key, list(fields))
+        self._add("HMGET").hmget(key, list(fields))
 
     def llen(self, key: str) -> None:
-        self._add().llen(key)
+        self._add("LLEN").llen(key)
 
     def zcard(self, key: str) -> None:
-        self._add().zcard(key)
+        self._add("ZCARD").zcard(key)
 
     def info(self) -> None:
-        self._add(_info).info()
+        self._add("INFO", _info).info()
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> None:
         self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
 
     def execute_command(self, *args: Any) -> None:
-        self._add(lambda reply: reshape(str(args[0]), reply)).custom_command(_args(args))
+        name = str(args[0])
+        self._add(name.upper(), lambda reply: reshape(name, reply)).custom_command(_args(args))
 
     def results(self, replies: list[Any] | None, raise_on_error: bool) -> list[Any]:
         """Replies in redis-py's shapes; errors raised (first one) or returned in place."""
@@ -279,10 +282,18 @@ class Pipeline:
             redis_error(r) if isinstance(r, Exception) else post(r)
             for r, post in zip(replies or [], self._post, strict=True)
         ]
-        error = next((r for r in out if isinstance(r, Exception)), None)
-        if raise_on_error and error is not None:
-            raise error
+        failed = next((n for n, r in enumerate(out) if isinstance(r, Exception)), None)
+        if raise_on_error and failed is not None:
+            raise self._named(failed, out[failed])
         return out
+
+    def _named(self, index: int, error: Exception) -> Exception:
+        """A server error as redis-py raises it from a pipeline, naming the failed call by position
+        and command name (not its arguments: they hold payloads, and AUTH or CONFIG SET secrets)."""
+        if isinstance(error, redis_errors.ResponseError) and error.args:
+            prefix = f"Command # {index + 1} ({self._names[index]}) of pipeline caused error: "
+            error.args = (prefix + str(error.args[0]), *error.args[1:])
+        return error
 
 
 class GlideDriver:

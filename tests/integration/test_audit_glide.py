@@ -370,3 +370,22 @@ def test_a_server_error_reply_is_quoted_as_the_server_wrote_it(
     with pytest.raises(ServerError, match=r"answered with an error: WRONGTYPE Operation against a key"):
         queue.get_job(job.id)
     queue.close()
+
+
+def test_a_failed_pipeline_names_the_failing_command(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis-py names a pipeline's failing command ('Command # 2 (HGETALL ...) of pipeline caused
+    error: WRONGTYPE ...'); glide gave the bare server reply, so which of the calls failed was lost."""
+    queue = Queue.from_url(server.url, queue_name, driver=driver)
+    jobs = [queue.enqueue("t", n, job_id=f"payload-{n}") for n in range(3)]
+    with server.client() as admin:
+        admin.delete(queue.core.keys.job(jobs[1].id))
+        admin.set(queue.core.keys.job(jobs[1].id), "not a hash")
+    try:
+        failed = r"Command # 2 \(HGETALL.*\) of pipeline caused error: WRONGTYPE"
+        with pytest.raises(ServerError, match=failed):
+            queue.jobs("waiting")
+    finally:
+        queue.close()
+
