@@ -82,6 +82,8 @@ class GlideAsync(GlideDriver):
         try:
             return await getattr(client, method)(*args)
         except Exception as exc:
+            if self._closed:  # aclose() ended it: not 'cannot reach the server', retried for ever
+                raise closed_error(self.address) from exc
             error = redis_error(exc)
             raise (await self._select_refused(error) if NO_SELECT in str(exc) else error) from exc
 

@@ -389,3 +389,24 @@ def test_a_failed_pipeline_names_the_failing_command(
     finally:
         queue.close()
 
+
+async def test_an_async_call_in_flight_at_aclose_says_the_queue_was_closed(
+    redis_url: str, queue_name: str, driver: str
+) -> None:
+    """A call glide still had in flight when aclose() closed its client failed as ConnectionFailedError
+    'cannot reach the server ... the client is closed', which callers retry for ever: now the same
+    ConveyorError as a call made after aclose()."""
+    queue = AsyncQueue.from_url(redis_url, queue_name, driver=driver)
+    job = await queue.enqueue("t", 1)
+    calls = [asyncio.ensure_future(queue.get_job(job.id)) for _ in range(200)]
+    await asyncio.sleep(0)  # sent, not answered
+    await queue.aclose()
+    replies = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
+    errors = [r for r in replies if not isinstance(r, Job)]
+    if driver == "redis-py":  # its calls in flight fail as their connection closes: retried anew
+        return
+    assert errors, "no call was still in flight at aclose()"
+    for error in errors:
+        assert isinstance(error, ConveyorError) and not isinstance(error, ConnectionFailedError), error
+        assert "was closed" in str(error)
+
