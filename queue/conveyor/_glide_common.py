@@ -147,6 +147,7 @@ NO_SELECT = "refused to switch database"
 _SERVER_CODE = re.compile(r"^([A-Z]+): ")
 # glide refuses a call past its limit of calls in flight on one client (1000) before sending it
 INFLIGHT = "Reached maximum inflight requests"
+_TERMINATED = "Multiplexed connection driver unexpectedly terminated"  # see _connect_hint
 _UNREACHABLE = ("connect failed", "IoError", "Connection refused")
 # glide's name for a server error's kind (the reply's first word read by glide)
 _KINDS: dict[str, type[Exception]] = {
@@ -184,10 +185,22 @@ def redis_error(exc: BaseException) -> Exception:
     if INFLIGHT in message:  # not sent: translate_error makes it a PoolExhaustedError
         return redis_errors.ConnectionError(message)
     if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
-        return redis_errors.ConnectionError(_CONNECT_FAILED.sub("", message))
+        return redis_errors.ConnectionError(_connect_hint(_CONNECT_FAILED.sub("", message)))
     if message.startswith("NOPERM"):
         return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
     return redis_errors.ResponseError(_SERVER_CODE.sub(r"\1 ", message, count=1))
+
+
+def _connect_hint(message: str) -> str:
+    """glide's message, with the likely cause where glide names none: a server at its maxclients
+    limit answers a new connection 'max number of clients reached' and closes it, which glide
+    reports as its connection driver 'unexpectedly terminated', dropping the server's reply."""
+    if _TERMINATED not in message:
+        return message
+    return (
+        f"{message} (the server closed the connection as it opened: most likely it has reached its "
+        "maxclients limit, 'max number of clients reached')"
+    )
 
 
 def closed_error(address: str) -> ConveyorError:

@@ -410,3 +410,29 @@ async def test_an_async_call_in_flight_at_aclose_says_the_queue_was_closed(
         assert isinstance(error, ConveyorError) and not isinstance(error, ConnectionFailedError), error
         assert "was closed" in str(error)
 
+
+async def test_a_server_at_maxclients_is_named_as_the_likely_cause(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """redis-py reports the server's 'max number of clients reached'; glide said only 'Multiplexed
+    connection driver unexpectedly terminated- IoError', which names no cause."""
+    if server.family == "dragonfly":
+        pytest.skip("dragonfly: checked on Redis and Valkey")
+    with server.client() as admin:
+        before = admin.config_get("maxclients")["maxclients"]
+        admin.config_set("maxclients", admin.info("clients")["connected_clients"])
+        # glide drops the server's reply: its message names maxclients as the likely cause
+        expected = "max number of clients reached" if driver == "redis-py" else r"likely .*maxclients"
+        try:
+            for queue in (Queue.from_url(server.url, queue_name, driver=driver),
+                          AsyncQueue.from_url(server.url, queue_name, driver=driver)):
+                with pytest.raises(ConnectionFailedError, match=expected):
+                    reply = queue.counts()
+                    if asyncio.iscoroutine(reply):
+                        await reply
+                if isinstance(queue, AsyncQueue):
+                    await queue.aclose()
+                else:
+                    queue.close()
+        finally:
+            admin.config_set("maxclients", before)
