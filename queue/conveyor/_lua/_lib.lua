@@ -124,6 +124,14 @@ local function next_due(delayed)
   return -1
 end
 
+-- Whether a delayed job is due within DUE_WAKE_MS: an idle worker claims at least once per block
+-- timeout (default 2 s) and learns of a later one from that claim's reply.
+local DUE_WAKE_MS = 2000
+local function due_soon(delayed, now)
+  local due = next_due(delayed)
+  return due >= 0 and due <= now + DUE_WAKE_MS
+end
+
 -- Results (QueueSettings.store_results): a script that finishes jobs sets RESULTS (use_results)
 -- from its KEYS and ARGV; ttl 0 (the default) means off, and then nothing below writes anything.
 -- A finished job's record is its expiry time (finish + ttl, ms, digits), its state letter, its
@@ -561,10 +569,12 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
   end
   flush_limits(limits, waiting, now)
   if #zargs > 0 then redis.call('ZADD', active, unpack(zargs)) end  -- count <= 1000: fits
-  -- Chain the wake-up: while work remains, the next idle worker must wake too.
-  local ready = has_ready(waiting)
-  if ready then wake(marker) end
-  return #zargs / 2, ready
+  -- Chain the wake-up: while work remains, the next idle worker must wake too. A claim that
+  -- filled its count carries no due time in its reply, and no other worker was told: an idle one
+  -- would start a delayed job due soon only at its block timeout or a maintenance promotion.
+  local ready, got = has_ready(waiting), #zargs / 2
+  if ready or got == count and due_soon(delayed, now) then wake(marker) end
+  return got, ready
 end
 
 -- Ids an operation on finished jobs acts on. ARGV: 1 n (<= 1000), 2 batch (1..1000), then n ids;
