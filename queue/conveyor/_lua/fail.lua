@@ -31,8 +31,12 @@ if status ~= 1 then
 end
 
 -- Written before any trim, which may delete this job's hash (it must not be re-created).
+local function record(outcome, at)
+  return token .. '{' .. outcome .. '{' .. string.format('%d', at)
+end
+
 local function answer(outcome, at)
-  redis.call('HSET', key, 'o', token .. '{' .. outcome .. '{' .. string.format('%d', at))
+  redis.call('HSET', key, 'o', record(outcome, at))
   return {1, outcome, at}
 end
 
@@ -40,10 +44,9 @@ end
 -- then its o lives on for one lease (see Re-sent above).
 local function finish(set, outcome)
   local reply = answer(outcome, now)
-  local last = keep == 0 and redis.call('HGET', key, 'o')
   trim_by_count(set, jobs, keep, 10)
-  if last and redis.call('EXISTS', key) == 0 then
-    redis.call('SET', key .. '{o', last, 'PX', tonumber(ARGV[8]))
+  if keep == 0 and redis.call('EXISTS', key) == 0 then
+    redis.call('SET', key .. '{o', record(outcome, now), 'PX', tonumber(ARGV[8]))
   end
   return reply
 end
