@@ -48,6 +48,7 @@ class Conveyor:
         self.schedules: dict[str, Schedule] = {}
         self.trace_carrier: Callable[[], dict[str, str]] | None = None  # set by instrument_tracing
         self.enqueue_hooks: list[Callable[[str, Job], None]] = []  # (queue, job) of each job created
+        self._instruments: dict[tuple[str, Any], Any] = {}  # see _instrumented()
         self._queues: dict[str, Queue] = {}
         # Per event loop (an AsyncQueue belongs to one): asyncio.run() twice gets two clients.
         self._async_queues: dict[Any, dict[str, AsyncQueue]] = {}
@@ -171,6 +172,14 @@ class Conveyor:
         return schedule
 
     # -- hooks ------------------------------------------------------------------------------------
+    def _instrumented(self, key: tuple[str, Any], install: Callable[[], R]) -> R:
+        """What ``install`` made for ``key`` (an instrumentation and its sink), installing it only
+        the first time: the app module may instrument its app and a launcher (``conveyor worker
+        --metrics-port``) instrument it again, and hooks added twice would count every call twice."""
+        if key not in self._instruments:
+            self._instruments[key] = install()
+        return self._instruments[key]  # type: ignore[no-any-return]
+
     def before(self, hook: H) -> H:
         """Register ``hook(job)``, run before every task call."""
         return self.hooks.add(self.hooks.before, hook)

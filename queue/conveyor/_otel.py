@@ -9,7 +9,6 @@ worker's shutdown deadline (the internal on_release hook) ends it with a ``conve
 
 from __future__ import annotations
 
-import weakref
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
@@ -80,16 +79,13 @@ class Tracing:
         self._end(job, None)
 
 
-# The Tracing of each instrumented app, by tracer provider (None: the global one): the app module
-# may instrument its app and a launcher instrument it again (hooks added twice gave two spans).
-_INSTRUMENTED: weakref.WeakKeyDictionary[Conveyor, dict[Any, Tracing]] = weakref.WeakKeyDictionary()
-
-
 def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
-    known = _INSTRUMENTED.setdefault(app, {})
-    if tracer_provider in known:
-        return known[tracer_provider]
-    tracing = known[tracer_provider] = Tracing(trace.get_tracer("conveyor", tracer_provider=tracer_provider))
+    """Once per app and tracer provider (None: the global one): again, the same Tracing."""
+    tracer = trace.get_tracer("conveyor", tracer_provider=tracer_provider)
+    return app._instrumented(("tracing", tracer_provider), lambda: _install(app, Tracing(tracer)))
+
+
+def _install(app: Conveyor, tracing: Tracing) -> Tracing:
     app.trace_carrier = tracing.carrier
     app.before(tracing.before)
     app.after(tracing.after)

@@ -8,7 +8,6 @@ queue and task. Queue depth per state is read from the server when the registry 
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -133,21 +132,15 @@ class Metrics:
         self._started.pop(job.id, None)
 
 
-# The Metrics of each instrumented app, by registry: the app module may instrument its app and
-# `conveyor worker --metrics-port` instrument it again (registering the names twice failed).
-_INSTRUMENTED: weakref.WeakKeyDictionary[Conveyor, dict[CollectorRegistry, Metrics]]
-_INSTRUMENTED = weakref.WeakKeyDictionary()
-
-
 def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one).
-    Once per app and registry: again, it returns the same metrics (hooks added twice would count
-    every call twice)."""
+    Once per app and registry: again, it returns the same metrics (registering the names twice
+    fails)."""
     registry = REGISTRY if registry is None else registry
-    known = _INSTRUMENTED.setdefault(app, {})
-    if registry in known:
-        return known[registry]
-    metrics = known[registry] = Metrics(app, registry)
+    return app._instrumented(("prometheus", registry), lambda: _install(app, Metrics(app, registry)))
+
+
+def _install(app: Conveyor, metrics: Metrics) -> Metrics:
     app.enqueue_hooks.append(metrics.enqueued_job)
     app.before(metrics.before)
     app.after(metrics.after)
