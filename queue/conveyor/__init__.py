@@ -9,6 +9,7 @@ from ._connection import redact_url
 from ._errors import (
     ConnectionFailedError,
     ConveyorError,
+    CredentialsRefusedError,
     InvalidNameError,
     JobCancelledError,
     JobFailedError,
@@ -43,6 +44,7 @@ __all__ = [
     "ConnectionFailedError",
     "Conveyor",
     "ConveyorError",
+    "CredentialsRefusedError",
     "InvalidNameError",
     "JSONSerializer",
     "Job",

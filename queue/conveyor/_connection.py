@@ -13,6 +13,7 @@ from redis.sentinel import MasterNotFoundError
 from ._errors import (
     ConnectionFailedError,
     ConveyorError,
+    CredentialsRefusedError,
     PermissionDeniedError,
     PoolExhaustedError,
     ServerConfigError,
@@ -109,7 +110,7 @@ _REFUSED_LOGIN = (
 
 def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
     if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
-        return ConnectionFailedError(
+        return CredentialsRefusedError(
             f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
         )
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")

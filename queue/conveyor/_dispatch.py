@@ -18,7 +18,13 @@ from typing import Any
 
 import redis
 
-from ._errors import ConveyorError, PermissionDeniedError, SerializationError, ServerError
+from ._errors import (
+    ConveyorError,
+    CredentialsRefusedError,
+    PermissionDeniedError,
+    SerializationError,
+    ServerError,
+)
 from ._keys import validate_name
 from ._models import Job, QueueSettings
 from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
@@ -378,7 +384,7 @@ def report_pump_error(exc: BaseException) -> None:
     """Lost servers are expected (a warning); anything else is a bug worth its traceback. A call the
     server refused (credentials, ACL, a server error) is retried too, since fixing the server's side
     lets the worker go on, but is not called a lost server."""
-    refused = isinstance(exc, ServerError | PermissionDeniedError) or "refused the credentials" in str(exc)
+    refused = isinstance(exc, ServerError | PermissionDeniedError | CredentialsRefusedError)
     if isinstance(exc, RECOVERABLE):
         what = "call refused by the server" if refused else "lost the server"
         log.warning("worker %s (%s); retrying", what, exc)

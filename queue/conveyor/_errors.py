@@ -48,6 +48,12 @@ class ConnectionFailedError(ConveyorError, ConnectionError):
     """The server could not be reached; the message names the address, never the credentials."""
 
 
+class CredentialsRefusedError(ConnectionFailedError):
+    """The server was reached but refused the URL's user or password (a ConnectionFailedError, as
+    redis-py's AuthenticationError is a ConnectionError: a worker retries it, as a rotated password
+    may be fixed on the server's side)."""
+
+
 class PoolExhaustedError(ConnectionFailedError):
     """Every connection of the bounded pool stayed busy for ``pool_timeout`` seconds."""
 

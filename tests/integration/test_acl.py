@@ -136,7 +136,9 @@ def test_refused_credentials_are_named_as_such_with_either_driver(
     url = (f"redis://{user}:not-it@{rest.split('@', 1)[1]}" if login == "wrong password"
            else f"redis://nobody-{uuid.uuid4().hex[:6]}:{rest}")
     queue = Queue.from_url(url, queue_name, driver=driver)
-    with pytest.raises(ConnectionFailedError) as caught:
+    from conveyor._errors import CredentialsRefusedError  # noqa: PLC0415
+
+    with pytest.raises(CredentialsRefusedError) as caught:
         queue.enqueue("t", 1)
     message = str(caught.value)
     assert "refused the credentials" in message and "cannot reach" not in message, message
@@ -146,9 +148,11 @@ def test_refused_credentials_are_named_as_such_with_either_driver(
 
 def test_a_worker_refused_by_the_server_does_not_say_it_lost_it(caplog: pytest.LogCaptureFixture) -> None:
     from conveyor._dispatch import report_pump_error  # noqa: PLC0415
+    from conveyor._errors import CredentialsRefusedError  # noqa: PLC0415
 
     with caplog.at_level("WARNING", logger="conveyor.worker"):
         report_pump_error(PermissionDeniedError("NOPERM: the server at h:1/0 refused the command 'LPUSH'"))
-        report_pump_error(ConnectionFailedError("the server at h:1/0 refused the credentials: WRONGPASS"))
-    assert "lost the server" not in caplog.text, caplog.text
+        report_pump_error(CredentialsRefusedError("the server at h:1/0 refused the credentials: WRONGPASS"))
+        report_pump_error(ConnectionFailedError("cannot reach the server at h:1/0: Connection refused"))
     assert caplog.text.count("worker call refused by the server") == 2, caplog.text
+    assert caplog.text.count("worker lost the server") == 1, caplog.text  # the unreachable one
