@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
+from redis.asyncio.sentinel import MasterNotFoundError as AsyncMasterNotFoundError
 from redis.sentinel import MasterNotFoundError
 
 from ._errors import (
@@ -178,7 +179,8 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         )
     if message.startswith("CONVEYOR_") or "CONVEYOR_BOUND" in message:
         return ConveyorError(f"script refused: {message}")
-    if isinstance(exc, MasterNotFoundError):
+    # (redis.asyncio's is its own class, not the sync one's subclass)
+    if isinstance(exc, MasterNotFoundError | AsyncMasterNotFoundError):
         return ConnectionFailedError(f"no primary for {where}: {sentinel_reasons(message)}")
     # CLUSTERDOWN, MASTERDOWN and redis-py's cluster retries running out ('TTL exhausted'): the
     # cluster cannot serve the call now, as when the server is out of reach.
