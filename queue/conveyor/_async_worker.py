@@ -65,10 +65,10 @@ class AsyncWorker:
     (``CancelledError`` at its current ``await``) and the job settled: retried or failed as timed
     out, or cancelled. A handler that swallows its time limit's cancellation and still runs a
     third of a lease later is failed, not retried (its lease is no longer renewed, so recovery
-    would start a second attempt beside it). A sync task of an app, run in a thread
-    (``asyncio.to_thread``), is not interrupted: its slot is freed, the thread runs on with its
-    outcome dropped, and a timed-out attempt of it is failed, not retried (a retry would run it
-    twice at once).
+    would start a second attempt beside it); one that swallows a cancel's ends cancelled then. A
+    sync task of an app, run in a thread (``asyncio.to_thread``), is not interrupted: its slot is
+    freed, the thread runs on with its outcome dropped, and a timed-out attempt of it is failed,
+    not retried (a retry would run it twice at once).
     """
 
     def __init__(
@@ -300,15 +300,16 @@ class AsyncWorker:
         """Cancel the handler of a job to stop; a job not started yet is settled by the pump."""
         if self._dispatch.stop(job, reason):
             self._running[held_token(job)].cancel()
-            if reason == TIMEOUT and self._loop is not None:
+            if self._loop is not None:
                 self._loop.call_later(self.queue.settings.lease / 3, self._abandon_if_running, job)
         self._wake.set()
 
     def _abandon_if_running(self, job: Job) -> None:
-        """A timed-out lease is not renewed (extend.lua), so a handler that swallowed its
-        cancellation and still runs a third of a lease later would be redelivered by lease
-        recovery while it runs: settle it now, failed and not retried, as a thread that cannot
-        be interrupted is (whatever it returns later is dropped)."""
+        """A handler that swallowed its cancellation and still runs a third of a lease later is
+        settled now, as a thread that cannot be interrupted is (whatever it returns later is
+        dropped). Timed out: failed, not retried, since its lease is not renewed (extend.lua) and
+        lease recovery would run it again beside it. Cancelled: it ends cancelled, as cancel()
+        said, instead of staying active (its waiters waiting) for as long as it runs."""
         token = held_token(job)
         if token in self._running and token in self._dispatch.running:
             self._dispatch.abandon(job)

@@ -1,0 +1,174 @@
+"""Where results, time limits, cancellation, retries and worker shutdown meet: one final state per
+job, a result waiter's answer that matches it, counts that agree, and no second run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from _support import api_fixture, counts, wait_until  # noqa: F401 - api_fixture provides `api`
+from conveyor import Backoff, Job, JobCancelledError, JobFailedError
+
+FAST = {"lease": 0.9, "backoff": Backoff(base=0.01, jitter=0), "maintenance_interval": 0.1}
+
+
+def _result(api, q, job_id: str, timeout: float = 10.0):
+    """queue.result() on either surface, as an awaitable."""
+    if api.is_async:
+        return q.inner.result(job_id, timeout)
+    return asyncio.to_thread(q.inner.result, job_id, timeout)
+
+
+async def _state(q, job_id: str) -> str | None:
+    job = await q.get_job(job_id)
+    return None if job is None else job.state
+
+
+def until_stopped(api, seen: list[str], then=None):
+    """A handler that runs until the worker stops it (async: cancelled; sync: polls job.cancelled),
+    then calls ``then(job)`` (which may raise or return)."""
+    if api.is_async:
+
+        async def async_long(job: Job):
+            seen.append("start")
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                seen.append("stopped")
+                if then is None:
+                    raise
+                return then(job)
+            return None
+
+        return async_long
+
+    def sync_long(job: Job):
+        seen.append("start")
+        deadline = time.monotonic() + 10
+        while not job.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append("stopped")
+        return then(job) if then is not None else None
+
+    return sync_long
+
+
+def _boom(job: Job):
+    raise RuntimeError("boom after the stop")
+
+
+@pytest.mark.parametrize("then", [None, _boom, lambda job: "returned"], ids=["stop", "raise", "return"])
+async def test_a_cancelled_running_job_ends_cancelled_whatever_its_handler_does_then(api, then):
+    q = api.queue(store_results=True, max_attempts=3, **FAST)
+    seen: list[str] = []
+    w = api.worker(q, {"long": until_stopped(api, seen, then)})
+    job = await q.enqueue("long")
+    waiter = asyncio.ensure_future(_result(api, q, job.id))
+    await wait_until(lambda: seen == ["start"], timeout=10, what="the handler to start")
+    assert await q.cancel(job.id) is True
+    with pytest.raises(JobCancelledError, match="cancelled while running"):
+        await waiter
+    await wait_until(lambda: seen == ["start", "stopped"], timeout=5, what="the handler to stop")
+    await asyncio.sleep(0.5)  # a retry or redelivery would start it again by now
+    assert seen == ["start", "stopped"]
+    assert await _state(q, job.id) == "cancelled"
+    assert await q.counts() == counts(cancelled=1)
+    w.stop()
+    await w.join(5)
+
+
+async def test_a_cancel_then_a_time_limit_before_the_worker_learns_ends_cancelled(api):
+    """The cancel is requested, then the attempt's time limit passes before the heartbeat that
+    would tell the worker: settled as timed out, the fail finds the cancel and ends it cancelled."""
+    q = api.queue(store_results=True, max_attempts=3, lease=6, maintenance_interval=0.1,
+                  backoff=Backoff(base=0.01, jitter=0))  # heartbeats every 2 s
+    seen: list[str] = []
+    w = api.worker(q, {"long": until_stopped(api, seen)})
+    job = await q.enqueue("long", time_limit=0.6)
+    await wait_until(lambda: seen == ["start"], timeout=10, what="the handler to start")
+    assert await q.cancel(job.id) is True
+    with pytest.raises(JobCancelledError):
+        await _result(api, q, job.id)
+    await asyncio.sleep(0.5)
+    assert seen == ["start", "stopped"]
+    assert await q.counts() == counts(cancelled=1)
+    w.stop()
+    await w.join(5)
+
+
+async def test_a_waiter_started_before_a_timed_out_attempt_gets_the_retry_result(api):
+    if not api.is_async:
+        pytest.skip("a thread past its limit is failed, not retried")
+    q = api.queue(store_results=True, max_attempts=2, keep_completed=10, **FAST)
+    runs: list[int] = []
+
+    async def flaky(job: Job):
+        runs.append(job.attempts)
+        if job.attempts == 1:
+            await asyncio.sleep(30)
+        return {"attempt": job.attempts}
+
+    job = await q.enqueue("flaky", time_limit=0.3)
+    waiter = asyncio.ensure_future(_result(api, q, job.id))
+    await asyncio.sleep(0.05)
+    w = api.worker(q, {"flaky": flaky})
+    assert await waiter == {"attempt": 2}
+    stored = await q.get_job(job.id)
+    assert (stored.state, stored.attempts) == ("completed", 2)
+    assert await q.counts() == counts(completed=1, total_completed=1)
+    assert runs == [1, 2]
+    w.stop()
+    await w.join(5)
+
+
+async def test_a_thread_past_its_limit_at_shutdown_is_failed_once_and_its_waiter_told(api):
+    if api.is_async:
+        pytest.skip("an asyncio handler is cancelled at its limit")
+    q = api.queue(store_results=True, max_attempts=3, **FAST)
+    runs: list[int] = []
+
+    def stuck(job: Job):
+        runs.append(job.attempts)
+        time.sleep(2.0)  # ignores job.cancelled
+        return "late"
+
+    w = api.worker(q, {"stuck": stuck}, shutdown_timeout=5)
+    job = await q.enqueue("stuck", time_limit=0.3)
+    waiter = asyncio.ensure_future(_result(api, q, job.id))
+    await wait_until(lambda: runs == [1], timeout=10, what="the handler to start")
+    w.stop()
+    with pytest.raises(JobFailedError, match="timed out"):
+        await waiter
+    await w.join(10)
+    await asyncio.sleep(2.5)
+    assert runs == [1]
+    assert await q.counts() == counts(failed=1, total_failed=1)
+
+
+async def test_a_cancelled_asyncio_handler_that_keeps_running_does_not_hold_its_job_active(api):
+    if not api.is_async:
+        pytest.skip("a thread handler is settled at once when cancelled")
+    q = api.queue(store_results=True, max_attempts=3, **FAST)
+    seen: list[str] = []
+
+    async def stubborn(job: Job) -> str:
+        seen.append("start")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("swallowed")
+            await asyncio.sleep(5)  # cleanup that takes long
+        return "late"
+
+    w = api.worker(q, {"stubborn": stubborn})
+    job = await q.enqueue("stubborn")
+    await wait_until(lambda: seen == ["start"], timeout=10, what="the handler to start")
+    t0 = time.monotonic()
+    assert await q.cancel(job.id) is True
+    with pytest.raises(JobCancelledError):
+        await _result(api, q, job.id, timeout=4)
+    assert time.monotonic() - t0 < 2
+    assert await q.counts() == counts(cancelled=1)
+    w.stop()
+    await w.join(10)
