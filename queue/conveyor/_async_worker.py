@@ -310,8 +310,8 @@ class AsyncWorker:
         dropped). Timed out: failed, not retried, since its lease is not renewed (extend.lua) and
         lease recovery would run it again beside it. Cancelled: it ends cancelled, as cancel()
         said, instead of staying active (its waiters waiting) for as long as it runs."""
-        token = held_token(job)
-        if token in self._running and token in self._dispatch.running:
+        token = job.token  # None once its fail was sent (the usual case): nothing left to do
+        if token is not None and token in self._running and token in self._dispatch.running:
             self._dispatch.abandon(job)
             self._wake.set()
 

@@ -172,3 +172,29 @@ async def test_a_cancelled_asyncio_handler_that_keeps_running_does_not_hold_its_
     assert await q.counts() == counts(cancelled=1)
     w.stop()
     await w.join(10)
+
+
+@pytest.mark.parametrize("reason", ["timeout", "cancel"])
+async def test_a_stopped_asyncio_handler_that_ends_at_once_logs_no_error_later(api, caplog, reason):
+    """The check for a handler still running a third of a lease after its stop found the attempt
+    settled (its token cleared by the fail) and raised LeaseLostError in a loop callback: asyncio
+    logged 'Exception in callback' with a traceback for every timed-out job."""
+    if not api.is_async:
+        pytest.skip("asyncio only")
+    q = api.queue(max_attempts=1, **FAST)
+    seen: list[str] = []
+    w = api.worker(q, {"long": until_stopped(api, seen)})
+    job = await q.enqueue("long", time_limit=0.2 if reason == "timeout" else None)
+    await wait_until(lambda: seen == ["start"], timeout=10, what="the handler to start")
+    if reason == "cancel":
+        assert await q.cancel(job.id) is True
+    await wait_until(lambda: _state_in(q, job.id, ("failed", "cancelled")), timeout=5, what="the settling")
+    await asyncio.sleep(FAST["lease"] / 3 + 0.3)  # past the check for a handler still running
+    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert errors == [], [r.getMessage() for r in errors]
+    w.stop()
+    await w.join(5)
+
+
+async def _state_in(q, job_id: str, states: tuple[str, ...]) -> bool:
+    return await _state(q, job_id) in states
