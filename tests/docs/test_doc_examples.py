@@ -1,0 +1,254 @@
+"""The documentation's examples, run as a new user would run them.
+
+Every fenced block of the pages a user copies from is either run against a real server (a fresh
+process each, in a scratch directory, as a user's script or shell would) or named in RULES with
+the reason it is not run here. A block no rule names fails the collection test below, so a new
+example is run (or its reason written) from the day it is added.
+
+Placeholders are filled only where the text leaves them to the user: the server address
+(``redis://localhost:6379/0``), ``CONVEYOR_URL``, and the names a fragment takes from the text
+around it (``queue``, ``url``, ``tenant``...). A block's own imports are never supplied: a
+fragment that uses a name of ``conveyor`` must import it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from bench.servers import KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = ("README.md", "docs/index.md", "docs/api.md", "docs/production.md", "docs/connections.md",
+         "docs/high-availability.md", "docs/tuning.md", "docs/runtimes.md")  # fmt: skip
+SCRIPT = Path(sys.executable).parent / "conveyor"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
+DB = 7  # the examples' own database, flushed first: their queue names ("emails") are the docs'
+PLACEHOLDER_URLS = ("redis://localhost:6379/0", "redis://127.0.0.1:6379/0")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+
+    @property
+    def id(self) -> str:
+        return f"{Path(self.page).name}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one block is run. ``marker``: text only that block of its page holds."""
+
+    page: str
+    marker: str
+    run: str = ""  # "python", "app" (the page's myapp/tasks.py), "shell"; "" = not run (reason)
+    reason: str = ""
+    context: str = ""  # run first: what the page's text gives the fragment (never a name it imports)
+    app: bool = False  # the page's app module is in place (myapp/tasks.py)
+    worker: str = ""  # a worker that serves the fragment's jobs, started in the same process
+    expect: tuple[str, ...] = ()  # what the text says the block prints
+
+
+PROD = "docs/production.md"
+HA = "docs/high-availability.md"
+RESULTS_WORKER = '''
+import threading
+from conveyor import Queue as _Q, Worker as _W
+_handlers = {"render": lambda job: {"rendered": job.payload["id"]}}
+_w = _W(_Q.from_url(url, "reports", store_results=True), _handlers, install_signal_handlers=False)
+threading.Thread(target=_w.run, daemon=True).start()
+'''
+RULES = (
+    Rule("README.md", "nox -s bench", reason="runs the benchmarks and the whole suite (nox)"),
+    Rule("README.md", "AsyncWorker(queue", "python",
+         expect=("sending to ada@example.com", "sending to bob@example.com", "'total_completed': 2")),
+    Rule("README.md", "# myapp/tasks.py", "app"),
+    Rule("docs/index.md", "pip install", reason="installs a package"),
+    Rule("docs/index.md", "Worker(queue", "python", expect=("sending to ada@example.com",)),
+    Rule(PROD, "pip install \"conveyor", reason="installs a package"),
+    Rule(PROD, "# myapp/tasks.py", "app"),
+    Rule(PROD, "await fetch.aenqueue", "python", app=True,
+         context="from myapp.tasks import fetch, send_email"),
+    Rule(PROD, "@app.task(priority=5)", "python", app=True,
+         context="from myapp.tasks import app\nqueue = app.queue('reports')"),
+    Rule(PROD, "Limit(\"smtp\"", "python", app=True,
+         context="from myapp.tasks import app\nqueue = app.queue('crm')\ntenant, rows = 'acme', [1, 2]"),
+    Rule(PROD, "conveyor worker --help", "shell", app=True),
+    Rule(PROD, "store_results=True)", "python", context="import os\nurl = os.environ['CONVEYOR_URL']",
+         worker=RESULTS_WORKER, expect=("{'rendered': 42}\n{'rendered': 42}",)),
+    Rule(PROD, "@app.before", "python", app=True, context="from myapp.tasks import app"),
+    Rule(PROD, "[Unit]", reason="a systemd unit file"),
+    Rule(PROD, "systemctl enable", reason="systemd commands"),
+    Rule(PROD, "FROM python", reason="a Dockerfile (no docker here)"),
+    Rule(PROD, "docker run", reason="docker"),
+    Rule(PROD, "kind: Deployment", reason="a Kubernetes manifest"),
+    Rule(HA, "redis+sentinel://s1", reason="needs Sentinel and Cluster topologies: tests/ha run them"),
+    Rule(HA, "enqueue_many_to", "python",
+         context=("import os\nfrom conveyor import Queue as _Queue\n"
+                  "queue = _Queue.from_url(os.environ['CONVEYOR_URL'], 'emails')\n"
+                  "batch = [[f'user{i}@example.com'] for i in range(8)]\n"), expect=()),
+    Rule(HA, "rediss://cache.internal",
+         reason="a TLS server at a host of the user's: tests/integration/test_tls.py runs TLS"),
+    Rule("docs/tuning.md", "CONFIG SET hash-max-listpack-value", reason="server configuration"),
+    Rule("docs/tuning.md", "maxmemory-policy noeviction", reason="server configuration"),
+    Rule("docs/tuning.md", "dragonfly --lock_on_hashtags", reason="no Dragonfly binary here"),
+    Rule("docs/runtimes.md", "pip install", reason="installs a package"),
+    Rule("docs/runtimes.md", 'driver="glide"', "python"),
+)
+# A command the text runs on a queue with no such failed jobs: it names them and exits 1 (the
+# exit code table of production.md); every other command exits 0.
+EXIT_CODES = {"conveyor retry myapp.tasks:app -q default 17 42": 1}
+
+
+def blocks() -> list[Block]:
+    found = []
+    for page in PAGES:
+        text = (REPO / page).read_text()
+        for match in FENCE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(Block(page, line, match.group(1), match.group(2)))
+    return found
+
+
+def rule_of(block: Block) -> Rule | None:
+    rules = [rule for rule in RULES if rule.page == block.page and rule.marker in block.code]
+    return rules[0] if len(rules) == 1 else None
+
+
+def test_every_block_is_run_or_says_why_not() -> None:
+    unnamed = [block.id for block in blocks() if rule_of(block) is None]
+    assert unnamed == [], f"blocks no rule (or several) names: add one to RULES: {unnamed}"
+    stale = [(r.page, r.marker) for r in RULES if not any(rule_of(b) is r for b in blocks())]
+    assert stale == [], f"rules that name no block: {stale}"
+
+
+@pytest.fixture(scope="module")
+def doc_url(server_pool) -> str:  # type: ignore[no-untyped-def]
+    """One standalone server for every example (the first kind this run may start), database DB."""
+    for kind in KINDS:
+        try:
+            server = server_pool.get(kind.id)
+        except pytest.skip.Exception:
+            continue
+        url = f"{server.url.rsplit('/', 1)[0]}/{DB}"
+        client = redis.Redis.from_url(url)
+        client.flushdb()
+        client.close()
+        return url
+    pytest.skip("no server available")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, doc_url: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    env = {**os.environ, "CONVEYOR_URL": doc_url, "PYTHONUNBUFFERED": "1"}
+    env.pop("PYTHONPATH", None)  # a user's shell: the installed package, the current directory
+    yield tmp_path, env
+
+
+def fill(code: str, url: str) -> str:
+    for placeholder in PLACEHOLDER_URLS:
+        code = code.replace(placeholder, url)
+    return code
+
+
+def page_app(page: str) -> str:
+    [app] = [block.code for block in blocks() if block.page == page and "# myapp/tasks.py" in block.code]
+    return app
+
+
+def write_app(root: Path, page: str, url: str) -> None:
+    (root / "myapp").mkdir(exist_ok=True)
+    (root / "myapp" / "__init__.py").write_text("")
+    (root / "myapp" / "tasks.py").write_text(fill(page_app(page), url))
+
+
+# Runs a fragment as a user's script would, and top-level `await` as asyncio code around it would.
+RUNNER = '''
+import ast, asyncio, sys, types
+namespace = {"__name__": "__main__"}
+for path in sys.argv[1:]:
+    code = compile(open(path).read(), path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)
+    if isinstance(result, types.CoroutineType):
+        asyncio.run(result)
+'''
+
+
+def run_python(block: Block, rule: Rule, root: Path, env: dict[str, str]) -> str:
+    parts = [rule.context, rule.worker, fill(block.code, env["CONVEYOR_URL"])]
+    paths = []
+    for i, part in enumerate(parts):
+        (root / f"part{i}.py").write_text(part)
+        paths.append(f"part{i}.py")
+    (root / "runner.py").write_text(RUNNER)
+    proc = subprocess.run([sys.executable, "runner.py", *paths], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 0, f"{block.id} failed:\n{proc.stderr}"
+    return proc.stdout
+
+
+def run_command(line: str, root: Path, env: dict[str, str]) -> None:
+    args = line.split()
+    assert args[0] == "conveyor", line
+    if args[1] == "worker" and "--help" not in args and "--burst" not in args:
+        stop_worker(line, subprocess.Popen(COMMAND + args[1:], cwd=root, env=env, stderr=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, text=True))  # fmt: skip
+        return
+    proc = subprocess.run(COMMAND + args[1:], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == EXIT_CODES.get(line, 0), f"{line}: exit {proc.returncode}\n{proc.stderr}"
+
+
+def stop_worker(line: str, proc: subprocess.Popen[str]) -> None:
+    """A worker runs until SIGTERM, then exits 0 (production.md, Exit codes)."""
+    time.sleep(1.5)
+    assert proc.poll() is None, f"{line}: exited {proc.returncode}\n{proc.communicate()[1]}"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, f"{line}: exit {proc.returncode}\n{stderr}"
+    assert "stopped" in stderr, stderr
+
+
+def commands(code: str) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in code.splitlines())
+    return [line for line in lines if line]
+
+
+@pytest.mark.parametrize("block", blocks(), ids=lambda block: block.id)
+def test_example(block: Block, workspace: tuple[Path, dict[str, str]]) -> None:
+    rule = rule_of(block)
+    assert rule is not None, "see test_every_block_is_run_or_says_why_not"
+    if not rule.run:
+        pytest.skip(f"not run: {rule.reason}")
+    root, env = workspace
+    if rule.app or rule.run in ("app", "shell"):
+        write_app(root, block.page, env["CONVEYOR_URL"])
+    if rule.run == "app":
+        proc = subprocess.run([sys.executable, "-c", "import myapp.tasks"], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    elif rule.run == "shell":
+        for line in commands(block.code):
+            run_command(line, root, env)
+    else:
+        if "glide" in block.code:
+            pytest.importorskip("glide")
+        out = run_python(block, rule, root, env)
+        for claim in rule.expect:
+            assert claim in out, f"{block.id} printed:\n{out}"
+
