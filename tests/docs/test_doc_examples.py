@@ -252,3 +252,18 @@ def test_example(block: Block, workspace: tuple[Path, dict[str, str]]) -> None:
         for claim in rule.expect:
             assert claim in out, f"{block.id} printed:\n{out}"
 
+
+def test_the_container_image_installs_what_its_commands_use() -> None:
+    """production.md: the Kubernetes Deployment runs the Dockerfile's image with --metrics-port (the
+    prometheus extra), its app has cron schedules (cron), its entry point is `conveyor` (cli).
+    Failed before: the image ran `pip install ".[hiredis,cli,cron]"`, the extras of the user's own
+    project (which has none of them: pip only warns), and no prometheus: the Deployment's worker
+    exited 2 ("--metrics-port needs the 'prometheus' extra")."""
+    [dockerfile] = [block.code for block in blocks() if block.lang == "dockerfile"]
+    [manifest] = [block.code for block in blocks() if "kind: Deployment" in block.code]
+    [install] = [line for line in dockerfile.splitlines() if "pip install" in line]
+    extras = re.search(r"conveyor\[([\w,]+)\]", install)
+    assert extras is not None, f"the image does not install conveyor's extras: {install}"
+    needed = {"cli"} | ({"cron"} if "cron=" in page_app(PROD) else set())
+    needed |= {"prometheus"} if "--metrics-port" in manifest else set()
+    assert needed <= set(extras.group(1).split(",")), install
