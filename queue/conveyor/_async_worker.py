@@ -41,6 +41,11 @@ AsyncHandler = Callable[[Job], Awaitable[Any]]
 class AsyncWorker:
     """Process jobs of ``queue`` with ``concurrency`` asyncio tasks.
 
+    Options (keywords), as for a thread [Worker][conveyor.Worker]: ``concurrency`` handler
+    tasks (default 1), ``prefetch`` (default 0), ``burst``, ``shutdown_timeout`` (30 s),
+    ``block_timeout`` (2 s) and ``install_signal_handlers`` (default True: SIGTERM and SIGINT
+    stop the worker while its event loop runs in the main thread; False leaves the program's own).
+
     Connections: named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump`` (ack and claim),
     ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats, promotion, lease
     recovery, retention); three per worker with one pump, five with two. Handler tasks never touch

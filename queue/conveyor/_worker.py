@@ -43,6 +43,12 @@ HELPER_JOIN_TIMEOUT = 2.0
 class Worker:
     """Process jobs of ``queue`` with ``concurrency`` threads.
 
+    Options (keywords): ``concurrency`` handler threads (default 1); ``prefetch`` jobs leased
+    beyond them to hide round trips (default 0); ``burst`` to return once no job is ready or
+    running; ``shutdown_timeout`` (30 s, below); ``block_timeout``, the longest idle wait on the
+    server (2 s); ``install_signal_handlers`` (default True: SIGTERM and SIGINT stop the worker
+    while ``run()`` runs in the main thread; False leaves the program's own handlers alone).
+
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
     (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
     promotion, lease recovery, retention). Handler threads never touch the server. Workers of

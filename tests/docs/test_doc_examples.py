@@ -13,6 +13,7 @@ fragment that uses a name of ``conveyor`` must import it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from conveyor import AsyncWorker, Worker
+from conveyor._dispatch import WorkerOptions
 
 from bench.servers import KINDS
 
@@ -267,3 +270,15 @@ def test_the_container_image_installs_what_its_commands_use() -> None:
     needed = {"cli"} | ({"cron"} if "cron=" in page_app(PROD) else set())
     needed |= {"prometheus"} if "--metrics-port" in manifest else set()
     assert needed <= set(extras.group(1).split(",")), install
+
+
+@pytest.mark.parametrize("worker", [Worker, AsyncWorker], ids=lambda cls: cls.__name__)
+def test_the_api_reference_names_every_worker_option(worker: type) -> None:
+    """api.md renders the docstrings; a worker takes its options as ``**options``, so its signature
+    there lists none. Failed before: prefetch, burst (README's quick start uses it), block_timeout
+    and install_signal_handlers (off, for a worker in a program with its own SIGTERM handler) were
+    named nowhere in the reference, nor concurrency's default of 1."""
+    doc = worker.__doc__ or ""
+    missing = [f.name for f in dataclasses.fields(WorkerOptions) if f"``{f.name}``" not in doc]
+    assert missing == [], f"{worker.__name__}'s docstring does not name the options {missing}"
+    assert "default 1" in doc
