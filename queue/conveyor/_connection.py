@@ -184,6 +184,13 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         return ConnectionFailedError(f"no primary for {where}: {sentinel_reasons(message)}")
     # CLUSTERDOWN, MASTERDOWN and redis-py's cluster retries running out ('TTL exhausted'): the
     # cluster cannot serve the call now, as when the server is out of reach.
+    if isinstance(exc, redis_errors.ClusterError) and message.startswith("TTL exhausted"):
+        # raised only after every attempt was redirected or refused before it ran
+        return ConnectionFailedError(
+            f"{where}: the call did not run: the node serving its slot kept refusing it with "
+            "TRYAGAIN (the slot is being migrated to another node: a reshard) or redirecting it "
+            f"(MOVED, ASK) until redis-py's cluster client gave up ({exc}); send it again"
+        )
     if isinstance(exc, redis_errors.RedisClusterException | redis_errors.ClusterError):
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
