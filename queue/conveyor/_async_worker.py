@@ -425,7 +425,7 @@ class AsyncWorker:
                 return
 
     async def _release_buffered(self, pump: AsyncQueue) -> None:
-        jobs = self._ready.take_all()
+        jobs = self._dispatch.releasable(self._ready.take_all())
         if jobs:
             with contextlib.suppress(*RECOVERABLE):
                 await pump.release(jobs, started=False)

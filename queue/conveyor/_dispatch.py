@@ -332,8 +332,8 @@ class Dispatcher:
         interrupts it, or abandons its thread); a job not started yet is settled at once, one
         finished already is left to its own report."""
         token = job.token
-        if job.stop_reason is not None or token not in self.leases:
-            return False
+        if job.stop_reason is not None or token not in self.leases or token in self.releasing:
+            return False  # (a job being given back is settled by its release: see release.lua)
         job.stop_reason = reason
         if token in self.running:
             return True
@@ -358,6 +358,15 @@ class Dispatcher:
         jobs = [job for token, (job, _) in self.leases.items() if token not in keep][:MAX_BATCH]
         self.releasing.update(held_token(job) for job in jobs)
         return jobs, [held_token(job) in self.started for job in jobs]
+
+    def releasable(self, jobs: Sequence[Job]) -> list[Job]:
+        """Of claimed jobs no slot took, those to give back at a stop, marked as being given back
+        (``stop`` then leaves them to the release). A job stopped already (a cancel, its time
+        limit) is left out: its queued or sent fail settles it; released too, it was settled
+        twice (its fail then refused and logged as a lost lease)."""
+        jobs = [job for job in jobs if job.stop_reason is None]
+        self.releasing.update(held_token(job) for job in jobs)
+        return jobs
 
     def on_released(self, jobs: Sequence[Job]) -> None:
         for job in jobs:

@@ -256,6 +256,8 @@ class Worker:
                 job = self._ready.get_nowait()
                 if job is not None:
                     jobs.append(job)
+        with self._lock:
+            jobs = self._dispatch.releasable(jobs)
         if jobs:
             with contextlib.suppress(*RECOVERABLE):
                 pump.release(jobs, started=False)

@@ -198,3 +198,70 @@ async def test_a_stopped_asyncio_handler_that_ends_at_once_logs_no_error_later(a
 
 async def _state_in(q, job_id: str, states: tuple[str, ...]) -> bool:
     return await _state(q, job_id) in states
+
+
+@pytest.mark.parametrize("where", ["parked", "rate", "backoff", "delayed"])
+async def test_a_waiter_on_a_job_cancelled_before_its_next_run_returns_at_once(api, where):
+    from conveyor import Limit  # noqa: PLC0415
+
+    q = api.queue(store_results=True, max_attempts=3, lease=30, backoff=Backoff(base=60))
+    if where == "parked":
+        first = await q.enqueue("t", limit=Limit("k", concurrency=1))
+        job = await q.enqueue("t", limit=Limit("k", concurrency=1))
+        assert [j.id for j in await q.claim(2)] == [first.id]
+    elif where == "rate":
+        first = await q.enqueue("t", limit=Limit("k", rate=0.01))
+        job = await q.enqueue("t", limit=Limit("k", rate=0.01))
+        assert [j.id for j in await q.claim(2)] == [first.id]
+    elif where == "backoff":
+        job = await q.enqueue("t")
+        [claimed] = await q.claim()
+        assert await q.fail(claimed, "boom") == "retry"
+    else:
+        job = await q.enqueue("t", delay=60)
+    waiter = asyncio.ensure_future(_result(api, q, job.id))
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    assert await q.cancel(job.id) is True
+    with pytest.raises(JobCancelledError):
+        await waiter
+    assert time.monotonic() - t0 < 1
+
+
+@pytest.mark.parametrize("reason", ["cancel", "timeout"])
+async def test_a_prefetched_job_stopped_just_before_a_shutdown_is_settled_once(api, caplog, reason):
+    """A claimed job that no slot started yet is stopped (its cancel arrives, or its time limit
+    passes): its fail is queued; then stop() comes before the pump sent it. The stop gave the job
+    back as well (release), so the queued fail was refused and logged as a lost lease."""
+    q = api.queue(store_results=True, max_attempts=3, lease=3, maintenance_interval=0.1,
+                  backoff=Backoff(base=60))
+    ran: list[str] = []
+    w = api.worker(q, {"t": api.handler(sleep=1.5, start=lambda job: ran.append(job.id))},
+                   concurrency=1, prefetch=1, shutdown_timeout=5)
+    d = w.worker._dispatch
+    real_stop = d.stop
+
+    def stop_then_shut_down(job, why):
+        running = real_stop(job, why)
+        w.worker.stop()  # before the pump sends the fail the stop queued
+        return running
+
+    d.stop = stop_then_shut_down
+    first = await q.enqueue("t")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    second = await q.enqueue("t", time_limit=0.3 if reason == "timeout" else None)
+    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    if reason == "cancel":
+        assert await q.cancel(second.id) is True
+    await w.join(10)
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refused == []
+    assert ran == [first.id]
+    if reason == "cancel":
+        assert await _state(q, second.id) == "cancelled"
+        with pytest.raises(JobCancelledError):
+            await _result(api, q, second.id, timeout=1)
+    else:  # never started: retried (after its backoff) with its attempt
+        stored = await q.get_job(second.id)
+        assert (stored.state, stored.attempts) == ("delayed", 1), stored
+        assert "timed out" in (stored.error or "")
