@@ -272,7 +272,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return claimed
 
     async def fail(self, job: Job, error: str | BaseException, retry: bool = True) -> str:
-        """Record a failed attempt: 'retry' (backoff through the delayed set) or 'failed'."""
+        """Record a failed attempt; returns the outcome: 'retry' (backoff through the delayed set),
+        'failed', or 'cancelled' when a cancel of the job was requested while it ran."""
         return await self._run(self.core.fail(job, error, retry))
 
     async def extend(self, job: Job, lease: float | None = None) -> None:

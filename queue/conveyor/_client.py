@@ -228,7 +228,8 @@ class Queue(QueueBase[redis.Redis]):
         return claimed
 
     def fail(self, job: Job, error: str | BaseException, retry: bool = True) -> str:
-        """Record a failed attempt: 'retry' (backoff through the delayed set) or 'failed'."""
+        """Record a failed attempt; returns the outcome: 'retry' (backoff through the delayed set),
+        'failed', or 'cancelled' when a cancel of the job was requested while it ran."""
         return self._run(self.core.fail(job, error, retry))
 
     def extend(self, job: Job, lease: float | None = None) -> None:

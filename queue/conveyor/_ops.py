@@ -257,7 +257,7 @@ class QueueCore:
 
     # -- fail / extend / release ------------------------------------------------------------------
     def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
-        """Record a failed attempt; the reply says 'retry' or 'failed'."""
+        """Record a failed attempt; the reply says 'retry', 'failed' or 'cancelled'."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         # Sent as UTF-8: a lone surrogate (a path os.fsdecode made from bad bytes) failed to encode,
         # and the attempt was not recorded; escaped, the text still shows the byte.
