@@ -14,6 +14,7 @@ fragment that uses a name of ``conveyor`` must import it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -254,6 +255,29 @@ def test_example(block: Block, workspace: tuple[Path, dict[str, str]]) -> None:
         out = run_python(block, rule, root, env)
         for claim in rule.expect:
             assert claim in out, f"{block.id} printed:\n{out}"
+
+
+def test_the_readme_worker_command_runs_the_readme_app(workspace: tuple[Path, dict[str, str]]) -> None:
+    """README.md: the app of "An app and the `conveyor` command", the job its text enqueues, then
+    its `conveyor worker ...` line until SIGTERM: the job is completed and the exit code is 0."""
+    root, env = workspace
+    write_app(root, "README.md", env["CONVEYOR_URL"])
+    readme = (REPO / "README.md").read_text()
+    [enqueue] = re.findall(r"`(send_email\.enqueue\([^`]*\))`", readme)
+    [command] = re.findall(r"`(conveyor worker myapp\.tasks:app[^`]*)`", readme)
+    before = emails_counts(root, env)
+    script = f"from myapp.tasks import send_email\n{enqueue}"
+    subprocess.run([sys.executable, "-c", script], cwd=root, env=env, check=True, timeout=60)
+    run_command(command, root, env)
+    after = emails_counts(root, env)
+    assert (after["waiting"], after["total_completed"] - before["total_completed"]) == (0, 1), after
+
+
+def emails_counts(root: Path, env: dict[str, str]) -> dict[str, int]:
+    """The README app's queue "emails", as `conveyor info --json` shows it."""
+    info = subprocess.run([*COMMAND, "info", "myapp.tasks:app", "--json"], cwd=root, env=env,
+                          capture_output=True, text=True, check=True, timeout=60).stdout  # fmt: skip
+    return next(row for row in map(json.loads, info.splitlines()) if row["queue"] == "emails")  # type: ignore[no-any-return]
 
 
 def test_the_container_image_installs_what_its_commands_use() -> None:
