@@ -265,3 +265,24 @@ async def test_a_prefetched_job_stopped_just_before_a_shutdown_is_settled_once(a
         stored = await q.get_job(second.id)
         assert (stored.state, stored.attempts) == ("delayed", 1), stored
         assert "timed out" in (stored.error or "")
+
+
+async def test_a_buffered_job_cancelled_and_settled_does_not_keep_the_others_from_being_given_back(api):
+    """A claimed job no slot started is cancelled and its fail sent (its token cleared); at stop,
+    giving back the buffered jobs raised on it (no token), so the others were not given back:
+    left active until lease recovery ran them again, their unstarted attempt counted."""
+    q = api.queue(lease=1.5, maintenance_interval=0.1)  # heartbeats every 0.5 s
+    ran: list[str] = []
+    w = api.worker(q, {"t": api.handler(sleep=2.5, start=lambda job: ran.append(job.id))},
+                   concurrency=1, prefetch=2, shutdown_timeout=5)
+    first = await q.enqueue("t")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    cancelled, other = await q.enqueue("t"), await q.enqueue("t")
+    await wait_until(lambda: _state_in(q, other.id, ("active",)), timeout=5, what="the prefetch")
+    assert await q.cancel(cancelled.id) is True
+    await wait_until(lambda: _state_in(q, cancelled.id, ("cancelled",)), timeout=2, what="the cancel")
+    w.stop()
+    await w.join(10)
+    assert ran == [first.id]
+    stored = await q.get_job(other.id)  # given back unstarted (its attempt refunded), not recovered
+    assert (stored.state, stored.attempts) == ("waiting", 0)
