@@ -113,7 +113,8 @@ class QueueBase(Generic[ClientT]):
 
     def _peer(self, name: str) -> QueueCore:
         if name not in self._peers:
-            self._peers[name] = QueueCore(name, self.core.settings)
+            self._peers[name] = core = QueueCore(name, self.core.settings)
+            core.owner = name  # no client of that queue here: its jobs' result() names the queue
         return self._peers[name]
 
     def _unchecked(self, cores: list[QueueCore], pipe: Any) -> list[QueueCore]:

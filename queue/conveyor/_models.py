@@ -190,7 +190,9 @@ class Job:
     _payload: Any = field(default=_UNSET, repr=False)
     # Known from enqueue, get_job and jobs(); a claimed job leaves it at 0 (not sent on claims).
     priority: int = 0
-    _queue: Any = field(default=None, repr=False)  # the Queue or AsyncQueue that returned it
+    # The Queue or AsyncQueue that returned it; the name of the queue, for a job enqueue_many_to sent
+    # to another queue (no client of it there).
+    _queue: Any = field(default=None, repr=False)
     time_limit: float | None = None
     stop_reason: str | None = field(default=None, repr=False)
     # Whether an app's sync task's thread runs this attempt now (set by _hooks: False while the
@@ -222,8 +224,14 @@ class Job:
         returns an awaitable (``await job.result(timeout=5)``). See
         [Queue.result()][conveyor.Queue.result] for what it raises.
         """
-        if self._queue is None:
-            raise ConveyorError(f"job {self.id!r} was not returned by a queue; use queue.result(job_id)")
+        if self._queue is None or isinstance(self._queue, str):
+            # A job built by hand, or one enqueue_many_to sent to another queue (_queue is that
+            # queue's name): the sending queue's result() would wait for its own job of this id.
+            of = "its queue" if self._queue is None else f"queue {self._queue!r}"
+            raise ConveyorError(
+                f"job {self.id!r} has no client of {of} to wait with: use queue.result(job_id) on a "
+                f"client of {of} (ids are per queue)"
+            )
         return self._queue.result(self.id, timeout)
 
     def __repr__(self) -> str:

@@ -3,8 +3,11 @@ the docstrings) and the pages' claims about what a call returns. Each test faile
 
 from __future__ import annotations
 
+import inspect
+
+import pytest
 from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Queue
+from conveyor import AsyncQueue, ConveyorError, Queue
 
 
 async def test_fail_returns_only_the_outcomes_its_reference_names(api):
@@ -22,3 +25,21 @@ async def test_fail_returns_only_the_outcomes_its_reference_names(api):
     assert (await q.get_job(job.id)).state == "cancelled"
     for cls in (Queue, AsyncQueue):
         assert f"'{outcome}'" in (cls.fail.__doc__ or ""), f"{cls.__name__}.fail does not name {outcome!r}"
+
+
+async def test_waiting_for_a_job_enqueue_many_to_sent_to_another_queue_names_that_queue(api):
+    """high-availability.md's enqueue_many_to example returns jobs of other queues. Their
+    job.result() raised "was not returned by a queue; use queue.result(job_id)": followed on the
+    queue that sent them, that advice waited for (and returned) the result of another job, the
+    one of the same id in the sending queue. The error now names the job's own queue."""
+    sender = api.queue(store_results=True)
+    other = f"{sender.name}-other"
+    own = await sender.enqueue("t", 1)
+    [elsewhere] = (await sender.enqueue_many_to({other: [("t", 2)]}))[other]
+    assert elsewhere.id == own.id  # ids are per queue: the advice's queue.result() found `own`
+    with pytest.raises(ConveyorError, match=f"queue '{other}'"):
+        await _awaited(elsewhere.result(timeout=0))
+
+
+async def _awaited(value):
+    return await value if inspect.isawaitable(value) else value
