@@ -45,7 +45,10 @@ class Backoff:
 
 
 def retry_delay_ms(policy: Backoff, attempts: int, max_attempts: int, retry: bool) -> int:
-    """Delay for the fail script: -1 means do not retry (final failure)."""
+    """Delay for the fail script: -1 means do not retry (final failure). ``retry`` must be a bool:
+    ``fail(job, err, retry="no")`` retried the job, and None or 0 failed it for good, silently."""
+    if type(retry) is not bool:
+        raise TypeError(f"retry must be True or False, got {retry!r}")
     if not retry or attempts >= max_attempts:
         return -1
     return round(policy.delay(attempts) * 1000)

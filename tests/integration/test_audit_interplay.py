@@ -286,3 +286,40 @@ async def test_a_buffered_job_cancelled_and_settled_does_not_keep_the_others_fro
     assert ran == [first.id]
     stored = await q.get_job(other.id)  # given back unstarted (its attempt refunded), not recovered
     assert (stored.state, stored.attempts) == ("waiting", 0)
+
+
+async def test_a_job_in_retry_backoff_at_a_shutdown_is_finished_by_the_next_worker(api):
+    q = api.queue(store_results=True, max_attempts=3, lease=30, maintenance_interval=0.1,
+                  backoff=Backoff(base=0.5, jitter=0))
+    runs: list[int] = []
+
+    def flaky(job: Job):
+        runs.append(job.attempts)
+        if job.attempts == 1:
+            raise RuntimeError("first attempt fails")
+        return job.attempts
+
+    job = await q.enqueue("flaky")
+    waiter = asyncio.ensure_future(_result(api, q, job.id))
+    w = api.worker(q, {"flaky": api.handler(flaky)}, shutdown_timeout=5)
+    await wait_until(lambda: _state_in(q, job.id, ("delayed",)), timeout=10, what="the retry backoff")
+    w.stop()
+    await w.join(5)
+    assert await q.counts() == counts(delayed=1)
+    api.worker(q, {"flaky": api.handler(flaky)})
+    assert await waiter == 2
+    assert runs == [1, 2]
+    assert await q.counts() == counts(total_completed=1)
+
+
+@pytest.mark.parametrize("retry", ["no", None, 0, 1])
+async def test_fail_refuses_a_retry_flag_that_is_not_a_bool(api, retry):
+    """retry='no' retried the job (truthy) and None or 0 failed it for good, silently; release()
+    already refuses a started flag that is not a bool."""
+    q = api.queue(max_attempts=3)
+    job = await q.enqueue("t")
+    [claimed] = await q.claim()
+    with pytest.raises(TypeError, match=f"retry must be True or False, got {retry!r}"):
+        await q.fail(claimed, "boom", retry=retry)
+    assert await _state(q, job.id) == "active"
+    assert await q.fail(claimed, "boom", retry=False) == "failed"
