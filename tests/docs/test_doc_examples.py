@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import conveyor
 import pytest
 import redis
 from conveyor import AsyncWorker, Worker
@@ -306,3 +307,18 @@ def test_the_api_reference_names_every_worker_option(worker: type) -> None:
     missing = [f.name for f in dataclasses.fields(WorkerOptions) if f"``{f.name}``" not in doc]
     assert missing == [], f"{worker.__name__}'s docstring does not name the options {missing}"
     assert "default 1" in doc
+
+
+def test_the_pages_use_only_exported_names_and_the_reference_documents_every_export() -> None:
+    """Every name a page imports from conveyor (or calls as conveyor.X) is in ``__all__``, and
+    api.md (``::: conveyor``, members from ``__all__``) shows a docstring of its own for each."""
+    used: set[str] = set()
+    for page in ("README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))):
+        text = (REPO / page).read_text()
+        for names in re.findall(r"from conveyor import \(?([\w, ]+)", text):
+            used |= {name.strip() for name in names.split(",") if name.strip()}
+        used |= set(re.findall(r"`conveyor\.(\w+)\(", text)) | set(re.findall(r"\bconveyor\.(\w+)\(", text))
+    assert used - set(conveyor.__all__) == set()
+    undocumented = [name for name in conveyor.__all__ if name != "__version__"
+                    and not (getattr(conveyor, name).__doc__ or "").strip()]  # fmt: skip
+    assert undocumented == []
