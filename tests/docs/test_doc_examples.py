@@ -150,16 +150,17 @@ def doc_url(server_pool) -> str:  # type: ignore[no-untyped-def]
             server = server_pool.get(kind.id)
         except pytest.skip.Exception:
             continue
-        url = f"{server.url.rsplit('/', 1)[0]}/{DB}"
-        client = redis.Redis.from_url(url)
-        client.flushdb()
-        client.close()
-        return url
+        return f"{server.url.rsplit('/', 1)[0]}/{DB}"
     pytest.skip("no server available")
 
 
 @pytest.fixture
 def workspace(tmp_path: Path, doc_url: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A scratch directory and a user's environment; the examples' database starts empty (their
+    queue names are the docs' own, and a printed count must not depend on the examples before)."""
+    client = redis.Redis.from_url(doc_url)
+    client.flushdb()
+    client.close()
     env = {**os.environ, "CONVEYOR_URL": doc_url, "PYTHONUNBUFFERED": "1"}
     env.pop("PYTHONPATH", None)  # a user's shell: the installed package, the current directory
     yield tmp_path, env
