@@ -307,17 +307,21 @@ class Dispatcher:
                 self.leases[token] = (job, now)
             if status in STOP_STATUS:
                 stop.append((job, STOP_STATUS[status]))
-            elif status != 1 and token in self.leases and token not in self.lost and not self._acking(job):
+            elif status != 1 and token in self.leases and token not in self.lost and not self._settling(job):
                 # A token never holds its lease again (a redelivery gets a new one): warn once,
                 # and stop renewing it; the handler's outcome will be refused when it ends.
                 self.lost.add(token)
                 log.warning("lease of job %s lost: %s", job.id, LEASE_STATUS.get(status, status))
         return stop
 
-    def _acking(self, job: Job) -> bool:
-        """The job's ack is pending or in flight: its reply says whether the lease was lost (a
-        refused heartbeat can also mean that an ack whose reply was cut off already settled it)."""
-        return any(j is job for j in self.done) or any(j is job for j in self.inflight or ())
+    def _settling(self, job: Job) -> bool:
+        """The job's ack or fail is pending or in flight, or this worker is giving it back: that
+        call's reply says whether the lease was lost (a refused heartbeat can also mean that the
+        call already settled it, its reply not read yet: a release at shutdown, say)."""
+        if job.token in self.releasing:
+            return True
+        done = any(j is job for j in self.done) or any(j is job for j in self.inflight or ())
+        return done or any(f.job is job for f in self.failures)
 
     def overdue(self) -> list[Job]:
         """Leased jobs past their time limit (by this worker's clock) not yet asked to stop."""

@@ -323,3 +323,39 @@ async def test_fail_refuses_a_retry_flag_that_is_not_a_bool(api, retry):
         await q.fail(claimed, "boom", retry=retry)
     assert await _state(q, job.id) == "active"
     assert await q.fail(claimed, "boom", retry=False) == "failed"
+
+
+async def test_a_heartbeat_during_a_shutdown_release_warns_of_no_lost_lease(api, caplog, monkeypatch):
+    """stop() gives a claimed job back (release); a heartbeat sent while that release was in
+    flight found the job no longer held and warned 'lease of job ... lost', though the worker
+    itself had just given it back."""
+    from conveyor._scripts import Scripts  # noqa: PLC0415
+    from test_shutdown_defects import _wrap_run  # noqa: PLC0415
+
+    q = api.queue(lease=1.5, maintenance_interval=0.1)  # a job is heartbeated every ~0.4 s
+    ran: list[str] = []
+
+    if api.is_async:
+
+        async def after(call, reply):
+            if call.script is Scripts.RELEASE.value:
+                await asyncio.sleep(1.0)  # the next heartbeat comes before the pump goes on
+    else:
+
+        def after(call, reply):
+            if call.script is Scripts.RELEASE.value:
+                time.sleep(1.0)
+
+    _wrap_run(monkeypatch, api, after)
+    w = api.worker(q, {"t": api.handler(sleep=2.0, start=lambda job: ran.append(job.id))},
+                   concurrency=1, prefetch=1, shutdown_timeout=5)
+    first = await q.enqueue("t")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    second = await q.enqueue("t")
+    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    w.stop()
+    await w.join(10)
+    lost = [r.getMessage() for r in caplog.records if "lost" in r.getMessage()]
+    assert lost == []
+    assert ran == [first.id]
+    assert await _state(q, second.id) == "waiting"
