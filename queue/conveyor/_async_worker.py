@@ -121,6 +121,9 @@ class AsyncWorker:
 
     @property
     def stats(self) -> dict[str, int]:
+        """Counts of this worker so far: ``processed`` jobs it completed (acknowledged), ``failed``
+        attempts it recorded as failed (retried or failed for good), and ``held``, the slots in use
+        (jobs leased, and handlers still running after their job was settled)."""
         if not self._lanes:
             return self._dispatch.stats()
         each = [lane.stats for lane in self._lanes]
@@ -149,7 +152,8 @@ class AsyncWorker:
     async def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
         delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
-        runs once: a second call raises RuntimeError."""
+        runs once: a second call raises RuntimeError. Returns its final [stats][conveyor.AsyncWorker.stats]:
+        ``processed``, ``failed`` and ``held``."""
         check_first_run(self)
         self._loop = asyncio.get_running_loop()
         if self._lanes:

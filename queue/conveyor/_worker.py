@@ -89,6 +89,9 @@ class Worker:
 
     @property
     def stats(self) -> dict[str, int]:
+        """Counts of this worker so far: ``processed`` jobs it completed (acknowledged), ``failed``
+        attempts it recorded as failed (retried or failed for good), and ``held``, the slots in use
+        (jobs leased, and handlers still running after their job was settled)."""
         return self._dispatch.stats()
 
     def stop(self) -> None:
@@ -104,7 +107,8 @@ class Worker:
     def run(self) -> dict[str, int]:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
         delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
-        runs once: a second call raises RuntimeError."""
+        runs once: a second call raises RuntimeError. Returns its final [stats][conveyor.Worker.stats]:
+        ``processed``, ``failed`` and ``held``."""
         check_first_run(self)
         pump, maint = self._role("pump"), self._role("maint")
         waiter = self._waiter or self._own_waiter()

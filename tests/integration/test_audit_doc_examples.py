@@ -43,3 +43,23 @@ async def test_waiting_for_a_job_enqueue_many_to_sent_to_another_queue_names_tha
 
 async def _awaited(value):
     return await value if inspect.isawaitable(value) else value
+
+
+async def test_what_a_worker_run_returns_is_documented(api):
+    """index.md's quick start ends with `Worker(...).run()`; the reference did not say what run()
+    returns, nor what ``stats`` holds (no docstring): processed counted completed jobs only (the
+    `conveyor worker` log calls it "completed"), failed every failed attempt, held the slots in use."""
+    q = api.queue(max_attempts=1)
+    await q.enqueue("ok", 1)
+    await q.enqueue("bad", 2)
+
+    def boom(job):
+        raise RuntimeError("boom")
+
+    worker = api.worker(q, {"ok": api.handler(), "bad": api.handler(boom)}, burst=True)
+    stats = await worker.join(30)
+    assert stats == {"processed": 1, "failed": 1, "held": 0}
+    cls = type(worker.worker)
+    for key in stats:
+        assert f"``{key}``" in (cls.run.__doc__ or ""), f"{cls.__name__}.run does not say what {key!r} is"
+    assert (cls.stats.__doc__ or "").strip(), f"{cls.__name__}.stats has no docstring"
