@@ -166,7 +166,17 @@ class JobSpec:
 
 @dataclass(slots=True, eq=False)
 class Job:
-    """A job as stored on the server. ``token`` is the lease token of the attempt this client
+    """A job as stored on the server: ``id``, ``task``, ``priority`` (0..9), ``attempts`` made of
+    ``max_attempts``, ``error`` (the last failed attempt's text), ``enqueued_at`` and
+    ``finished_at`` (Unix times in seconds, the server's clock), ``raw_payload`` (the stored bytes;
+    ``payload`` decodes them with ``serializer``). ``created``: False when an enqueue found an
+    existing job of its ``job_id`` and returned it instead of creating one.
+
+    ``state``: ``waiting``, ``delayed``, ``active``, ``completed``, ``failed`` or ``cancelled``;
+    or ``finished``, for the job an enqueue found by its id within the deduplication window after
+    its record was removed: nothing else is known of it then (``task`` empty, ``payload`` None).
+
+    ``token`` is the lease token of the attempt this client
     claimed: an ack or a fail clears it (and sets ``state``); after a release it stays, and the
     server refuses it from then on (LeaseLostError).
 
