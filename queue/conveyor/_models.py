@@ -54,6 +54,18 @@ def time_limit_ms(limit: float | None) -> int:
 class QueueSettings:
     """Everything a queue and its workers are configured with. Times are in seconds.
 
+    prefix: the first part of every key of the queue (``<prefix>:{<queue>}:...``).
+    lease: how long a claimed job stays leased to its worker, renewed every lease/3 while its
+    handler runs; an expired lease is recovered (the job redelivered, or failed on its last attempt).
+    max_attempts: attempts of a job that sets none; backoff: the delay before each retry.
+    max_payload_bytes: the largest encoded payload (PayloadTooLargeError above it).
+    maintenance_interval / maintenance_batch: a worker's sweep (promote due delayed jobs, recover
+    expired leases, apply retention) runs this often, each script call handling at most this many.
+    pool_size / pool_timeout: connections per server of a queue's pool, and how long a call waits
+    for a free one (PoolExhaustedError); socket_timeout / connect_timeout: how long a call waits for
+    the server's reply, and for a new connection (ConnectionFailedError). protocol: RESP 2 or 3.
+    dedup_window: seconds a caller-given job_id keeps deduplicating after its job finished (None:
+    while the finished job is retained).
     keep_completed / keep_failed: how many finished jobs to retain (-1 keeps all, 0 none);
     completed_max_age / failed_max_age: also drop finished jobs older than this (None: no age limit).
     strict: raise instead of warn when the server's maxmemory-policy is not noeviction.
