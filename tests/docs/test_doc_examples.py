@@ -334,3 +334,17 @@ def test_the_api_reference_describes_every_queue_setting() -> None:
     fields = [f.name for f in dataclasses.fields(conveyor.QueueSettings)]
     missing = [name for name in fields if not re.search(rf"\b{name}\b", doc)]
     assert missing == [], f"QueueSettings' docstring does not describe {missing}"
+
+
+def test_the_readme_quick_start_enqueue_marked_idempotent_is(workspace: tuple[Path, dict[str, str]]) -> None:
+    """README's quick start marks the enqueue with job_id="welcome-bob" `# idempotent`: run again,
+    it sends nothing new to bob. Failed before: with the default dedup_window (an id is kept only
+    while its job is retained, and a completed job is dropped at its ack) the second run sent bob's
+    welcome again."""
+    root, env = workspace
+    [block] = [b for b in blocks() if b.page == "README.md" and "AsyncWorker(queue" in b.code]
+    assert "# idempotent" in block.code
+    rule = rule_of(block)
+    assert rule is not None
+    out = run_python(block, rule, root, env) + run_python(block, rule, root, env)
+    assert (out.count("sending to ada@example.com"), out.count("sending to bob@example.com")) == (2, 1), out
