@@ -10,7 +10,8 @@
 -- Returns: {status per ack (1 ok, 0 token does not hold the lease, -2 no such job),
 --          now, next due (-1 none; now when jobs are still ready), then 2 (CLAIM_FIELDS in
 --          _replies.py) values per claimed job as in claim.lua}
--- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing.
+-- Errors: CONVEYOR_BOUND when a count exceeds its limit. A refused ack changes nothing; an id
+--         acked twice in one call (same token) is completed once, the repeat answered 0.
 -- Retry safety: with a request id, the call records its ack statuses and claimed (id, token)
 -- pairs under KEYS[8] for one lease. A re-sent call with the same id (its first reply was lost to
 -- a socket timeout) changes nothing and answers the recorded batch again, each job read afresh and
@@ -59,6 +60,11 @@ if string.sub(request, 1, 1) == '+' then
 end
 
 local out, done, finished, freed, gone = {}, {}, {}, {}, {}
+-- Ids this call completed: the same (id, token) given twice is completed and counted once, the
+-- repeat answered 0 as when keep > 0 (its first ack cleared the token). With keep = 0 the job
+-- is deleted after the loop, so its lease still checked out for the repeat: counted twice in the
+-- totals, the stats and its limit key's running count (one slot freed too many).
+local acked = {}
 local claimed = request ~= '' and {} or nil  -- claimed ids and tokens, for the record
 local records, expires = {}, nil
 if ttl > 0 then expires = tostring(now + ttl) end  -- formatted once, not once per job
@@ -67,8 +73,10 @@ for i = 1, n do
   local id, token = ARGV[at], ARGV[at + 1]
   local key = jobs .. id
   local status, limited = check_lease(key, token)
+  if status == 1 and acked[id] then status = 0 end
   out[i] = status
   if status == 1 then
+    acked[id] = true
     if limited then freed[limited] = (freed[limited] or 0) + 1 end
     done[#done + 1] = id
     remember(dedup, window, id, now)
