@@ -153,6 +153,6 @@ class QueueBase(Generic[ClientT]):
             pipe.llen(k.level(level))
         for key in (k.delayed, k.active, k.completed, k.failed):
             pipe.zcard(key)
-        pipe.hmget(k.meta, ["completed", "failed"])
+        pipe.hmget(k.meta, ["completed", "failed", "v"])  # v: the layout version, checked
         pipe.zcard(k.cancelled)
         pipe.get(k.parked)

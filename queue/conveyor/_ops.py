@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 from ._errors import SchemaVersionError
 from ._keys import QueueKeys, queue_keys, validate_job_id, validate_name
 from ._models import (
+    MAX_PRIORITY,
     Job,
     JobSpec,
     Limit,
@@ -398,6 +399,11 @@ class QueueCore:
 
     # -- reads ------------------------------------------------------------------------------------
     def parse_counts(self, replies: Sequence[Any]) -> dict[str, int]:
+        """The counts of ``QueueBase._queue_counts``' replies, once the layout version read with
+        them is known: a queue of a newer layout is refused (SchemaVersionError) as by every
+        script call, never counted with this layout's keys. Read, not set: counting a queue
+        that does not exist writes nothing."""
+        self.check_layout(replies[MAX_PRIORITY + 5][2])
         return queue_counts(replies)
 
     def parse_job(self, job_id: str, fields: dict[Any, Any]) -> Job | None:

@@ -180,7 +180,15 @@ def read_probe(job_id: str, reply: list[Any]) -> Probe:
         return Probe(None, _text(last))
     if record is None:
         raise gone(job_id, state)
-    return Probe(bytes(record) if not isinstance(record, bytes) else record, None)
+    return Probe(record_bytes(record), None)
+
+
+def record_bytes(record: Any) -> bytes:
+    """A result record as bytes: a client that decodes replies (decode_responses) gives text,
+    which ``bytes()`` refused and ``decode_record`` could not read."""
+    if isinstance(record, bytes):
+        return record
+    return record.encode() if isinstance(record, str) else bytes(record)
 
 
 def gone(job_id: str, state: str | None) -> ConveyorError:
@@ -195,6 +203,7 @@ def decode_record(serializer: Serializer, job_id: str, record: bytes | None) -> 
     """The return value a record holds; a failure record raises JobFailedError (or a subclass)."""
     if record is None:
         raise gone(job_id, None)
+    record = record_bytes(record)
     state = record[:1].decode()
     colon = record.index(b":")
     if state == "c":

@@ -6,6 +6,12 @@ Each test failed before its fix, except where its docstring says it guards a beh
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
 import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
@@ -13,10 +19,13 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     wait_until,
 )
 from conveyor import (
+    Conveyor,
     Job,
     Limit,
+    SchemaVersionError,
 )
 from conveyor._dispatch import Dispatcher, WorkerOptions
+from conveyor._runner import Runner
 
 NEWER = "2"  # a layout version this Conveyor does not read
 
@@ -68,3 +77,70 @@ def test_a_worker_resends_a_lost_ack_alone_never_beside_new_ones() -> None:
     assert d.on_sending(again) == ((d.worker_id, 0), True)
     d.on_acked(again, [1, 1])
     assert [j.id for j in d.pending_acks()] == ["2", "3"]
+
+
+# -- 4. counts() / info of a queue written by a newer layout --------------------------------------
+async def test_counts_of_a_queue_of_a_newer_layout_is_refused_as_other_calls_are(api):
+    """counts() (and so `conveyor info`, and the Runner's check before its workers start) read
+    the queue's keys without its layout version: a queue of a newer layout gave numbers read with
+    this layout's keys, where every script call raises SchemaVersionError. Counting a queue that
+    does not exist still writes nothing."""
+    q = api.queue()
+    await q.enqueue("t", 1)
+    api.admin.hset(q.keys.meta, "v", NEWER)
+    fresh = api.queue()
+    with pytest.raises(SchemaVersionError, match=f"layout version {NEWER}") as counted:
+        await fresh.counts()
+    with pytest.raises(SchemaVersionError) as enqueued:
+        await fresh.enqueue("t", 2)
+    assert str(counted.value) == str(enqueued.value)
+    unknown = api.queue(f"{api.name}-none")
+    assert await unknown.counts() == counts()
+    assert api.queue_keys(unknown.name) == []
+
+
+def test_conveyor_info_and_a_runner_refuse_a_queue_of_a_newer_layout(
+    redis_url: str, queue_name: str, tmp_path: Any
+) -> None:
+    """`conveyor info` printed the counts of such a queue; `conveyor worker` (the Runner) counts
+    each queue first so that a layout it cannot read fails the run at once, and started workers
+    that retried the refused calls for ever."""
+    import redis  # noqa: PLC0415
+
+    with redis.Redis.from_url(redis_url) as admin:
+        admin.hset(f"cv:{{{queue_name}}}:meta", "v", NEWER)
+    (tmp_path / "newer_app.py").write_text(
+        f"from conveyor import Conveyor\napp = Conveyor({redis_url!r}, default_queue={queue_name!r})\n"
+        "@app.task\ndef t() -> None:\n    pass\n"
+    )
+    command = [sys.executable, "-m", "conveyor", "info", "newer_app:app", "--json"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1 and result.stdout == "", (result.stdout, result.stderr)
+    assert f"layout version {NEWER}" in result.stderr
+
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task
+    def t() -> None:
+        pass
+
+    runner = Runner(app, [queue_name])
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            runner.run()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        runner.stop()
+        thread.join(10)
+    assert outcome and isinstance(outcome[0], SchemaVersionError), outcome
+    assert time.monotonic() - started < 10
+    app.close()
