@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
 from pathlib import Path
 
 import pytest
+import redis
+import redis.asyncio as aredis
 from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, ConveyorError, Job, Queue
+from conveyor import AsyncQueue, ConveyorError, Job, JobFailedError, Queue, Worker
 
 
 async def test_fail_returns_only_the_outcomes_its_reference_names(api):
@@ -86,3 +89,36 @@ async def test_a_job_id_deduplicated_after_its_record_went_returns_a_documented_
     production = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
     dedup = production[production.index("## Deduplication window") :].split("\n## ", 1)[0]
     assert "`finished`" in dedup
+
+
+@pytest.mark.parametrize("finished_first", [True, False], ids=["finished-before", "waited-for"])
+async def test_a_client_that_decodes_replies_reads_results(server, queue_name, finished_first):
+    """`Queue(name, client)` with a redis-py client made with decode_responses=True is supported
+    (test_direct_scripts: it reads the same jobs), but with store_results its job.result() raised
+    AttributeError ('str' object has no attribute 'decode') for a job that had finished, and
+    `queue.result()` the same: the result record came back as text, which the decoder took for bytes."""
+    producer = Queue(queue_name, redis.Redis.from_url(server.url, decode_responses=True), store_results=True)
+    decoding = aredis.Redis.from_url(server.url, decode_responses=True)
+    reader = AsyncQueue(queue_name, decoding, store_results=True)
+    ok, bad = producer.enqueue("ok", {"name": "Zoë"}), producer.enqueue("bad", None, max_attempts=1)
+
+    def fail(job):
+        raise RuntimeError("broken: ü")
+
+    worker = Worker(Queue.from_url(server.url, queue_name, store_results=True),
+                    {"ok": lambda job: job.payload["name"], "bad": fail}, burst=finished_first,
+                    install_signal_handlers=False)  # fmt: skip
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    if finished_first:
+        thread.join(30)
+    assert ok.result(timeout=10) == "Zoë"
+    assert await reader.result(ok.id, timeout=10) == "Zoë"
+    with pytest.raises(JobFailedError, match="broken: ü"):
+        bad.result(timeout=10)
+    with pytest.raises(JobFailedError, match="broken: ü"):
+        await reader.result(bad.id, timeout=10)
+    worker.stop()
+    thread.join(30)
+    producer.close()
+    await reader.aclose()
