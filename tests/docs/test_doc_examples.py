@@ -38,7 +38,7 @@ PAGES = ("README.md", "docs/index.md", "docs/api.md", "docs/production.md", "doc
          "docs/high-availability.md", "docs/tuning.md", "docs/runtimes.md")  # fmt: skip
 SCRIPT = Path(sys.executable).parent / "conveyor"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
-DB = 7  # the examples' own database, flushed first: their queue names ("emails") are the docs'
+DB = 7  # the examples' own database, emptied before each: their queue names ("emails") are the docs'
 PLACEHOLDER_URLS = ("redis://localhost:6379/0", "redis://127.0.0.1:6379/0")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
