@@ -212,18 +212,24 @@ def run_command(line: str, root: Path, env: dict[str, str]) -> None:
     args = line.split()
     assert args[0] == "conveyor", line
     if args[1] == "worker" and "--help" not in args and "--burst" not in args:
-        stop_worker(line, subprocess.Popen(COMMAND + args[1:], cwd=root, env=env, stderr=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, text=True))  # fmt: skip
+        proc = subprocess.Popen(COMMAND + args[1:], cwd=root, env=env, stderr=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        stop_worker(line, proc, env["CONVEYOR_URL"])
         return
     proc = subprocess.run(COMMAND + args[1:], cwd=root, env=env, capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert proc.returncode == EXIT_CODES.get(line, 0), f"{line}: exit {proc.returncode}\n{proc.stderr}"
 
 
-def stop_worker(line: str, proc: subprocess.Popen[str]) -> None:
-    """A worker runs until SIGTERM, then exits 0 (production.md, Exit codes)."""
-    time.sleep(1.5)
-    assert proc.poll() is None, f"{line}: exited {proc.returncode}\n{proc.communicate()[1]}"
+def stop_worker(line: str, proc: subprocess.Popen[str], url: str) -> None:
+    """A worker runs until SIGTERM, then exits 0 (production.md, Exit codes). SIGTERM is sent once
+    it serves (its pump connections are open): before, the process has no handler for it yet."""
+    deadline = time.monotonic() + 30
+    with redis.Redis.from_url(url) as admin:
+        while not any(c["name"].endswith(":pump") and int(c["db"]) == DB for c in admin.client_list()):
+            assert proc.poll() is None, f"{line}: exited {proc.returncode}\n{proc.communicate()[1]}"
+            assert time.monotonic() < deadline, f"{line}: not serving after 30 s"
+            time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, f"{line}: exit {proc.returncode}\n{stderr}"
