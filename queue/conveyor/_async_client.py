@@ -107,10 +107,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if self._direct is not None:
             await self._direct.put_back()
 
-    def _error(self, exc: BaseException) -> Exception:
+    def _error(self, exc: BaseException, closes: int) -> Exception:
         if isinstance(exc, RuntimeError):  # asyncio's, met on a connection of an earlier loop
             return closed_loop_error(self.name) if "Event loop is closed" in str(exc) else exc
-        return super()._error(exc)
+        return super()._error(exc, closes)
 
     # -- execution --------------------------------------------------------------------------------
     async def _evalsha(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
@@ -183,12 +183,13 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return await self._run_on(call, self._direct)
 
     async def _run_on(self, call: Call[T], direct: AsyncDirectScripts | None) -> T:
+        closes = self._closes  # see _error
         try:
             if not self._ready:
                 await self._check_server()
             return call.parse(await self._evalsha(call, direct))
         except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     async def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -237,6 +238,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self, batches: Mapping[str, Iterable[JobSpec | tuple[str, Any]]]
     ) -> dict[str, list[Job]]:
         """Enqueue into several queues in one round trip per shard (see ``Queue.enqueue_many_to``)."""
+        closes = self._closes  # see _error
         cores, calls = self._fan_out(batches)
         out: dict[str, list[Job]] = {name: [] for name in batches}  # an empty batch: nothing sent
         if not calls:
@@ -250,7 +252,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
                 self._layouts_checked(todo, await pipe.execute())
             replies = await self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
         except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
         for core, call, reply in zip(cores, calls, replies, strict=True):
             out[core.name] = call.parse(reply)
         return out
@@ -323,26 +325,29 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     async def counts(self) -> dict[str, int]:
         """Jobs per state, plus total_completed and total_failed since the queue was created."""
+        closes = self._closes  # see _error
         self._own_loop()
         pipe = self.client.pipeline(transaction=False)
         self._queue_counts(pipe)
         try:
             return self.core.parse_counts(await pipe.execute())
         except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     async def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
+        closes = self._closes  # see _error
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
         self._own_loop()
         try:
             return self.core.parse_job(job_id, await self.client.hgetall(self.core.keys.job(job_id)))
         except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
+        closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)
         self._own_loop()
         if isinstance(page, Call):
@@ -355,7 +360,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
                 pipe.hgetall(self.core.keys.job(job_id))
             found = await pipe.execute() if ids else []
         except ASYNC_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
         return listed_jobs(self.core, state, ids, found)
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
@@ -369,6 +374,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         return await self._failed_batches(purge_failed, job_ids, batch)
 
     async def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
+        closes = self._closes  # see _error
         batches = id_batches(job_ids, batch)
         self._own_loop()
         if batches is None:
@@ -376,7 +382,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             try:
                 limit = int(await self.client.zcard(self.core.keys.failed))
             except ASYNC_ERRORS as exc:
-                raise self._error(exc) from exc
+                raise self._error(exc, closes) from exc
         total = 0
         try:
             if batches is not None:
@@ -392,12 +398,24 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             raise batches_failed(exc, build, total) from exc.__cause__
 
     async def aclose(self) -> None:
-        """Close the client and its pool (and stop waiting for results)."""
-        self._results.close()
-        await self._put_back()
-        if self._lone is not None:
-            await self._lone.put_back()
-        await self.client.aclose()
+        """Close the client and its pool (and stop waiting for results).
+
+        A call still in flight (another task's) either completes or raises
+        [QueueClosedError][conveyor.QueueClosedError] with ``maybe_applied`` True: it may have been
+        sent, so an enqueue may have created its job or not (repeat it only with a ``job_id``),
+        with either driver; never ConnectionFailedError. A call made after ``aclose()`` opens a new
+        connection with redis-py; with glide it raises QueueClosedError, ``maybe_applied`` False
+        (nothing was sent: a closed glide client cannot reconnect). A result wait ends with
+        QueueClosedError too (a wait changes nothing on the server)."""
+        self._closes += 1
+        try:
+            self._results.close()
+            await self._put_back()
+            if self._lone is not None:
+                await self._lone.put_back()
+            await self.client.aclose()
+        finally:
+            self._closes += 1
 
 
 def other_loop_error(name: str, first: asyncio.AbstractEventLoop | None) -> ConveyorError:

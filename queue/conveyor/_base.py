@@ -9,7 +9,8 @@ from typing import Any, Generic, TypeVar
 from redis import exceptions as redis_errors
 
 from ._connection import translate_error
-from ._errors import ReplicationError
+from ._errors import ConnectionFailedError, ReplicationError
+from ._glide_common import closed_in_flight
 from ._models import MAX_PRIORITY, Job, JobSpec, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
 from ._topology import is_cluster, node_of, where
@@ -47,6 +48,9 @@ class QueueBase(Generic[ClientT]):
         self._cluster = is_cluster(client)
         self._peers: dict[str, QueueCore] = {}  # other queues enqueued into via enqueue_many_to
         self._checked: set[str] = set()  # queues whose layout version was checked
+        # Bumped as close() / aclose() starts and as it ends (odd while one runs): a call that read
+        # another value when it started, or that fails while a close runs, met it (see ``_error``).
+        self._closes = 0
         self._no_client_retries()
 
     def _no_client_retries(self) -> None:
@@ -78,9 +82,16 @@ class QueueBase(Generic[ClientT]):
     def settings(self) -> QueueSettings:
         return self.core.settings
 
-    def _error(self, exc: BaseException) -> Exception:
+    def _error(self, exc: BaseException, closes: int) -> Exception:
+        """Conveyor's error for ``exc``, raised by a call that started when ``_closes`` was
+        ``closes``. A connection lost while close() / aclose() ran (redis-py closes the connections
+        of calls in flight) is QueueClosedError: the call may have been applied, and 'cannot reach
+        the server' (ConnectionFailedError) is neither true nor something to retry."""
         pool: Any = getattr(self.client, "connection_pool", None)
-        return translate_error(where(self.client), exc, getattr(pool, "max_connections", None))
+        error = translate_error(where(self.client), exc, getattr(pool, "max_connections", None))
+        if (closes != self._closes or self._closes % 2) and isinstance(error, ConnectionFailedError):
+            return closed_in_flight(where(self.client))
+        return error
 
     def _queue_startup(self, pipe: Any) -> None:
         """Layout version check and eviction policy read, sent as one pipeline.

@@ -138,12 +138,13 @@ class Queue(QueueBase[redis.Redis]):
         return self._run_on(call, self._direct)
 
     def _run_on(self, call: Call[T], direct: DirectScripts | None) -> T:
+        closes = self._closes  # see _error
         try:
             if not self._ready:
                 self._check_server()
             return call.parse(self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     def _check_server(self) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -196,6 +197,7 @@ class Queue(QueueBase[redis.Redis]):
         is sent. Each queue's batch is one script call, atomic on its own; on an error some queues
         may already hold their jobs, so give ``job_id`` values and re-send the same call.
         """
+        closes = self._closes  # see _error
         cores, calls = self._fan_out(batches)
         out: dict[str, list[Job]] = {name: [] for name in batches}  # an empty batch: nothing sent
         if not calls:
@@ -208,7 +210,7 @@ class Queue(QueueBase[redis.Redis]):
                 self._layouts_checked(todo, pipe.execute())
             replies = self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
         except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
         for core, call, reply in zip(cores, calls, replies, strict=True):
             out[core.name] = call.parse(reply)
         return out
@@ -278,24 +280,27 @@ class Queue(QueueBase[redis.Redis]):
 
     def counts(self) -> dict[str, int]:
         """Jobs per state, plus total_completed and total_failed since the queue was created."""
+        closes = self._closes  # see _error
         pipe = self.client.pipeline(transaction=False)
         self._queue_counts(pipe)
         try:
             return self.core.parse_counts(pipe.execute())
         except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
+        closes = self._closes  # see _error
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
         try:
             return self.core.parse_job(job_id, self.client.hgetall(self.core.keys.job(job_id)))
         except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
 
     def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
+        closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)
         if isinstance(page, Call):
             ids = self._run(page)
@@ -307,7 +312,7 @@ class Queue(QueueBase[redis.Redis]):
                 pipe.hgetall(self.core.keys.job(job_id))
             found = pipe.execute() if ids else []
         except REDIS_ERRORS as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, closes) from exc
         return listed_jobs(self.core, state, ids, found)
 
     def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
@@ -321,13 +326,14 @@ class Queue(QueueBase[redis.Redis]):
         return self._failed_batches(purge_failed, job_ids, batch)
 
     def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
+        closes = self._closes  # see _error
         batches = id_batches(job_ids, batch)
         if batches is None:
             # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
             try:
                 limit = int(self.client.zcard(self.core.keys.failed))
             except REDIS_ERRORS as exc:
-                raise self._error(exc) from exc
+                raise self._error(exc, closes) from exc
         total = 0
         try:
             if batches is not None:
@@ -341,8 +347,19 @@ class Queue(QueueBase[redis.Redis]):
             raise batches_failed(exc, build, total) from exc.__cause__
 
     def close(self) -> None:
-        """Close the client and its pool (and stop waiting for results)."""
-        self._results.close()
-        if self._held is not None:
-            self._held.put_back()
-        self.client.close()
+        """Close the client and its pool (and stop waiting for results).
+
+        A call still in flight in another thread either completes or, with redis-py (which closes
+        its connection), raises [QueueClosedError][conveyor.QueueClosedError] with
+        ``maybe_applied`` True: it may have been applied or not (repeat an enqueue only with a
+        ``job_id``); never ConnectionFailedError. glide's close() waits for such calls to complete.
+        A call made after ``close()`` opens a new connection with redis-py; with glide it raises
+        QueueClosedError, ``maybe_applied`` False (nothing was sent)."""
+        self._closes += 1
+        try:
+            self._results.close()
+            if self._held is not None:
+                self._held.put_back()
+            self.client.close()
+        finally:
+            self._closes += 1

@@ -58,6 +58,24 @@ class PoolExhaustedError(ConnectionFailedError):
     """Every connection of the bounded pool stayed busy for ``pool_timeout`` seconds."""
 
 
+class QueueClosedError(ConveyorError):
+    """A call met its queue closed by ``close()`` / ``aclose()``. Not a ConnectionFailedError: a
+    worker or a result wait does not retry it, and a closed glide client never reconnects.
+
+    ``maybe_applied`` says whether the call may have changed the queue. True: the queue was closed
+    while the call was in flight, after it may have been sent, so it may have been applied or not
+    (an enqueue may have created its job: as after a timeout, repeat it only with a ``job_id``).
+    False: nothing was sent (a call after ``close()`` on a glide client, which cannot reconnect),
+    or a result wait was ended while it waited (a wait changes nothing on the server)."""
+
+    def __init__(self, message: str, maybe_applied: bool) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+    def __reduce__(self) -> tuple[type[QueueClosedError], tuple[str, bool]]:
+        return type(self), (str(self), self.maybe_applied)
+
+
 class PermissionDeniedError(ConveyorError, PermissionError):
     """The server's ACL refused a command or key to this user (NOPERM); the message names it."""
 

@@ -20,6 +20,7 @@ from ._glide_common import (
     _key_list,
     _xread_args,
     closed_error,
+    closed_in_flight,
     redis_error,
     reshape,
 )
@@ -83,7 +84,7 @@ class GlideAsync(GlideDriver):
             return await getattr(client, method)(*args)
         except Exception as exc:
             if self._closed:  # aclose() ended it: not 'cannot reach the server', retried for ever
-                raise closed_error(self.address) from exc
+                raise closed_in_flight(self.address) from exc
             error = redis_error(exc)
             raise (await self._select_refused(error) if NO_SELECT in str(exc) else error) from exc
 

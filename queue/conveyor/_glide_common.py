@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from redis import exceptions as redis_errors
 
-from ._errors import ConveyorError
+from ._errors import ConveyorError, QueueClosedError
 from ._models import QueueSettings
 from ._scripts import Scripts
 
@@ -203,12 +203,24 @@ def _connect_hint(message: str) -> str:
     )
 
 
-def closed_error(address: str) -> ConveyorError:
+def closed_error(address: str) -> QueueClosedError:
     """A call after close(): redis-py reopens a connection, glide's closed client cannot. Not a
-    ConnectionFailedError, which a worker or a result wait would retry for ever."""
-    return ConveyorError(
+    ConnectionFailedError, which a worker or a result wait would retry for ever. Nothing was sent."""
+    return QueueClosedError(
         f"the queue's glide client of {address} was closed (close() or aclose()) and cannot be used "
-        "again: create a new Queue or AsyncQueue"
+        "again: this call was not sent; create a new Queue or AsyncQueue",
+        maybe_applied=False,
+    )
+
+
+def closed_in_flight(where: str) -> QueueClosedError:
+    """A call in flight when close() / aclose() closed its connection (either driver): it may have
+    been sent, so it may have been applied or not. Not 'cannot reach the server' (a
+    ConnectionFailedError, which a worker or a result wait would retry for ever)."""
+    return QueueClosedError(
+        f"the queue was closed (close() or aclose()) while this call to {where} was in flight: it "
+        "may have been applied or not (an enqueue with a job_id is safe to repeat, on an open queue)",
+        maybe_applied=True,
     )
 
 

@@ -156,6 +156,8 @@ class AsyncResults:
                 raise timed_out(job_id, timeout) from None
         finally:
             self.registry.remove(job_id, future)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed by aclose() while its probe ran: read, not logged as lost
         return decode_record(q.settings.serializer, job_id, probe.record)
 
     async def _probe(self, job_id: str) -> Probe:

@@ -27,6 +27,7 @@ from ._errors import (
     JobCancelledError,
     JobFailedError,
     PayloadTooLargeError,
+    QueueClosedError,
     SerializationError,
 )
 from ._keys import validate_name
@@ -351,5 +352,8 @@ class Registry(Generic[W]):
         return out
 
 
-def closed(queue: str, job_id: str) -> ConveyorError:
-    return ConveyorError(f"queue {queue!r} was closed while waiting for the result of job {job_id!r}")
+def closed(queue: str, job_id: str) -> QueueClosedError:
+    """A result wait ended by close() / aclose(): it changes nothing on the server."""
+    return QueueClosedError(
+        f"queue {queue!r} was closed while waiting for the result of job {job_id!r}", maybe_applied=False
+    )

@@ -6,6 +6,7 @@ Each test failed before its fix, except where its docstring says it guards a beh
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -19,9 +20,12 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     wait_until,
 )
 from conveyor import (
+    AsyncQueue,
+    ConnectionFailedError,
     Conveyor,
     Job,
     Limit,
+    QueueClosedError,
     SchemaVersionError,
 )
 from conveyor._dispatch import Dispatcher, WorkerOptions
@@ -77,6 +81,68 @@ def test_a_worker_resends_a_lost_ack_alone_never_beside_new_ones() -> None:
     assert d.on_sending(again) == ((d.worker_id, 0), True)
     d.on_acked(again, [1, 1])
     assert [j.id for j in d.pending_acks()] == ["2", "3"]
+
+
+# -- 2. a call in flight when the queue is closed -------------------------------------------------
+async def test_an_enqueue_in_flight_at_close_says_it_may_have_been_applied(api):
+    """redis-py closes the connections of calls in flight at close() / aclose(): an enqueue
+    waiting for its reply raised ConnectionFailedError 'cannot reach the server' (retried for
+    ever by callers, and false: the server was there). glide's said 'was closed ... cannot be
+    used again', as if nothing had been sent. Both are now QueueClosedError, maybe_applied True
+    for a call that may have been sent and False only for one that was not, so a job whose
+    enqueue said False does not exist. (A sync call in flight may also complete.)"""
+    if api.server.family == "dragonfly":
+        pytest.skip("dragonfly: CLIENT PAUSE WRITE is checked on Redis and Valkey")
+    q = api.queue()
+    await q.enqueue("t", "first")  # connected, layout checked
+    api.admin.execute_command("CLIENT", "PAUSE", 1500, "WRITE")  # enqueues wait for their reply
+    try:
+        calls = [asyncio.ensure_future(q.enqueue("t", i, job_id=f"j{i}")) for i in range(12)]
+        await asyncio.sleep(0.3)  # sent, held by the pause
+        closing = asyncio.ensure_future(q.close())  # glide's sync close() waits for them
+        await asyncio.sleep(0.3)
+    finally:
+        api.admin.execute_command("CLIENT", "UNPAUSE")
+    await asyncio.wait_for(closing, 15)
+    replies = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 15)
+    errors = [r for r in replies if not isinstance(r, Job)]
+    assert all(isinstance(e, QueueClosedError) and not isinstance(e, ConnectionFailedError)
+               for e in errors), errors  # fmt: skip
+    for i, reply in enumerate(replies):
+        exists = api.admin.exists(q.keys.job(f"j{i}"))
+        if isinstance(reply, Job):
+            assert exists, reply
+        elif not reply.maybe_applied:
+            assert not exists and "not sent" in str(reply), reply
+        else:
+            assert "may have been applied or not" in str(reply)
+    if api.is_async:  # (a sync call in flight may complete: glide waits for it, and a redis-py
+        # socket closed under a thread's read does not always end that read)
+        assert any(e.maybe_applied for e in errors), "no call was in flight at aclose"
+
+
+async def test_a_closed_async_queue_still_tells_calls_after_it_apart_from_calls_in_flight(
+    redis_url: str, queue_name: str, driver: str
+) -> None:
+    """A call made after aclose(): redis-py opens a new connection (it succeeds), glide cannot
+    (QueueClosedError, maybe_applied False: nothing was sent). A result wait ended by aclose()
+    changes nothing: maybe_applied False. This held before, except the error types."""
+    _glide_installed(driver)
+    queue = AsyncQueue.from_url(redis_url, queue_name, driver=driver, store_results=True)
+    job = await queue.enqueue("t", 1)
+    waiting = asyncio.ensure_future(queue.result(job.id, 10))
+    await wait_until(lambda: queue._results.registry.waiting, what="the result wait to register")
+    await queue.aclose()
+    with pytest.raises(QueueClosedError, match="was closed while waiting") as caught:
+        await asyncio.wait_for(waiting, 5)
+    assert caught.value.maybe_applied is False
+    if driver == "redis-py":
+        assert (await queue.enqueue("t", 2)).state == "waiting"
+        await queue.aclose()
+        return
+    with pytest.raises(QueueClosedError, match="not sent") as caught:
+        await queue.enqueue("t", 2)
+    assert caught.value.maybe_applied is False
 
 
 # -- 4. counts() / info of a queue written by a newer layout --------------------------------------

@@ -19,6 +19,7 @@ from conveyor import (
     PermissionDeniedError,
     PoolExhaustedError,
     Queue,
+    QueueClosedError,
     ServerError,
     Worker,
     acl_rules,
@@ -403,11 +404,10 @@ async def test_an_async_call_in_flight_at_aclose_says_the_queue_was_closed(
     await queue.aclose()
     replies = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
     errors = [r for r in replies if not isinstance(r, Job)]
-    if driver == "redis-py":  # its calls in flight fail as their connection closes: retried anew
-        return
-    assert errors, "no call was still in flight at aclose()"
+    # redis-py answers most of them before its connections close (its were ConnectionFailedError)
+    assert errors or driver == "redis-py", "no call was still in flight at aclose()"
     for error in errors:
-        assert isinstance(error, ConveyorError) and not isinstance(error, ConnectionFailedError), error
+        assert isinstance(error, QueueClosedError) and error.maybe_applied, error
         assert "was closed" in str(error)
 
 
