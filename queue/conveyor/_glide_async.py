@@ -65,6 +65,8 @@ class GlideAsync(GlideDriver):
             self._creating = self._creating or asyncio.Lock()
             async with self._creating:
                 if self._client is None:
+                    if self._closed:  # aclose() ran while another call created it
+                        raise closed_error(self.address)
                     try:
                         client = await self._glide.GlideClient.create(self._config)
                     except Exception as exc:
@@ -73,6 +75,9 @@ class GlideAsync(GlideDriver):
                     if stalled is not None:
                         await client.close()
                         raise ConveyorError(stalled)
+                    if self._closed:  # aclose() ran while it was created: not kept, nor used
+                        await client.close()
+                        raise closed_error(self.address)
                     self._client = client
         return self._client
 

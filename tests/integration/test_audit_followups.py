@@ -7,6 +7,7 @@ Each test failed before its fix, except where its docstring says it guards a beh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import threading
@@ -30,6 +31,9 @@ from conveyor import (
 )
 from conveyor._dispatch import Dispatcher, WorkerOptions
 from conveyor._runner import Runner
+from conveyor._topology import ASYNC, role_client
+
+from bench.servers import RunningServer
 
 NEWER = "2"  # a layout version this Conveyor does not read
 
@@ -143,6 +147,102 @@ async def test_a_closed_async_queue_still_tells_calls_after_it_apart_from_calls_
     with pytest.raises(QueueClosedError, match="not sent") as caught:
         await queue.enqueue("t", 2)
     assert caught.value.maybe_applied is False
+
+
+# -- 3. glide: aclose() while the first call connects ---------------------------------------------
+def _named(server: RunningServer, name: str) -> list[dict[str, Any]]:
+    with server.client() as admin:
+        return [c for c in admin.client_list() if c.get("name") == name]
+
+
+class _SlowProxy:
+    """Forwards 127.0.0.1:<port> to the server, each connection only after ``delay`` seconds: a
+    connect (glide's handshake) stays in progress that long."""
+
+    def __init__(self, upstream: int, delay: float) -> None:
+        self.upstream, self.delay = upstream, delay
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="slow-proxy")
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(self.delay)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    def __enter__(self) -> int:
+        self.thread.start()
+
+        async def listen() -> int:
+            self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+            return int(self.server.sockets[0].getsockname()[1])
+
+        return asyncio.run_coroutine_threadsafe(listen(), self.loop).result(10)
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+async def _closed_during_connect(url: str, queue_name: str, admin_server: RunningServer,
+                                 settle: float) -> QueueClosedError:  # fmt: skip
+    """A named glide queue whose first call is in progress when aclose() runs: no connection of
+    that name remains, and later calls raise the closed-queue error. Returns the first call's."""
+    base = AsyncQueue.from_url(url, queue_name, driver="glide")
+    queue = AsyncQueue(queue_name, role_client(ASYNC, base.client, queue_name, "probe", 1.0))
+    name = f"conveyor:{queue_name}:probe"
+    first = asyncio.ensure_future(queue.counts())
+    await asyncio.sleep(settle)  # the first call is connecting
+    await queue.aclose()
+    with pytest.raises(QueueClosedError) as caught:
+        await asyncio.wait_for(first, 10)
+    await asyncio.sleep(1.0)  # past the proxy's delay: a connect still going on would be done
+    assert _named(admin_server, name) == []
+    with pytest.raises(QueueClosedError, match="not sent"):
+        await queue.counts()
+    await base.aclose()
+    return caught.value
+
+
+async def test_aclose_during_glides_first_connect_leaves_no_connection(
+    server: RunningServer, queue_name: str, driver: str
+) -> None:
+    """glide (2.5, 2.6) creates its client without yielding to the loop and connects at the first
+    command, after the client is kept, so aclose() during that connect closes it: nothing is left
+    open. This held before; it guards that path (a connect held 0.5 s by a proxy)."""
+    if driver != "glide":
+        pytest.skip("the glide driver's connect")
+    _glide_installed(driver)
+    with _SlowProxy(server.port, 0.5) as port:
+        await _closed_during_connect(f"redis://127.0.0.1:{port}/0", queue_name, server, 0.1)
+
+
+async def test_a_glide_client_created_while_aclose_runs_is_closed_not_kept(
+    server: RunningServer, queue_name: str, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GlideClient.create() that yields to the loop (glide's own credential-provider path
+    does) let aclose() run meanwhile: aclose() found no client to close, the creation then kept
+    its client, the call went on with it and its named connection stayed open until the process
+    ended. The client is now closed as it is created, and the call says it was not sent."""
+    if driver != "glide":
+        pytest.skip("the glide driver's connect")
+    glide = pytest.importorskip("glide", reason="valkey-glide is not installed")
+    create = glide.GlideClient.create
+
+    async def slow_create(cls: Any, config: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await create.__func__(cls, config)
+
+    monkeypatch.setattr(glide.GlideClient, "create", classmethod(slow_create))
+    error = await _closed_during_connect(server.url, queue_name, server, 0.1)
+    assert error.maybe_applied is False and "not sent" in str(error)
 
 
 # -- 4. counts() / info of a queue written by a newer layout --------------------------------------
