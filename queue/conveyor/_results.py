@@ -35,6 +35,7 @@ from ._models import STATES, QueueSettings
 from ._ops import NULL_RECORD, Call
 from ._scripts import Scripts
 from ._serialize import JSON, Serializer, decode_payload
+from ._topology import is_cluster
 
 W = TypeVar("W")
 READ_BLOCK_MS = 1000  # an idle reader notices it has no waiters left within this
@@ -103,9 +104,17 @@ def read_block_ms(client: Any) -> int:
     socket_timeout=0.3) made every idle read raise TimeoutError: the reader logged 'lost the
     server' each time and never did its idle re-read, so a waiter whose job finished without a
     record waited out its whole timeout. (glide's reader has a connection of its own, timed
-    for its block.)"""
+    for its block.) A Cluster client has no ``connection_pool``: its nodes' connections take the
+    options of ``get_connection_kwargs()``; read there, else its block stayed 1 s whatever the
+    socket timeout, with the failure above on every Cluster queue given a short one."""
     pool = getattr(client, "connection_pool", None)
-    timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+    if pool is not None:
+        options = getattr(pool, "connection_kwargs", {})
+    elif is_cluster(client):
+        options = client.get_connection_kwargs()
+    else:  # glide: its reader's connection is timed for its block
+        options = {}
+    timeout = options.get("socket_timeout")
     if not isinstance(timeout, int | float) or timeout <= 0:
         return READ_BLOCK_MS
     return max(1, min(READ_BLOCK_MS, int(timeout * 500)))

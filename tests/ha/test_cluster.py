@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from typing import Any
 
 import pytest
 from _ha import async_wait_checked, too_many_replicas_refused
@@ -421,3 +422,41 @@ def test_several_queues_wait_with_one_waiter_per_slot(cluster: Cluster, mode: st
     thread.join(20)
     assert not thread.is_alive() and time.monotonic() - started < 10
     app.close()
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_a_socket_timeout_under_a_second_still_serves_result_waiters_on_a_cluster(
+    cluster: Cluster, surface: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reader's XREAD followed a short socket_timeout only on one server (a86ad87): a Cluster
+    client has no connection_pool, so there the block stayed 1 s. With socket_timeout=0.3 every
+    idle read raised TimeoutError, the reader logged 'lost the server' again and again and never
+    did its idle re-read, so a waiter whose job finished without a record waited out its whole
+    timeout instead of being told at once."""
+    name = f"short-timeout-{surface}"
+    cls = Queue if surface == "sync" else AsyncQueue
+    queue: Any = cls.from_url(cluster.url, name, store_results=True, socket_timeout=0.3)
+    workers = Queue.from_url(cluster.url, name, store_results=False)
+
+    async def call(method: str, *args: Any) -> Any:
+        target = getattr(queue, method)
+        return await (asyncio.to_thread(target, *args) if surface == "sync" else target(*args))
+
+    try:
+        job = await call("enqueue", "t", None)
+        waiter = asyncio.ensure_future(call("result", job.id, 8))
+        deadline = time.monotonic() + 5
+        while not queue._results.registry.waiting:
+            assert time.monotonic() < deadline, "the waiter did not register"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(1.0)  # idle reads
+        [claimed] = workers.claim()
+        workers.ack(claimed, result="not stored")
+        started = time.monotonic()
+        with pytest.raises(ConveyorError, match="has no stored result"):
+            await asyncio.wait_for(waiter, 10)
+        assert time.monotonic() - started < 3
+        assert "lost the server" not in caplog.text
+    finally:
+        workers.close()
+        await (asyncio.to_thread(queue.close) if surface == "sync" else queue.aclose())
