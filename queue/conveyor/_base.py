@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -13,6 +14,7 @@ from ._errors import ConnectionFailedError, ReplicationError
 from ._glide_common import closed_in_flight
 from ._models import MAX_PRIORITY, Job, JobSpec, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
+from ._results import client_options
 from ._topology import is_cluster, node_of, where
 
 # What redis-py raises: RedisClusterException (no usable node, keys across slots) is not a RedisError.
@@ -35,12 +37,30 @@ def resolve_settings(settings: QueueSettings | None, overrides: dict[str, Any]) 
     return replace(settings or QueueSettings(), **overrides)
 
 
+def check_encoding(client: Any) -> None:
+    """Refuse a redis-py client whose encoding is not UTF-8. Conveyor reads replies as UTF-8 and
+    stores payloads as UTF-8: with another encoding a decoded payload 'Zoë' came back 'ZoÃ«', and a
+    task name sent in it could not be read back."""
+    encoding = client_options(client).get("encoding") or "utf-8"
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except (LookupError, TypeError):
+        utf8 = False
+    if not utf8:
+        raise ValueError(
+            f"the client's encoding {encoding!r} is not UTF-8: Conveyor stores payloads, task names "
+            "and ids as UTF-8, and text in another encoding comes back corrupted; build the client "
+            "with encoding='utf-8' (redis-py's default)"
+        )
+
+
 class QueueBase(Generic[ClientT]):
     """A named queue bound to a client; the twins add the I/O."""
 
     def __init__(
         self, name: str, client: ClientT, *, settings: QueueSettings | None = None, **overrides: Any
     ) -> None:
+        check_encoding(client)
         self.core = QueueCore(name, resolve_settings(settings, overrides))
         self.core.owner = self
         self.client = client

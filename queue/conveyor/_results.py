@@ -98,6 +98,17 @@ def results_off(queue: str) -> ConveyorError:
     )
 
 
+def client_options(client: Any) -> dict[str, Any]:
+    """The options a redis-py client's connections are made with: its pool's, or on a Cluster
+    (no ``connection_pool``) ``get_connection_kwargs()``; empty for glide."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return getattr(pool, "connection_kwargs", {})
+    if is_cluster(client):
+        return client.get_connection_kwargs()  # type: ignore[no-any-return]
+    return {}
+
+
 def read_block_ms(client: Any) -> int:
     """How long the reader's XREAD blocks: READ_BLOCK_MS, or half the socket timeout of a
     redis-py client's pool when that is shorter. A block past the socket timeout (say
@@ -107,14 +118,7 @@ def read_block_ms(client: Any) -> int:
     for its block.) A Cluster client has no ``connection_pool``: its nodes' connections take the
     options of ``get_connection_kwargs()``; read there, else its block stayed 1 s whatever the
     socket timeout, with the failure above on every Cluster queue given a short one."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        options = getattr(pool, "connection_kwargs", {})
-    elif is_cluster(client):
-        options = client.get_connection_kwargs()
-    else:  # glide: its reader's connection is timed for its block
-        options = {}
-    timeout = options.get("socket_timeout")
+    timeout = client_options(client).get("socket_timeout")
     if not isinstance(timeout, int | float) or timeout <= 0:
         return READ_BLOCK_MS
     return max(1, min(READ_BLOCK_MS, int(timeout * 500)))
