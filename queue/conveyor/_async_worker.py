@@ -61,9 +61,10 @@ class AsyncWorker:
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
-    deadline, handlers still running are cancelled and their jobs released (the attempt counts),
-    except a sync task of an app still running in its thread: it cannot be stopped, so its job is
-    not released (another worker would run it beside the thread); its lease is left to expire.
+    deadline, handlers still running are cancelled and their jobs released (the attempt counts; a
+    job on its last attempt ends failed instead, as lease recovery would end it), except a sync
+    task of an app still running in its thread: it cannot be stopped, so its job is not released
+    (another worker would run it beside the thread); its lease is left to expire.
 
     Time limits and cancellation: a handler still running when its job's time limit passes, or
     when a cancel of it arrives with a heartbeat (within a third of the lease), is cancelled

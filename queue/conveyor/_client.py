@@ -242,8 +242,10 @@ class Queue(QueueBase[redis.Redis]):
 
     def release(self, jobs: Sequence[Job], started: bool = False) -> list[int]:
         """Give leased jobs back to the front of the queue; unstarted jobs get their attempt back. A
-        job whose cancel was requested ends cancelled instead. Per job: 1 released, 2 ended
-        cancelled, 0 the lease is no longer held, -2 no such job."""
+        job whose cancel was requested ends cancelled instead, and a started job (``started=True``)
+        on its last attempt ends failed (given back, it would run beyond ``max_attempts``). Per
+        job: 1 released, 2 ended cancelled, 3 ended failed, 0 the lease is no longer held, -2 no
+        such job."""
         flags = release_flags(jobs, started)
         return self._run(self.core.release(jobs, flags)) if jobs else []
 

@@ -319,9 +319,10 @@ class QueueCore:
         for job, was_started in zip(jobs, started, strict=True):
             args += (job.id, held_token(job), 0 if was_started else 1)
         k = self.keys
+        keys = (k.active, k.waiting, k.marker, k.jobs, k.dedup, *self._result_keys(), k.cancelled)
         return Call(
             Scripts.RELEASE.value,
-            (k.active, k.waiting, k.marker, k.jobs, k.dedup, *self._result_keys(), k.cancelled),
+            (*keys, k.meta, k.failed),
             args,
             lambda r: [int(s) for s in r],
         )

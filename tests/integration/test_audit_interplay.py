@@ -359,3 +359,49 @@ async def test_a_heartbeat_during_a_shutdown_release_warns_of_no_lost_lease(api,
     assert lost == []
     assert ran == [first.id]
     assert await _state(q, second.id) == "waiting"
+
+
+async def test_a_last_attempt_stopped_at_the_shutdown_deadline_ends_failed_never_reruns(api):
+    """An asyncio handler cancelled at the shutdown deadline on its last attempt was given back
+    (release, the attempt counted) and the next worker ran it again as attempt 2 of 1; a thread
+    still running there is left to lease recovery, which fails it. Both end failed, run once."""
+    q = api.queue(store_results=True, max_attempts=1, keep_failed=10, **FAST)
+    runs: list[int] = []
+
+    async def async_long(job: Job) -> None:
+        runs.append(job.attempts)
+        await asyncio.sleep(30)
+
+    def sync_long(job: Job) -> None:
+        runs.append(job.attempts)
+        time.sleep(1.5)  # past the deadline, not interruptible
+
+    long = async_long if api.is_async else sync_long
+    w = api.worker(q, {"long": long}, shutdown_timeout=0.2)
+    job = await q.enqueue("long")
+    await wait_until(lambda: runs == [1], timeout=10, what="the handler to start")
+    w.stop()
+    await w.join(10)
+    api.worker(q, {"long": long})  # runs a redelivery, or recovers the expired lease
+    with pytest.raises(JobFailedError, match="after attempt 1 of 1") as failed:
+        await _result(api, q, job.id, timeout=10)
+    assert failed.value.attempts == 1
+    await asyncio.sleep(0.5)  # a rerun would have started by now
+    assert runs == [1]
+    stored = await q.get_job(job.id)
+    assert (stored.state, stored.attempts) == ("failed", 1), stored
+    assert await q.counts() == counts(failed=1, total_failed=1)
+
+
+async def test_release_of_a_started_job_on_its_last_attempt_fails_it(api):
+    """The raw release(started=True), the path of a worker's shutdown, gave back a job whose
+    attempts were used up: claimed again as attempt 2 of 1."""
+    q = api.queue(max_attempts=1, keep_failed=10)
+    job = await q.enqueue("t")
+    [claimed] = await q.claim()
+    assert await q.release([claimed], started=True) == [3]
+    assert await q.claim() == []
+    stored = await q.get_job(job.id)
+    assert (stored.state, stored.attempts) == ("failed", 1), stored
+    assert "shutdown after attempt 1 of 1" in (stored.error or "")
+    assert await q.counts() == counts(failed=1, total_failed=1)
