@@ -90,14 +90,29 @@ class Conveyor:
     ) -> Any:
         """Register a sync or async function as a task (bare ``@app.task`` or with defaults).
 
-        The task's name defaults to the function's ``__name__``; names are unique per app.
+        The task's name defaults to the function's ``__name__`` and its queue to the app's
+        ``default_queue`` (an empty ``name`` or ``queue`` is refused); names are unique per app.
         """
+        # None, not any false value, means "the default": name="" or queue="" is refused.
         options = TaskOptions(
-            queue or self.default_queue, max_attempts, delay, time_limit, priority=priority, limit=limit
+            self.default_queue if queue is None else queue,
+            max_attempts,
+            delay,
+            time_limit,
+            priority=priority,
+            limit=limit,
         )
 
         def register(function: Callable[..., Any]) -> Task[..., Any]:
-            task = Task(self, name or function.__name__, function, options)
+            if not callable(function):  # else AttributeError: no '__name__'
+                raise TypeError(
+                    f"app.task() takes a function (@app.task or @app.task(name=...)), got "
+                    f"{function!r}; give a task's name as a keyword: app.task(name=...)"
+                )
+            task_name = getattr(function, "__name__", None) if name is None else name
+            if task_name is None:  # a functools.partial, a callable object
+                raise TypeError(f"{function!r} has no __name__: give the task's name, app.task(name=...)")
+            task = Task(self, task_name, function, options)
             if task.name in self.tasks:
                 raise ValueError(f"task {task.name!r} is already registered ({self.tasks[task.name].fn!r})")
             self.tasks[task.name] = task

@@ -3,11 +3,13 @@ inputs the reference did not refuse. Each test failed before its fix (or pins wh
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import redis
 import redis.asyncio as aredis
 from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Queue
+from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue
 
 
 def _client(api, **options):
@@ -51,3 +53,28 @@ async def test_a_client_decoding_utf8_replies_keeps_text_intact(api):
         assert await adapter.result(job.id, timeout=5) == "Zoë"
     finally:
         await adapter.close()
+
+
+@pytest.mark.parametrize("option", ["name", "queue"])
+def test_an_empty_task_name_or_queue_is_refused_not_replaced(redis_url, option):
+    """app.task(name="") registered the task under the function's name, and queue="" sent its
+    jobs to the default queue: an empty string is a bad value, not "use the default"."""
+    app = Conveyor(redis_url)
+
+    def send_mail() -> None: ...
+
+    with pytest.raises(InvalidNameError, match="must not be empty"):
+        app.task(**{option: ""})(send_mail)
+    assert app.tasks == {}
+
+
+@pytest.mark.parametrize("given", [42, "send_mail", functools.partial(print)])
+def test_a_task_given_something_not_callable_says_so(redis_url, given):
+    """app.task(42) raised AttributeError ("'int' object has no attribute '__name__'"), and
+    app.task("send_mail"), a name given positionally, the same for 'str', and a callable without
+    a __name__ (a functools.partial) too: a TypeError now names the problem and the keyword for a
+    name."""
+    app = Conveyor(redis_url)
+    with pytest.raises(TypeError, match=r"app\.task\(.*name="):
+        app.task(given)
+    assert app.tasks == {}
