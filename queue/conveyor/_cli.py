@@ -1,11 +1,12 @@
 """Entry point of the ``conveyor`` command: error handling, exit codes and app loading.
 
 Exit codes: 0 done (a worker that stopped on SIGTERM/SIGINT or drained in ``--burst`` included),
-1 a runtime failure (for example the server could not be reached) or an internal error, 2 bad input
-(a usage error, an app path that does not import, an unknown queue or task, an invalid option), 3 a
-second signal forced the worker to exit without waiting for its jobs (their leases expire and they
-are redelivered). Only ``BadInput`` is exit 2: the commands turn their checks of the command line into
-it, so a ValueError raised anywhere else (a bug, bad data on the server) is not taken for a typo.
+1 a runtime failure (for example the server could not be reached, or the metrics port is in use)
+or an internal error, 2 bad input (a usage error, an app path that does not import, an unknown
+queue or task, an invalid option), 3 a second signal forced the worker to exit without waiting
+for its jobs (their leases expire and they are redelivered). Only ``BadInput`` is exit 2: the
+commands turn their checks of the command line into it, so a ValueError raised anywhere else (a
+bug, bad data on the server) is not taken for a typo.
 Errors are one line on stderr, with the traceback above it for an internal error (an exception
 that is not a ConveyorError or OSError); ``--debug`` (or CONVEYOR_DEBUG=1) always shows it.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from ._app import Conveyor
 from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app
 from ._client import Queue
 from ._dispatch import WorkerOptions
+from ._errors import ConveyorError
 from ._inspect import LISTABLE
 from ._keys import validate_name
 from ._models import Job
@@ -139,8 +141,10 @@ def _serve_metrics(app: Conveyor, address: str, port: int) -> None:
     instrument(app)
     try:
         start_http_server(port, addr=address)
-    except OSError as exc:
+    except socket.gaierror as exc:  # an address no resolver knows: the option is wrong
         raise BadInput(f"cannot serve metrics on {address}:{port}: {exc.strerror}") from exc
+    except OSError as exc:  # in use, not permitted, not up yet: the same command may work later
+        raise ConveyorError(f"cannot serve metrics on {address}:{port}: {exc.strerror}") from exc
     log.info("metrics on http://%s:%d/metrics", address, port)
 
 

@@ -4,12 +4,21 @@ inputs the reference did not refuse. Each test failed before its fix (or pins wh
 from __future__ import annotations
 
 import functools
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio as aredis
 from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
 from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue
+
+SCRIPT = Path(sys.executable).parent / "conveyor"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
 
 
 def _client(api, **options):
@@ -78,3 +87,39 @@ def test_a_task_given_something_not_callable_says_so(redis_url, given):
     with pytest.raises(TypeError, match=r"app\.task\(.*name="):
         app.task(given)
     assert app.tasks == {}
+
+
+def _worker_command(tmp_path, redis_url, queue_name, *options: str) -> subprocess.CompletedProcess[str]:
+    """`conveyor worker` of a one-task app, run to its end (--burst)."""
+    module = f"followupapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import os\nfrom conveyor import Conveyor\n"
+        "app = Conveyor(os.environ['TEST_URL'], default_queue=os.environ['TEST_QUEUE'])\n"
+        "@app.task\ndef noop() -> None:\n    pass\n"
+    )
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name}
+    return subprocess.run([*COMMAND, "worker", f"{module}:app", "--burst", *options], check=False,
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_a_metrics_port_in_use_is_a_runtime_failure_not_bad_input(redis_url, queue_name, tmp_path):
+    """production.md's exit codes: 1 a runtime failure, 2 bad input (a usage error, an invalid
+    option). `--metrics-port P` with P held by another process exited 2, as if the command line
+    were wrong, though the same command succeeds once the port is free."""
+    pytest.importorskip("prometheus_client")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = _worker_command(tmp_path, redis_url, queue_name, "--metrics-port", str(port))
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in done.stderr
+    assert done.returncode == 1, done.stderr
+
+
+def test_a_metrics_address_that_does_not_resolve_is_bad_input(redis_url, queue_name, tmp_path):
+    """The other side: an address no resolver knows is an invalid option (exit 2)."""
+    pytest.importorskip("prometheus_client")
+    done = _worker_command(tmp_path, redis_url, queue_name, "--metrics-port", "9",
+                           "--metrics-addr", "no-such-host.invalid")  # fmt: skip
+    assert "cannot serve metrics on no-such-host.invalid:9" in done.stderr
+    assert done.returncode == 2, done.stderr
