@@ -3,6 +3,7 @@ inputs the reference did not refuse. Each test failed before its fix (or pins wh
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import socket
@@ -123,3 +124,20 @@ def test_a_metrics_address_that_does_not_resolve_is_bad_input(redis_url, queue_n
                            "--metrics-addr", "no-such-host.invalid")  # fmt: skip
     assert "cannot serve metrics on no-such-host.invalid:9" in done.stderr
     assert done.returncode == 2, done.stderr
+
+
+async def test_a_due_delayed_job_queues_behind_jobs_enqueued_before_its_promotion(api):
+    """production.md said jobs of a level run "in the order they became ready"; a delayed job
+    enters its level's list when a claim (or the maintenance sweep) promotes it, at the tail: with
+    no claim between its due time and later enqueues, those run first. The page now says so;
+    this pins the order it describes."""
+    q = api.queue()
+    delayed = await q.enqueue("t", "delayed", delay=0.05)
+    due = api.server_ms() + 60
+    while api.server_ms() < due:  # due by the server's clock, and nothing claimed since
+        await asyncio.sleep(0.01)
+    later = [await q.enqueue("t", i) for i in range(2)]
+    claimed = await q.claim(3)
+    assert [j.id for j in claimed] == [later[0].id, later[1].id, delayed.id]
+    page = (Path(__file__).parents[2] / "docs" / "production.md").read_text()
+    assert "in the order they became ready (FIFO)" not in page
