@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import redis
 import redis.asyncio as aredis
 from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue
+from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue, ServerConfigError
 
 SCRIPT = Path(sys.executable).parent / "conveyor"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
@@ -141,3 +142,25 @@ async def test_a_due_delayed_job_queues_behind_jobs_enqueued_before_its_promotio
     assert [j.id for j in claimed] == [later[0].id, later[1].id, delayed.id]
     page = (Path(__file__).parents[2] / "docs" / "production.md").read_text()
     assert "in the order they became ready (FIFO)" not in page
+
+
+async def test_the_eviction_policy_is_checked_before_writes_not_by_plain_reads(api, caplog):
+    """tuning.md said the policy is read "when a queue connects"; it is read before a queue's first
+    script call (an enqueue, a claim: every write), while counts() and get_job(), plain reads, do
+    not check: an inspection tool neither warns nor raises. The page now says so; this pins it."""
+    if api.server.family == "dragonfly":
+        pytest.skip("Dragonfly evicts only with --cache_mode=true, not by CONFIG SET maxmemory-policy")
+    original = api.config("maxmemory-policy")
+    api.admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        caplog.set_level(logging.WARNING, logger="conveyor")
+        strict = api.queue(strict=True)
+        assert (await strict.counts())["waiting"] == 0
+        assert await strict.get_job("nope") is None
+        assert not [r for r in caplog.records if "maxmemory" in r.getMessage()]
+        with pytest.raises(ServerConfigError, match="allkeys-lru"):
+            await strict.enqueue("t", 1)
+    finally:
+        api.admin.config_set("maxmemory-policy", original)
+    page = (Path(__file__).parents[2] / "docs" / "tuning.md").read_text()
+    assert "when a queue connects" not in page
