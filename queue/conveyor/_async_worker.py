@@ -23,6 +23,7 @@ from ._dispatch import (
     report_pump_error,
     settle_return,
     stopped,
+    stops_worker,
     validate_handlers,
 )
 from ._errors import LeaseLostError
@@ -336,6 +337,8 @@ class AsyncWorker:
                 claimed, until_due = await self._exchange(pump)
                 attempt = 0
             except Exception as exc:
+                if stops_worker(exc, self.queue.name, d.held):
+                    raise
                 attempt += 1
                 report_pump_error(exc)
                 if d.stopping and time.monotonic() >= deadline:

@@ -22,6 +22,7 @@ from ._errors import (
     ConveyorError,
     CredentialsRefusedError,
     PermissionDeniedError,
+    SchemaVersionError,
     SerializationError,
     ServerError,
 )
@@ -35,6 +36,8 @@ from ._settings_checks import Seconds, _count_problem, _duration_problem
 log = logging.getLogger("conveyor.worker")
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
 RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
+# Errors no retry can fix, though ConveyorErrors: a worker's run() ends with them (stops_worker).
+FATAL = (SchemaVersionError,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +406,18 @@ def report_pump_error(exc: BaseException) -> None:
         log.warning("worker %s (%s); retrying", what, exc)
     else:
         log.error("worker pump error; retrying", exc_info=exc)
+
+
+def stops_worker(exc: BaseException, queue: str, held: int) -> bool:
+    """Whether a pump error ends the worker's run(), logged once if so: a queue of another layout
+    version is refused by every call of this Conveyor, so retrying (and calling it a lost server)
+    would go on for ever. Jobs still leased cannot be given back (their release is refused too):
+    lease recovery redelivers them once their leases expire."""
+    if not isinstance(exc, FATAL):
+        return False
+    kept = f"; {held} leased job(s) left to lease recovery" if held else ""
+    log.error("worker of queue %r stops: %s (no retry can fix it%s)", queue, exc, kept)
+    return True
 
 
 def idle_wait(block_timeout: float, until_due: float) -> float:

@@ -23,6 +23,7 @@ from ._dispatch import (
     missing_handler,
     report_pump_error,
     settle_return,
+    stops_worker,
     validate_handlers,
 )
 from ._errors import LeaseLostError
@@ -192,6 +193,8 @@ class Worker:
                 claimed, until_due = self._exchange(pump)
                 attempt = 0
             except Exception as exc:
+                if stops_worker(exc, self.queue.name, d.held):
+                    raise
                 attempt += 1
                 report_pump_error(exc)
                 if d.stopping and time.monotonic() >= deadline:

@@ -310,3 +310,25 @@ def test_conveyor_info_and_a_runner_refuse_a_queue_of_a_newer_layout(
     assert outcome and isinstance(outcome[0], SchemaVersionError), outcome
     assert time.monotonic() - started < 10
     app.close()
+
+
+# -- 5. a Worker / AsyncWorker started directly on a queue of a newer layout ----------------------
+async def test_a_worker_on_a_queue_of_a_newer_layout_ends_with_the_error_not_retrying(api, caplog):
+    """A worker started in code (not through the Runner, which counts each queue first) retried
+    the refused call for ever, logging 'worker lost the server' every backoff: no retry can
+    make this Conveyor read another layout. Its run() now ends with the SchemaVersionError, logged
+    once as an error that stops it; the queue's jobs stay as they were."""
+    q = api.queue()
+    job = await q.enqueue("t", 1)
+    api.admin.hset(q.keys.meta, "v", NEWER)
+    ran: list[str] = []
+    with caplog.at_level("WARNING", logger="conveyor.worker"):
+        handle = api.worker(api.queue(), {"t": api.handler(lambda j: ran.append(j.id))})
+        with pytest.raises(SchemaVersionError, match=f"layout version {NEWER}"):
+            await handle.join(10)
+    assert "lost the server" not in caplog.text and "retrying" not in caplog.text, caplog.text
+    stops = [r for r in caplog.records if "stops" in r.getMessage()]
+    assert len(stops) == 1 and stops[0].levelname == "ERROR", caplog.text
+    assert ran == [] and api.admin.lrange(q.keys.waiting, 0, -1) == [job.id.encode()]
+    assert api.admin.hget(q.keys.meta, "v") == NEWER.encode()
+
