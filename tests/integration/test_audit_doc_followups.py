@@ -16,8 +16,15 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aredis
-from _support import api_fixture  # noqa: F401 - api_fixture provides the `api` fixture
-from conveyor import AsyncQueue, Conveyor, InvalidNameError, Queue, ServerConfigError
+from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
+from conveyor import (
+    AsyncQueue,
+    Conveyor,
+    InvalidNameError,
+    PoolExhaustedError,
+    Queue,
+    ServerConfigError,
+)
 
 SCRIPT = Path(sys.executable).parent / "conveyor"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "conveyor"]
@@ -164,3 +171,27 @@ async def test_the_eviction_policy_is_checked_before_writes_not_by_plain_reads(a
         api.admin.config_set("maxmemory-policy", original)
     page = (Path(__file__).parents[2] / "docs" / "tuning.md").read_text()
     assert "when a queue connects" not in page
+
+
+@pytest.mark.parametrize("pool_size", [1, 2])
+async def test_a_result_wait_holds_one_connection_of_the_queues_pool(api, pool_size):
+    """A result() wait's reader blocks in XREAD on a connection of the queue's pool while anyone
+    waits: with pool_size=1 every other call of that queue waited pool_timeout and raised
+    PoolExhaustedError, which connections.md did not say. It now does (a queue that waits for
+    results needs pool_size 2 or more); this pins both sides."""
+    if api.driver == "glide":
+        pytest.skip("glide's reader has a connection of its own, outside any pool")
+    q = api.queue(pool_size=pool_size, pool_timeout=0.5, store_results=True)
+    job = await q.enqueue("t", 0)
+    waiter = asyncio.ensure_future(q.result(job.id, timeout=3))
+    await wait_until(lambda: q.inner._results.registry.running, what="the result reader")
+    await asyncio.sleep(0.2)  # the reader is in its XREAD
+    if pool_size == 1:
+        with pytest.raises(PoolExhaustedError):
+            await q.enqueue("t", 1)
+    else:
+        await q.enqueue("t", 1)
+    with pytest.raises(TimeoutError):
+        await waiter
+    page = (Path(__file__).parents[2] / "docs" / "connections.md").read_text()
+    assert "result()` wait" in page and "pool_size` 2 or more" in page
