@@ -341,8 +341,11 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         closes = self._closes  # see _error
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
         self._own_loop()
+        pipe = self.client.pipeline(transaction=False)
+        self._queue_read(pipe, "hgetall", self.core.keys.job(job_id))
         try:
-            return self.core.parse_job(job_id, await self.client.hgetall(self.core.keys.job(job_id)))
+            fields = self._checked_read(await pipe.execute(raise_on_error=False))
+            return self.core.parse_job(job_id, fields)
         except ASYNC_ERRORS as exc:
             raise self._error(exc, closes) from exc
 
@@ -356,7 +359,9 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             ids = await self._run(page)
         try:
             if not isinstance(page, Call):
-                ids = listed_ids(await getattr(self.client, page[0])(*page[1:]))
+                pipe = self.client.pipeline(transaction=False)
+                self._queue_read(pipe, *page)
+                ids = listed_ids(self._checked_read(await pipe.execute(raise_on_error=False)))
             pipe = self.client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hgetall(self.core.keys.job(job_id))

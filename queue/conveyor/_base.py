@@ -178,6 +178,24 @@ class QueueBase(Generic[ClientT]):
                 f"within {self.core.settings.wait_timeout} s ({where(self.client)})"
             )
 
+    def _queue_read(self, pipe: Any, command: str, *args: Any) -> None:
+        """A read of the queue's keys, and its layout version in the same round trip (one slot:
+        both keys share the queue's hash tag). ``_checked_read`` gives the read's reply."""
+        getattr(pipe, command)(*args)
+        pipe.hget(self.core.keys.meta, "v")
+
+    def _checked_read(self, replies: list[Any]) -> Any:
+        """The reply of ``_queue_read`` once its layout version is known: a queue of a newer layout
+        is refused (SchemaVersionError) as by every script call, never read with this layout's
+        keys and fields. Read, not set: reading a queue that does not exist writes nothing. Sent
+        with ``raise_on_error=False``: an error reply is raised as the lone command raised it
+        (not named as a pipeline's command # N)."""
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        self.core.check_layout(replies[1])
+        return replies[0]
+
     def _queue_counts(self, pipe: Any) -> None:
         k = self.core.keys
         for level in range(MAX_PRIORITY + 1):

@@ -294,8 +294,11 @@ class Queue(QueueBase[redis.Redis]):
         """The job with this id, or None."""
         closes = self._closes  # see _error
         validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
+        pipe = self.client.pipeline(transaction=False)
+        self._queue_read(pipe, "hgetall", self.core.keys.job(job_id))
         try:
-            return self.core.parse_job(job_id, self.client.hgetall(self.core.keys.job(job_id)))
+            fields = self._checked_read(pipe.execute(raise_on_error=False))
+            return self.core.parse_job(job_id, fields)
         except REDIS_ERRORS as exc:
             raise self._error(exc, closes) from exc
 
@@ -308,7 +311,9 @@ class Queue(QueueBase[redis.Redis]):
             ids = self._run(page)
         try:
             if not isinstance(page, Call):
-                ids = listed_ids(getattr(self.client, page[0])(*page[1:]))
+                pipe = self.client.pipeline(transaction=False)
+                self._queue_read(pipe, *page)
+                ids = listed_ids(self._checked_read(pipe.execute(raise_on_error=False)))
             pipe = self.client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hgetall(self.core.keys.job(job_id))

@@ -291,6 +291,12 @@ class Pipeline:
     def zcard(self, key: str) -> None:
         self._add("ZCARD").zcard(key)
 
+    def zrange(self, key: str, start: int, stop: int) -> None:
+        self.execute_command("ZRANGE", key, start, stop)
+
+    def zrevrange(self, key: str, start: int, stop: int) -> None:
+        self.execute_command("ZREVRANGE", key, start, stop)
+
     def info(self) -> None:
         self._add("INFO", _info).info()
 

@@ -332,3 +332,28 @@ async def test_a_worker_on_a_queue_of_a_newer_layout_ends_with_the_error_not_ret
     assert ran == [] and api.admin.lrange(q.keys.waiting, 0, -1) == [job.id.encode()]
     assert api.admin.hget(q.keys.meta, "v") == NEWER.encode()
 
+
+# -- 6. get_job() and jobs() of a queue of a newer layout -----------------------------------------
+LISTED = ("delayed", "active", "completed", "failed", "cancelled")  # read without a script call
+
+
+async def test_get_job_and_jobs_of_a_queue_of_a_newer_layout_are_refused_as_other_calls_are(api):
+    """get_job() and jobs(state) (but for waiting, a script call) read the queue's keys without
+    its layout version: a job of a newer layout was parsed with this layout's fields, and a page
+    listed with its keys. Both now read meta v in the round trip they send and raise the same
+    SchemaVersionError; reading a queue that does not exist still writes nothing."""
+    q = api.queue()
+    delayed = await q.enqueue("t", 1, delay=60)
+    api.admin.hset(q.keys.meta, "v", NEWER)
+    fresh = api.queue()
+    with pytest.raises(SchemaVersionError, match=f"layout version {NEWER}"):
+        await fresh.get_job(delayed.id)
+    with pytest.raises(SchemaVersionError, match=f"layout version {NEWER}"):
+        await fresh.get_job("no-such-job")
+    for state in LISTED:
+        with pytest.raises(SchemaVersionError, match=f"layout version {NEWER}"):
+            await fresh.jobs(state)
+    unknown = api.queue(f"{api.name}-none")
+    assert await unknown.get_job(delayed.id) is None
+    assert [await unknown.jobs(state) for state in LISTED] == [[]] * len(LISTED)
+    assert api.queue_keys(unknown.name) == []
