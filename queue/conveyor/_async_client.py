@@ -15,9 +15,9 @@ from redis.backoff import NoBackoff
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
-from ._connection import check_policy
+from ._connection import check_policy, lost_replicas
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
-from ._errors import ConveyorError
+from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import (
     batches_failed,
@@ -35,7 +35,7 @@ from ._replies import settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values
 from ._scripts import is_noscript
-from ._topology import ASYNC, connect
+from ._topology import ASYNC, ask_for_primary, connect
 
 T = TypeVar("T")
 
@@ -117,7 +117,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         script = call.script
         try:
             return await self._send(call, direct)
-        except redis_errors.ResponseError as exc:
+        except (redis_errors.ResponseError, ReplicationError) as exc:
+            if lost_replicas(exc) and (asked := ask_for_primary(self.client)) is not None:
+                with contextlib.suppress(*REDIS_ERRORS):  # the next call follows a new primary
+                    await asked
             if not is_noscript(exc):
                 raise
         await self.client.script_load(script.source)

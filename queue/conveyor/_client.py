@@ -14,9 +14,9 @@ from redis.retry import Retry
 
 from ._base import REDIS_ERRORS, QueueBase, resolve_settings
 from ._batching import IN_FLIGHT, EnqueueBatcher
-from ._connection import check_policy
+from ._connection import check_policy, lost_replicas
 from ._direct import DirectScripts, HeldScripts
-from ._errors import ConveyorError
+from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import (
     batches_failed,
@@ -34,7 +34,7 @@ from ._replies import settle_single
 from ._result_wait import SyncResults
 from ._results import result_values
 from ._scripts import is_noscript
-from ._topology import SYNC, connect
+from ._topology import SYNC, ask_for_primary, connect
 
 T = TypeVar("T")
 
@@ -79,7 +79,10 @@ class Queue(QueueBase[redis.Redis]):
         script = call.script
         try:
             return self._send(call, direct)
-        except redis_errors.ResponseError as exc:
+        except (redis_errors.ResponseError, ReplicationError) as exc:
+            if lost_replicas(exc):  # the primary may have been replaced: the next call follows
+                with contextlib.suppress(*REDIS_ERRORS):
+                    ask_for_primary(self.client)
             if not is_noscript(exc):
                 raise
         self.client.script_load(script.source)

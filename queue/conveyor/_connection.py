@@ -17,6 +17,7 @@ from ._errors import (
     CredentialsRefusedError,
     PermissionDeniedError,
     PoolExhaustedError,
+    ReplicationError,
     ServerConfigError,
     ServerError,
 )
@@ -115,6 +116,13 @@ def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
             f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
         )
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
+
+
+def lost_replicas(exc: BaseException) -> bool:
+    """A write the primary could not replicate: its WAIT fell short (``wait_replicas``), or it
+    refused the write for lack of replicas (``min-replicas-to-write``). Behind Sentinel that is
+    also how a primary replaced while it was out of reach looks once it is back."""
+    return isinstance(exc, ReplicationError) or str(exc).startswith("NOREPLICAS")
 
 
 def eviction_policy(info: Any) -> str:

@@ -301,6 +301,16 @@ def role_client(flavour: Flavour, client: Any, queue: str, role: str, block_time
     return flavour.redis.from_pool(flavour.pool(**options))
 
 
+def ask_for_primary(client: Any) -> Any:
+    """Behind Sentinel, ask the Sentinels which server is the primary now (a coroutine for an
+    asyncio client); None otherwise. redis-py asks only when it opens a connection: a pooled one
+    to a primary failed over while it was paused or cut off, and back, stays in use until Sentinel
+    demotes it (seconds later). If the primary changed, redis-py closes the pool's idle
+    connections to the old one, and the others as they come back, so the next call goes to the
+    new primary."""
+    return client.connection_pool.get_master_address() if is_sentinel(client) else None
+
+
 def node_of(client: Any, key: str) -> dict[str, Any]:
     """Keyword arguments that send a keyless command (CLIENT ID, CONFIG GET) to ``key``'s node."""
     return {"target_nodes": client.get_node_from_key(key)} if is_cluster(client) else {}

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conveyor import AsyncQueue, ConnectionFailedError, Queue
+from _ha import started
+from conveyor import AsyncQueue, ConnectionFailedError, Queue, ReplicationError, ServerError
 from redis.cluster import key_slot
 
-from bench.topologies import Cluster, SentinelGroup
+from bench.topologies import SERVICE, Cluster, SentinelGroup, start_sentinel_group, wait_until
+
+
+@pytest.fixture
+def fresh_sentinels() -> Iterator[SentinelGroup]:
+    yield from started(start_sentinel_group)
 
 
 async def test_async_queue_without_reachable_sentinels_says_so_briefly() -> None:
@@ -89,4 +100,69 @@ async def test_a_call_refused_for_a_migrating_slot_says_it_did_not_run(
     assert (await enqueue()).created
     counts = queue.counts() if surface == "sync" else await queue.counts()
     assert counts["waiting"] == 2
+    queue.close() if surface == "sync" else await queue.aclose()
+
+
+def _named_primary(sentinel: Any) -> int:
+    """The primary's port as redis-py reads it (SENTINEL MASTERS, which names the old primary
+    while that Sentinel's failover is still in progress)."""
+    with sentinel.client(socket_timeout=2) as client:
+        return int(client.sentinel_masters()[SERVICE]["port"])
+
+
+def _fail_over_while_paused(group: SentinelGroup) -> None:
+    """Freeze the primary (a paused VM, a stalled host) until the Sentinels promoted a replica and
+    moved the other one to it, then let it run again: it is a primary still, with no replica,
+    until Sentinel demotes it."""
+    old = group.primary()
+    os.kill(old.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+    try:
+        wait_until(lambda: group.primary() is not old, "the failover", 60)
+        new = group.primary()
+        with new.client() as client:
+            wait_until(lambda: client.info("replication")["connected_slaves"] >= 1, "the replica to move")
+        wait_until(lambda: all(_named_primary(s) == new.port for s in group.sentinels), "every Sentinel")
+    finally:
+        os.kill(old.pid, signal.SIGCONT)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("surface", "guard"), [("sync", "wait"), ("async", "wait"), ("sync", "min-replicas")]
+)
+async def test_a_primary_back_from_a_pause_after_its_failover_does_not_hold_the_queue(
+    fresh_sentinels: SentinelGroup, surface: str, guard: str
+) -> None:
+    """redis-py asks the Sentinels for the primary only when it opens a connection: a pooled one
+    to a primary that was failed over while paused went on to it once it ran again, and every
+    enqueue raised ReplicationError (wait_replicas) or ServerError NOREPLICAS (the server's
+    min-replicas-to-write), no replica being left, until Sentinel demoted it about 10 s later,
+    while the new primary was up. A write the primary could not replicate now asks the
+    Sentinels, so the next call goes to the new primary."""
+    group = fresh_sentinels
+    if guard == "min-replicas":
+        for server in group.servers:
+            with server.client() as client:
+                client.config_set("min-replicas-to-write", 1)
+    cls: Any = Queue if surface == "sync" else AsyncQueue
+    wait = 1 if guard == "wait" else 0
+    queue = cls.from_url(group.url, f"paused-{surface}", wait_replicas=wait, wait_timeout=0.5)
+
+    async def enqueue(job_id: str) -> Any:
+        call = queue.enqueue("t", job_id, job_id=job_id)
+        return await call if surface == "async" else call
+
+    await enqueue("before")
+    await asyncio.to_thread(_fail_over_while_paused, group)
+    refused: list[str] = []
+    began = time.monotonic()
+    while True:
+        try:
+            await enqueue("after")
+            break
+        except (ReplicationError, ServerError, ConnectionFailedError) as exc:  # (last: demoted)
+            refused.append(f"{time.monotonic() - began:.1f} s: {exc}")
+        assert time.monotonic() - began < 60
+    assert len(refused) <= 1, refused
+    with group.primary().client() as client:
+        assert client.exists(queue.core.keys.job("after"))
     queue.close() if surface == "sync" else await queue.aclose()
