@@ -94,6 +94,10 @@ def role_options(base: dict[str, Any], queue: str, role: str, block_timeout: flo
     """
     options = {k: v for k, v in base.items() if k not in ("connection_pool", "client_name")}
     options["client_name"] = f"conveyor:{queue}:{role}"
+    # The role's connections are Conveyor's own: read bytes even when the given client decodes.
+    # Decoded, a payload that is not UTF-8 (pickle, msgpack) failed every claim after the server
+    # had leased its jobs: the handler never ran and the job failed as 'lease expired'.
+    options["decode_responses"] = False
     if role == "waiter":
         options["socket_timeout"] = block_timeout + 5.0
     return options

@@ -7,6 +7,7 @@ import asyncio
 import functools
 import logging
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -195,3 +196,36 @@ async def test_a_result_wait_holds_one_connection_of_the_queues_pool(api, pool_s
         await waiter
     page = (Path(__file__).parents[2] / "docs" / "connections.md").read_text()
     assert "result()` wait" in page and "pool_size` 2 or more" in page
+
+
+class _Pickled:
+    """A serializer whose payloads are not text (as pickle or msgpack ones are)."""
+
+    def dumps(self, payload):
+        return pickle.dumps(payload)
+
+    def loads(self, data):
+        return pickle.loads(data)
+
+
+async def test_a_worker_on_a_client_that_decodes_replies_runs_binary_payloads(api):
+    """A worker whose queue's client decodes replies (decode_responses=True) built its own
+    connections with that option: a payload that is not UTF-8 (a pickle or msgpack serializer)
+    made every claim fail to decode after the server had leased the jobs, so the handler never ran
+    and the job ended failed with 'lease expired after attempt 2 of 2'. The worker's connections
+    are Conveyor's own and now read bytes whatever the client given decodes."""
+    client = _client(api, decode_responses=True)
+    q = (AsyncQueue if api.is_async else Queue)(
+        api.name, client, serializer=_Pickled(), lease=1, maintenance_interval=0.2, max_attempts=2
+    )
+    adapter = api.queue()
+    adapter.inner = q
+    job = await adapter.enqueue("t", {"name": "Zoë", "n": 300})
+    ran = []
+    worker = api.worker(adapter, {"t": api.handler(lambda j: ran.append(j.payload))}, block_timeout=0.2)
+    await wait_until(lambda: ran, timeout=5, what="the handler to run")
+    worker.stop()
+    await worker.join(10)
+    assert ran == [{"name": "Zoë", "n": 300}]
+    raw = api.admin.hget(adapter.keys.job(job.id), "s")
+    assert raw == b"c" or raw is None, raw
