@@ -88,6 +88,7 @@ class Failure:
     job: Job
     error: str
     retry: bool
+    started: bool = True  # False: stopped before a handler took it (a cancel then says it never ran)
 
 
 def check_first_run(worker: Any) -> None:
@@ -345,7 +346,8 @@ class Dispatcher:
         if token in self.running:
             return True
         if token not in self.started:
-            self.failures.append(stopped(job, reason, still_running=False))
+            never_ran = stopped(job, reason, still_running=False)
+            self.failures.append(Failure(job, never_ran.error, never_ran.retry, started=False))
         return False
 
     def abandon(self, job: Job) -> None:
@@ -390,10 +392,11 @@ class Dispatcher:
 def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
     """The fail script call of a failure; one job's retry arithmetic can never stop a worker."""
     try:
-        return core.fail(failure.job, failure.error, failure.retry)
+        return core.fail(failure.job, failure.error, failure.retry, failure.started)
     except Exception:
         log.exception("cannot schedule a retry of job %s; failing it for good", failure.job.id)
-        return core.fail(failure.job, failure.error + "\n(no retry: it could not be scheduled)", False)
+        error = failure.error + "\n(no retry: it could not be scheduled)"
+        return core.fail(failure.job, error, False, failure.started)
 
 
 def report_pump_error(exc: BaseException) -> None:

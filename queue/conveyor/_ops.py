@@ -257,8 +257,9 @@ class QueueCore:
         return Call(Scripts.ACK.value, keys_with_results, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
-    def fail(self, job: Job, error: str | BaseException, retry: bool) -> Call[str]:
-        """Record a failed attempt; the reply says 'retry', 'failed' or 'cancelled'."""
+    def fail(self, job: Job, error: str | BaseException, retry: bool, started: bool = True) -> Call[str]:
+        """Record a failed attempt; the reply says 'retry', 'failed' or 'cancelled'. ``started``
+        False: a worker stopped the attempt before a handler took it (see fail.lua)."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         # Sent as UTF-8: a lone surrogate (a path os.fsdecode made from bad bytes) failed to encode,
         # and the attempt was not recorded; escaped, the text still shows the byte.
@@ -299,6 +300,7 @@ class QueueCore:
                 self._window,
                 self._result_ttl_ms(),
                 self._default_lease_ms,
+                1 if started else 0,
             ),
             parse,
         )

@@ -405,3 +405,30 @@ async def test_release_of_a_started_job_on_its_last_attempt_fails_it(api):
     assert (stored.state, stored.attempts) == ("failed", 1), stored
     assert "shutdown after attempt 1 of 1" in (stored.error or "")
     assert await q.counts() == counts(failed=1, total_failed=1)
+
+
+@pytest.mark.parametrize("told", ["at the stop", "by a heartbeat"])
+async def test_a_claimed_job_cancelled_before_it_started_says_it_never_ran(api, told):
+    """A prefetched job (claimed, no slot started it) is cancelled. Settled by the shutdown's
+    release (its attempt refunded: attempts 0) or by the fail its worker sends once a heartbeat
+    tells it, it ended cancelled with the error 'cancelled while running': it never ran."""
+    lease = 6 if told == "at the stop" else 0.9  # heartbeats every 2 s, or every 0.3 s
+    q = api.queue(store_results=True, max_attempts=3, lease=lease, maintenance_interval=0.1)
+    ran: list[str] = []
+    w = api.worker(q, {"t": api.handler(sleep=1.5, start=lambda job: ran.append(job.id))},
+                   concurrency=1, prefetch=1, shutdown_timeout=5)
+    first = await q.enqueue("t")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    second = await q.enqueue("t")
+    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    assert await q.cancel(second.id) is True
+    if told == "at the stop":
+        w.stop()  # before the next heartbeat: the release finds the cancel
+    with pytest.raises(JobCancelledError, match="before it ran") as cancelled:
+        await _result(api, q, second.id, timeout=5)
+    assert cancelled.value.attempts == 0
+    w.stop()
+    await w.join(10)
+    assert ran == [first.id]
+    stored = await q.get_job(second.id)
+    assert (stored.state, stored.attempts) == ("cancelled", 0), stored

@@ -502,13 +502,23 @@ local function has_ready(waiting)
   return redis.call('LLEN', waiting) > 0 or redis.call('ZCARD', levels_of(waiting)) > 0
 end
 
--- A job whose cancel was requested while it ran ends here instead of being retried or failed.
-local function finish_cancelled(cancelled, key, id, now)
+-- What a job cancelled before an attempt of it started says (`attempts`: those that ran).
+local function cancelled_unstarted(attempts)
+  if (tonumber(attempts) or 0) > 0 then return 'cancelled while waiting for its next attempt' end
+  return 'cancelled before it ran'
+end
+
+-- A job whose cancel was requested while it was held ends here instead of being retried or
+-- failed. `unstarted`: its attempt never started (claimed, then given back or stopped before a
+-- handler took it), so its result says so instead of 'cancelled while running'.
+local function finish_cancelled(cancelled, key, id, now, unstarted)
   redis.call('HDEL', key, 'k', 'l', 'h', 'q')
   redis.call('HSET', key, 's', 'C', 't', now)
   redis.call('ZADD', cancelled, now, id)
   if RESULTS.ttl > 0 then
-    store_result(id, 'C', redis.call('HGET', key, 'a') or '', 'cancelled while running', now)
+    local attempts = redis.call('HGET', key, 'a') or ''
+    local why = unstarted and cancelled_unstarted(attempts) or 'cancelled while running'
+    store_result(id, 'C', attempts, why, now)
   end
 end
 

@@ -59,8 +59,6 @@ if f[3] and f[5] then
 end
 use_results(tonumber(ARGV[2]), KEYS[4], KEYS[5], KEYS[6])
 if RESULTS.ttl > 0 then
-  local ran = (tonumber(f[4]) or 0) > 0 -- a retry waiting: its earlier attempts ran
-  store_result(id, 'C', f[4] or '', ran and 'cancelled while waiting for its next attempt'
-    or 'cancelled before it ran', now_ms())
+  store_result(id, 'C', f[4] or '', cancelled_unstarted(f[4]), now_ms())  -- a retry: earlier attempts ran
 end
 return {1, state}

@@ -5,7 +5,8 @@
 --       also bounds the cancelled set), 6 deduplication window ms (<= 0 off), 7 result ttl ms (0:
 --       results off; on: a final failure or cancel stores its error as the job's result record and
 --       announces it, see _lib.lua), 8 lease ms (how long the record of a fail outlives a job
---       retention deleted in this call)
+--       retention deleted in this call), 9 started (0: the attempt never started, stopped before a
+--       handler took it; a cancel then refunds the attempt and says the job never ran)
 -- Returns: {status (1 ok, 0 token does not hold the lease, -2 no such job),
 --          outcome ('retry' | 'failed' | 'cancelled' | ''), due or finish time (ms)}
 -- Errors: none; a refused fail changes nothing. Retries happen only while attempts < max attempts.
@@ -57,7 +58,9 @@ local attempts, max = tonumber(f[1]) or 1, tonumber(f[2]) or 1
 redis.call('ZREM', active, id)
 use_results(tonumber(ARGV[7]), KEYS[9], KEYS[10], KEYS[11])
 if f[3] then
-  finish_cancelled(cancelled, key, id, now)
+  local unstarted = ARGV[9] == '0'
+  if unstarted then redis.call('HINCRBY', key, 'a', -1) end  -- as release.lua refunds it
+  finish_cancelled(cancelled, key, id, now, unstarted)
   remember(dedup, tonumber(ARGV[6]), id, now)
   return finish(cancelled, 'cancelled')
 end

@@ -54,7 +54,7 @@ for i = n, 1, -1 do
     redis.call('ZREM', active, id)
     if refund == '1' then redis.call('HINCRBY', key, 'a', -1) end
     if redis.call('HGET', key, 'q') then
-      finish_cancelled(cancelled, key, id, now)
+      finish_cancelled(cancelled, key, id, now, refund == '1')
       remember(dedup, window, id, now)
       out[i], stopped = 2, stopped + 1
     elseif refund ~= '1' and failed_if_used_up(key, id) then
