@@ -347,12 +347,7 @@ async def test_a_heartbeat_during_a_shutdown_release_warns_of_no_lost_lease(api,
                 time.sleep(1.0)
 
     _wrap_run(monkeypatch, api, after)
-    w = api.worker(q, {"t": api.handler(sleep=2.0, start=lambda job: ran.append(job.id))},
-                   concurrency=1, prefetch=1, shutdown_timeout=5)
-    first = await q.enqueue("t")
-    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
-    second = await q.enqueue("t")
-    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    w, first, second = await _one_running_one_prefetched(api, q, ran, sleep=2.0)
     w.stop()
     await w.join(10)
     lost = [r.getMessage() for r in caplog.records if "lost" in r.getMessage()]
@@ -407,6 +402,18 @@ async def test_release_of_a_started_job_on_its_last_attempt_fails_it(api):
     assert await q.counts() == counts(failed=1, total_failed=1)
 
 
+async def _one_running_one_prefetched(api, q, ran: list[str], sleep: float):
+    """A worker of one slot and one prefetch: the first job running (``sleep`` s), the second
+    claimed but not started. Returns (worker, first, second)."""
+    w = api.worker(q, {"t": api.handler(sleep=sleep, start=lambda job: ran.append(job.id))},
+                   concurrency=1, prefetch=1, shutdown_timeout=5)
+    first = await q.enqueue("t")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    second = await q.enqueue("t")
+    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    return w, first, second
+
+
 @pytest.mark.parametrize("told", ["at the stop", "by a heartbeat"])
 async def test_a_claimed_job_cancelled_before_it_started_says_it_never_ran(api, told):
     """A prefetched job (claimed, no slot started it) is cancelled. Settled by the shutdown's
@@ -415,12 +422,7 @@ async def test_a_claimed_job_cancelled_before_it_started_says_it_never_ran(api, 
     lease = 6 if told == "at the stop" else 0.9  # heartbeats every 2 s, or every 0.3 s
     q = api.queue(store_results=True, max_attempts=3, lease=lease, maintenance_interval=0.1)
     ran: list[str] = []
-    w = api.worker(q, {"t": api.handler(sleep=1.5, start=lambda job: ran.append(job.id))},
-                   concurrency=1, prefetch=1, shutdown_timeout=5)
-    first = await q.enqueue("t")
-    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
-    second = await q.enqueue("t")
-    await wait_until(lambda: _state_in(q, second.id, ("active",)), timeout=5, what="the prefetch")
+    w, first, second = await _one_running_one_prefetched(api, q, ran, sleep=1.5)
     assert await q.cancel(second.id) is True
     if told == "at the stop":
         w.stop()  # before the next heartbeat: the release finds the cancel
