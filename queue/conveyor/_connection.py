@@ -193,7 +193,7 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
         return ConveyorError(f"script refused: {message}")
     # (redis.asyncio's is its own class, not the sync one's subclass)
     if isinstance(exc, MasterNotFoundError | AsyncMasterNotFoundError):
-        return ConnectionFailedError(f"no primary for {where}: {sentinel_reasons(message)}")
+        return no_primary(where, message)
     # CLUSTERDOWN, MASTERDOWN and redis-py's cluster retries running out ('TTL exhausted'): the
     # cluster cannot serve the call now, as when the server is out of reach.
     if isinstance(exc, redis_errors.ClusterError) and message.startswith("TTL exhausted"):
@@ -226,6 +226,20 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
     if isinstance(exc, redis_errors.ResponseError):  # any other error reply: a Conveyor error too
         return ServerError(f"the server at {where} answered with an error: {exc}")
     return exc if isinstance(exc, Exception) else RuntimeError(message)
+
+
+def no_primary(where: str, message: str) -> ConnectionFailedError:
+    """No Sentinel named a primary (redis-py's MasterNotFoundError ``message``). A URL's
+    credentials go to the data nodes only, so Sentinels that require their own refuse it."""
+    reasons = sentinel_reasons(message)
+    if not any(m in message for m in _REFUSED_LOGIN):
+        return ConnectionFailedError(f"no primary for {where}: {reasons}")
+    return CredentialsRefusedError(
+        f"no primary for {where}: Sentinels refused the login ({reasons}). A redis+sentinel URL's "
+        "user and password are the data nodes'; for Sentinels that require their own, pass a "
+        "client: Queue(name, Sentinel(hosts, sentinel_kwargs={'password': ...}, "
+        "password=...).master_for(service))"
+    )
 
 
 _SENTINEL_ENTRY = re.compile(r", (?=<redis\.)")  # between the "<client repr> - error" entries

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 from _ha import started
-from conveyor import AsyncQueue, ConnectionFailedError, Queue, ReplicationError, ServerError
+from conveyor import (
+    AsyncQueue,
+    ConnectionFailedError,
+    CredentialsRefusedError,
+    Queue,
+    ReplicationError,
+    ServerError,
+)
 from redis.cluster import key_slot
 
 from bench.topologies import SERVICE, Cluster, SentinelGroup, start_sentinel_group, wait_until
@@ -165,4 +172,26 @@ async def test_a_primary_back_from_a_pause_after_its_failover_does_not_hold_the_
     assert len(refused) <= 1, refused
     with group.primary().client() as client:
         assert client.exists(queue.core.keys.job("after"))
+    queue.close() if surface == "sync" else await queue.aclose()
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_sentinels_that_require_a_password_are_named_as_the_cause(
+    fresh_sentinels: SentinelGroup, surface: str
+) -> None:
+    """A redis+sentinel URL's credentials go to the data nodes only. Sentinels that require a
+    password each answered 'auth:AuthenticationError: HELLO must be called with the client
+    already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to
+    ...' (cut at 200 characters), which names neither the Sentinels' password as the cause nor
+    how to give it."""
+    group = fresh_sentinels
+    for sentinel in group.sentinels:
+        with sentinel.client() as client:
+            client.execute_command("ACL", "SETUSER", "default", "resetpass", ">sentinel-secret")
+    queue: Any = (Queue if surface == "sync" else AsyncQueue).from_url(group.url, "auth")
+    with pytest.raises(ConnectionFailedError) as info:
+        await (asyncio.to_thread(queue.enqueue, "t", 1) if surface == "sync" else queue.enqueue("t", 1))
+    message = str(info.value)
+    assert "Sentinels refused" in message and "sentinel_kwargs" in message, message
+    assert isinstance(info.value, CredentialsRefusedError)
     queue.close() if surface == "sync" else await queue.aclose()
