@@ -310,7 +310,10 @@ class AsyncWorker:
     def _stop_job(self, job: Job, reason: str) -> None:
         """Cancel the handler of a job to stop; a job not started yet is settled by the pump."""
         if self._dispatch.stop(job, reason):
-            self._running[held_token(job)].cancel()
+            slot = self._running.get(held_token(job))
+            if slot is None:  # a thread its slot left running at the shutdown deadline: nothing
+                return  # to interrupt, its lease is left to expire (lease recovery settles it)
+            slot.cancel()
             if self._loop is not None:
                 self._loop.call_later(self.queue.settings.lease / 3, self._abandon_if_running, job)
         self._wake.set()

@@ -434,3 +434,55 @@ async def test_a_claimed_job_cancelled_before_it_started_says_it_never_ran(api, 
     assert ran == [first.id]
     stored = await q.get_job(second.id)
     assert (stored.state, stored.attempts) == ("cancelled", 0), stored
+
+
+async def test_a_time_limit_passing_during_a_shutdown_release_logs_no_maintenance_failure(
+    redis_url, queue_name, caplog, monkeypatch
+):
+    """At the shutdown deadline an AsyncWorker keeps a sync task whose thread still runs as running
+    in its dispatcher but drops it from its slots' table. Its time limit passing before run()
+    ended (here, while the release of another job was in flight) raised KeyError in the stop,
+    logged as 'maintenance failed'."""
+    import threading  # noqa: PLC0415
+
+    from conveyor import AsyncWorker, Conveyor  # noqa: PLC0415
+    from conveyor._scripts import Scripts  # noqa: PLC0415
+    from test_shutdown_defects import _wrap_run  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=30, maintenance_interval=0.1)
+    gate, started = threading.Event(), threading.Event()
+
+    @app.task(time_limit=0.8)
+    def stuck() -> None:
+        started.set()
+        gate.wait(10)
+
+    @app.task
+    async def waits() -> None:
+        await asyncio.sleep(30)
+
+    async def after(call, reply):
+        if call.script is Scripts.RELEASE.value:
+            await asyncio.sleep(1.5)  # the time limit passes meanwhile
+
+    class Api:  # what _wrap_run needs of the api fixture
+        is_async = True
+
+    _wrap_run(monkeypatch, Api, after)
+    await stuck.aenqueue()
+    await waits.aenqueue()
+    q = app.async_queue(queue_name)
+    worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=2, shutdown_timeout=0.2,
+                         install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        assert await asyncio.to_thread(started.wait, 10)
+        await wait_until(lambda: worker._dispatch.running and len(worker._dispatch.running) == 2,
+                         timeout=5, what="both handlers to start")
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+    finally:
+        gate.set()
+        await app.aclose()
+    failed = [r.getMessage() for r in caplog.records if "maintenance failed" in r.getMessage()]
+    assert failed == []
