@@ -104,7 +104,7 @@ class SyncResults:
             try:
                 reply = q.client.xread({events: position}, count=READ_COUNT, block=block)
                 with self.lock:
-                    read = events_read(self.registry, reply)
+                    read = events_read(self.registry, reply, block / 1000)
                 records = self._records(read.wanted)
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others
@@ -183,7 +183,7 @@ class AsyncResults:
         while (position := self.registry.next_read()) is not None:
             try:
                 reply = await q.client.xread({events: position}, count=READ_COUNT, block=block)
-                read = events_read(self.registry, reply)
+                read = events_read(self.registry, reply, block / 1000)
                 records = await self._records(read.wanted)
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others

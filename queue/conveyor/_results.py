@@ -257,16 +257,18 @@ class EventsRead:
     last: str | None
 
 
-def events_read(registry: Registry[Any], reply: Any) -> EventsRead:
+def events_read(registry: Registry[Any], reply: Any, every: float) -> EventsRead:
     """The records to read after ``reply``: the announced jobs somebody waits for, and, after a
     full batch (the reader may be behind the stream's cap), every job somebody waits for. After
-    a read that waited READ_BLOCK_MS for nothing, every job somebody waits for too, a missing
-    record settling it: a job finished by workers whose store_results is off is never announced,
-    and its waiters would otherwise wait for ever (one read_results call per idle read)."""
+    a read that waited its block for nothing, and at least once per ``every`` seconds (the block)
+    while events keep coming, every job somebody waits for too, a missing record settling it: a
+    job finished by workers whose store_results is off is never announced, and its waiters would
+    otherwise wait for ever (or, while other jobs kept finishing, until their timeout)."""
     ids, last = finished_ids(reply)
-    if last is None:
+    quiet = last is None  # the read waited its block for nothing
+    if registry.sweep_due(0.0 if quiet else every):
         everyone = list(registry.waiting)
-        return EventsRead(everyone, frozenset(everyone), None)
+        return EventsRead(everyone, frozenset(everyone), last)
     wanted = registry.wanted(ids)
     if sum(len(entries) for _stream, entries in _streams(reply)) >= READ_COUNT:
         named = set(wanted)
@@ -319,6 +321,7 @@ class Registry(Generic[W]):
     waiting: dict[str, list[W]] = field(default_factory=dict)
     position: str | None = None
     running: bool = False
+    swept: float = field(default_factory=time.monotonic)  # when the reader last read every waited job
 
     def add(self, job_id: str, waiter: W) -> None:
         self.waiting.setdefault(job_id, []).append(waiter)
@@ -337,7 +340,16 @@ class Registry(Generic[W]):
             self.position = stream_id
         if self.running:
             return False
-        self.running = True
+        self.running, self.swept = True, time.monotonic()  # its waiter has just read its job
+        return True
+
+    def sweep_due(self, every: float) -> bool:
+        """Whether the reader reads every waited job now: ``every`` seconds after it last did
+        (the time is then taken as the last)."""
+        now = time.monotonic()
+        if now - self.swept < every:
+            return False
+        self.swept = now
         return True
 
     def next_read(self) -> str | None:

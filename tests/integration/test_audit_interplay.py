@@ -486,3 +486,36 @@ async def test_a_time_limit_passing_during_a_shutdown_release_logs_no_maintenanc
         await app.aclose()
     failed = [r.getMessage() for r in caplog.records if "maintenance failed" in r.getMessage()]
     assert failed == []
+
+
+async def test_a_waiter_on_a_job_finished_without_a_record_returns_promptly_on_a_busy_queue(api):
+    """A job finished by a client whose store_results is off writes no record and no event; the
+    reader re-read every waited job only after a second without events, so while other jobs kept
+    finishing (events all the time) its waiters waited out their whole timeout."""
+    from conveyor import ConveyorError  # noqa: PLC0415
+
+    q = api.queue(store_results=True)
+    off = api.queue(store_results=False)
+    job = await q.enqueue("target")
+    [held] = await off.claim()
+    waiter = asyncio.ensure_future(_result(api, q, job.id, timeout=6))
+    await asyncio.sleep(0.2)  # the waiter probed: active, it waits on the events
+
+    async def busy() -> None:  # another job finishes every 0.1 s, announced on the stream
+        while True:
+            await q.enqueue("other")
+            [other] = await q.claim()
+            await q.ack(other, result=1)
+            await asyncio.sleep(0.1)
+
+    load = asyncio.ensure_future(busy())
+    try:
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        await off.ack(held)  # completed, no record, nothing announced
+        with pytest.raises(ConveyorError, match="no stored result"):
+            await waiter
+        assert time.monotonic() - t0 < 3
+    finally:
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)

@@ -37,7 +37,7 @@ def test_a_short_read_asks_only_for_the_announced_jobs_somebody_waits_for():
     registry: Registry[object] = Registry()
     registry.add("7", object())
     registry.add("8", object())
-    read = events_read(registry, _reply(3, ["7", "9"]))
+    read = events_read(registry, _reply(3, ["7", "9"]), 60.0)
     assert (read.wanted, read.announced, read.last) == (["7"], {"7", "9", "other-2", "other-3"}, "3-0")
     assert settled(read, [None]) == [("7", None)]  # announced: a missing record expired
 
@@ -49,6 +49,19 @@ def test_a_full_read_may_be_behind_the_cap_so_every_waiter_is_probed():
     registry: Registry[object] = Registry()
     for job_id in ("7", "8", "5"):
         registry.add(job_id, object())
-    read = events_read(registry, _reply(READ_COUNT, ["7"]))
+    read = events_read(registry, _reply(READ_COUNT, ["7"]), 60.0)
     assert read.wanted == ["7", "8", "5"]
     assert settled(read, [b"c:1", b"c:2", None]) == [("7", b"c:1"), ("8", b"c:2")]  # 5: still running
+
+
+def test_every_waiter_is_read_again_at_least_once_per_block_while_events_keep_coming():
+    """A job finished without a record (store_results off where it finished) is never announced:
+    only an idle read (none while other jobs keep finishing) read it again before, so its waiters
+    waited until their timeout on a busy queue."""
+    registry: Registry[object] = Registry()
+    for job_id in ("7", "5"):
+        registry.add(job_id, object())
+    read = events_read(registry, _reply(3, ["7"]), 0.0)
+    assert (read.wanted, read.announced, read.last) == (["7", "5"], {"7", "5"}, "3-0")
+    assert settled(read, [b"c:1", None]) == [("7", b"c:1"), ("5", None)]  # 5: finished, no record
+    assert events_read(registry, _reply(3, ["7"]), 60.0).wanted == ["7"]  # swept just now
