@@ -185,7 +185,9 @@ def redis_error(exc: BaseException) -> Exception:
     if INFLIGHT in message:  # not sent: translate_error makes it a PoolExhaustedError
         return redis_errors.ConnectionError(message)
     if kind in ("ConnectionError", "ClosingError") or any(m in message for m in _UNREACHABLE):
-        return redis_errors.ConnectionError(_connect_hint(_CONNECT_FAILED.sub("", message)))
+        # a reply that failed the connect (maxclients) in the server's words, as redis-py quotes it
+        said = (text or detail.strip()) if sep else _CONNECT_FAILED.sub("", message)
+        return redis_errors.ConnectionError(_connect_hint(said))
     if message.startswith("NOPERM"):
         return redis_errors.NoPermissionError(message.removeprefix("NOPERM").lstrip(": "))
     return redis_errors.ResponseError(_SERVER_CODE.sub(r"\1 ", message, count=1))

@@ -142,6 +142,22 @@ def test_glide_cluster_error_kinds_are_the_redis_py_classes(name, expected):
     assert type(redis_error(glide_error("RequestError", message))) is expected
 
 
+@pytest.mark.parametrize("io", ["", "IoError: "])
+def test_a_server_reply_that_failed_glides_connect_is_quoted_as_redis_py_quotes_it(io):
+    """A server at maxclients answers a new connection 'max number of clients reached'; when glide
+    reads that reply (else it says its connection terminated, see _connect_hint) the error kept
+    glide's preamble: 'cannot reach the server at ...: An error was signalled by the server: -
+    ResponseError: max number of clients reached', where redis-py says '...: max number of
+    clients reached'."""
+    message = (
+        f"Standalone connect failed - {io}Received error for address `127.0.0.1:6379`: "
+        "An error was signalled by the server: - ResponseError: max number of clients reached"
+    )
+    mapped = translate_error("127.0.0.1:6379/0", redis_error(glide_error("RequestError", message)), None)
+    assert type(mapped) is ConnectionFailedError
+    assert str(mapped) == "cannot reach the server at 127.0.0.1:6379/0: max number of clients reached"
+
+
 @pytest.mark.parametrize(
     "exc",
     [redis_errors.ClusterDownError("The cluster is down"), redis_errors.MasterDownError("MASTERDOWN"),
