@@ -18,6 +18,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -35,6 +36,9 @@ H = TypeVar("H", bound=Hook)
 SyncHandler = Callable[[Job], Any]
 AsyncHandler = Callable[[Job], Awaitable[Any]]
 _CURRENT_JOB: contextvars.ContextVar[Job] = contextvars.ContextVar("conveyor_current_job")
+# An executor thread takes a sync task's call, or the worker takes a stopped call for never run:
+# one or the other, never both (see _in_a_thread).
+_TAKING = threading.Lock()
 
 
 def current_job() -> Job:
@@ -251,13 +255,27 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
 
 def _thread_runs(task: Task[..., Any], job: Job) -> bool:
     """Whether a thread may still run a stopped attempt of a sync task (as ``thread_runs_on``)."""
-    return not task.is_async and job._thread_running is not False
+    return not task.is_async and not _no_thread_takes(job)
+
+
+def _no_thread_takes(job: Job) -> bool:
+    """Whether no thread runs the call of a stopped attempt: then none ever will (its call is
+    dropped), since the worker retries it or gives it back as never run."""
+    with _TAKING:
+        if job._thread_running is False:
+            job._call_dropped = True
+        return job._thread_running is False
 
 
 def _in_a_thread(job: Job, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """Run a sync task's call, recording on ``job`` while its thread runs it: an attempt stopped
-    before a thread took it never ran, so it can be retried (see AsyncWorker)."""
-    job._thread_running = True
+    before a thread took it never ran, so it can be retried (see AsyncWorker). A thread that
+    takes the call once the worker took it for never run does not run it: the executor may have
+    handed it to this thread just before the stop, which could no longer withdraw it."""
+    with _TAKING:
+        if job._call_dropped:
+            return None  # (its outcome is dropped: the worker settled the attempt)
+        job._thread_running = True
     try:
         return fn(*args, **kwargs)
     finally:
@@ -276,4 +294,4 @@ def thread_runs_on(handler: Any, job: Job) -> bool:
     """Whether a stopped attempt of ``job`` may still run in a thread: its handler is marked
     ``runs_in_thread`` and did not record that no thread ran it (an app's sync task records it;
     another marked handler is taken to run on)."""
-    return bool(getattr(handler, "runs_in_thread", False)) and job._thread_running is not False
+    return bool(getattr(handler, "runs_in_thread", False)) and not _no_thread_takes(job)

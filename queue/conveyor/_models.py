@@ -220,6 +220,9 @@ class Job:
     # Whether an app's sync task's thread runs this attempt now (set by _hooks: False while the
     # call waits for an executor thread, True while the thread runs it); None when not known.
     _thread_running: bool | None = field(default=None, repr=False)
+    # Set by _hooks when a stopped attempt is taken for never run (no thread had taken its call):
+    # a thread that takes the call after that drops it, else the job ran beside its retry.
+    _call_dropped: bool = field(default=False, repr=False)
 
     @property
     def cancelled(self) -> bool:

@@ -519,3 +519,49 @@ async def test_a_waiter_on_a_job_finished_without_a_record_returns_promptly_on_a
     finally:
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
+
+
+async def test_a_sync_task_stopped_as_its_thread_takes_the_call_never_runs_beside_its_retry(
+    redis_url, queue_name, monkeypatch
+):
+    """The executor's thread took a sync task's call, but had not yet recorded that it runs it
+    when the attempt's time limit stopped it: the worker took the call for never run and retried
+    it, and the thread then ran the task beside the retry (the job ran twice at once)."""
+    from conveyor import AsyncWorker, Backoff, Conveyor, _hooks, current_job  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=30, maintenance_interval=0.1,
+                   max_attempts=2, backoff=Backoff(base=0.01, jitter=0), keep_completed=10, keep_failed=10)
+    runs: list[int] = []
+
+    @app.task(time_limit=0.3)
+    def work() -> str:
+        runs.append(current_job().attempts)
+        return "done"
+
+    real = _hooks._in_a_thread
+
+    def taken_then_descheduled(job, fn, args, kwargs):  # the thread took the call, then paused
+        if job.attempts == 1:
+            deadline = time.monotonic() + 5
+            while job.stop_reason is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)  # the worker settles the stopped attempt meanwhile
+        return real(job, fn, args, kwargs)
+
+    monkeypatch.setattr(_hooks, "_in_a_thread", taken_then_descheduled)
+
+    job = await work.aenqueue()
+    q = app.async_queue(queue_name)
+    worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=2, install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        await wait_until(lambda: _state_in(q, job.id, ("completed", "failed")), timeout=10, what="the end")
+        await asyncio.sleep(1.0)  # the first thread has woken by now
+        stored = await q.get_job(job.id)
+        # Either the stop took the call for running (failed, not retried) or for never run (retried,
+        # and the first thread then does not run it): never both runs.
+        assert runs == ([2] if stored.state == "completed" else [1]), (runs, stored)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+        await app.aclose()
