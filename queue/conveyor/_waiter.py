@@ -164,6 +164,7 @@ class MarkerWaiter(_Shared):
                 self._thread.start()
 
     def _run(self) -> None:
+        attempt = 0  # failed waits in a row
         while not self._closed.is_set():
             keys = self.set.next_keys()
             if not keys:
@@ -175,13 +176,16 @@ class MarkerWaiter(_Shared):
                 pass_on = self.set.ended(reply)
                 if pass_on:
                     self.client.zadd(pass_on, {WAKE_MEMBER: 0})
+                attempt = 0
             except Exception as exc:
                 self.set.ended(None)
                 if self._closed.is_set():
                     return
-                # The pumps notice a lost server on their next call and back off; do not spin here.
+                # The pumps notice a lost server on their next call and back off; so does this
+                # wait (each retry may ask a Sentinel, then connect), for as long as it is lost.
+                attempt += 1
                 log.debug("idle wait interrupted (%s)", exc)
-                self._closed.wait(RECONNECT.delay(1))
+                self._closed.wait(RECONNECT.delay(attempt))
 
     def close(self) -> None:
         """End the wait: closing the socket ends a BZPOPMIN in progress (no CLIENT UNBLOCK, which
@@ -217,6 +221,7 @@ class AsyncMarkerWaiter(_Shared):
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        attempt = 0  # failed waits in a row
         while True:
             keys = self.set.next_keys()
             if not keys:
@@ -228,11 +233,13 @@ class AsyncMarkerWaiter(_Shared):
                 pass_on = self.set.ended(reply)
                 if pass_on:
                     await self.client.zadd(pass_on, {WAKE_MEMBER: 0})
+                attempt = 0
             except Exception as exc:
                 self.set.ended(None)
-                # The pumps notice a lost server on their next call and back off; do not spin here.
+                # As the sync twin: back off for as long as the server is lost.
+                attempt += 1
                 log.debug("idle wait interrupted (%s)", exc)
-                await asyncio.sleep(RECONNECT.delay(1))
+                await asyncio.sleep(RECONNECT.delay(attempt))
 
     async def aclose(self) -> None:
         """Cancel the wait (redis-py drops a connection whose command was cancelled), then close."""

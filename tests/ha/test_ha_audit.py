@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import signal
 import time
@@ -13,11 +15,13 @@ import pytest
 from _ha import started
 from conveyor import (
     AsyncQueue,
+    AsyncWorker,
     ConnectionFailedError,
     CredentialsRefusedError,
     Queue,
     ReplicationError,
     ServerError,
+    Worker,
 )
 from redis.cluster import key_slot
 
@@ -195,3 +199,51 @@ async def test_sentinels_that_require_a_password_are_named_as_the_cause(
     assert "Sentinels refused" in message and "sentinel_kwargs" in message, message
     assert isinstance(info.value, CredentialsRefusedError)
     queue.close() if surface == "sync" else await queue.aclose()
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_an_idle_worker_waits_out_a_failover_without_spinning(
+    fresh_sentinels: SentinelGroup, caplog: pytest.LogCaptureFixture, surface: str
+) -> None:
+    """The waiter (BZPOPMIN on its own connection) retried a lost server every 25 to 50 ms, for
+    as long as the failover lasted (Sentinel's down-after-milliseconds, 30 s by default): each
+    retry asks a Sentinel for the primary, then connects, so every idle worker sent some 25
+    Sentinel queries and connection attempts a second, while the pump backed off. It backs off
+    too now, and the worker still picks up a job soon after the failover."""
+    group = fresh_sentinels
+    queue = Queue.from_url(group.url, f"idle-failover-{surface}")
+    done: list[str] = []
+    caplog.set_level(logging.DEBUG, logger="conveyor.worker")
+    if surface == "sync":
+        worker: Any = Worker(queue, {"t": lambda job: done.append(job.id)}, install_signal_handlers=False)
+        running: Any = asyncio.ensure_future(asyncio.to_thread(worker.run))
+    else:
+        async def handle(job: Any) -> None:
+            done.append(job.id)
+
+        worker = AsyncWorker(AsyncQueue.from_url(group.url, queue.name), {"t": handle},
+                             install_signal_handlers=False)  # fmt: skip
+        running = asyncio.ensure_future(worker.run())
+    try:
+        await asyncio.sleep(1.0)  # idle, blocked in BZPOPMIN
+        old = group.primary()
+        killed = time.monotonic()
+        old.kill()
+        await asyncio.to_thread(wait_until, lambda: group.primary() is not old, "the failover", 60)
+        outage = time.monotonic() - killed
+        retries = [r for r in caplog.records if r.getMessage().startswith("idle wait interrupted")]
+        assert len(retries) <= 6 + outage, f"{len(retries)} retries in {outage:.1f} s"
+        job = await asyncio.to_thread(_enqueue_when_possible, queue)
+        await asyncio.to_thread(wait_until, lambda: job.id in done, "the job to run", 15)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    queue.close()
+
+
+def _enqueue_when_possible(queue: Queue) -> Any:
+    for _ in range(100):
+        with contextlib.suppress(ConnectionFailedError):
+            return queue.enqueue("t", None, job_id="after-failover")
+        time.sleep(0.1)
+    raise AssertionError("no enqueue went through after the failover")
