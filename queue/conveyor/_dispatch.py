@@ -24,6 +24,7 @@ from ._errors import (
     PermissionDeniedError,
     SchemaVersionError,
     SerializationError,
+    ServerConfigError,
     ServerError,
 )
 from ._keys import validate_name
@@ -401,11 +402,14 @@ def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
 
 def report_pump_error(exc: BaseException) -> None:
     """Lost servers are expected (a warning); anything else is a bug worth its traceback. A call the
-    server refused (credentials, ACL, a server error) is retried too, since fixing the server's side
-    lets the worker go on, but is not called a lost server."""
+    server refused (credentials, ACL, a server error), or a server configuration strict mode refuses
+    (an evicting policy), is retried too, since fixing the server's side lets the worker go on, but
+    is not called a lost server."""
     refused = isinstance(exc, ServerError | PermissionDeniedError | CredentialsRefusedError)
     if isinstance(exc, RECOVERABLE):
         what = "call refused by the server" if refused else "lost the server"
+        if isinstance(exc, ServerConfigError):
+            what = "refuses the server's configuration"
         log.warning("worker %s (%s); retrying", what, exc)
     else:
         log.error("worker pump error; retrying", exc_info=exc)

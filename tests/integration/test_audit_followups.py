@@ -357,3 +357,28 @@ async def test_get_job_and_jobs_of_a_queue_of_a_newer_layout_are_refused_as_othe
     assert await unknown.get_job(delayed.id) is None
     assert [await unknown.jobs(state) for state in LISTED] == [[]] * len(LISTED)
     assert api.queue_keys(unknown.name) == []
+
+
+# -- 7. a strict worker on a server whose eviction policy it refuses ------------------------------
+async def test_a_strict_worker_on_an_evicting_server_names_the_configuration_not_a_lost_server(api, caplog):
+    """With strict=True the server's eviction policy is checked at the worker's first call and a
+    policy that can evict jobs raises ServerConfigError; the worker retried it logging 'worker
+    lost the server (the server's maxmemory-policy is ...)', though the server was reached, so
+    an operator looked at the network. It is still retried (setting noeviction lets the worker
+    go on, as the job below shows), logged as the configuration it refuses."""
+    if api.server.family == "dragonfly":
+        pytest.skip("dragonfly: its eviction is cache_mode, checked on Redis and Valkey")
+    before = api.config("maxmemory-policy")
+    q = api.queue()
+    api.admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        done: list[str] = []
+        with caplog.at_level("WARNING", logger="conveyor.worker"):
+            api.worker(api.queue(strict=True), {"t": api.handler(lambda j: done.append(j.id))})
+            await wait_until(lambda: "maxmemory-policy" in caplog.text, what="the refusal logged")
+    finally:
+        api.admin.config_set("maxmemory-policy", before)
+    assert "lost the server" not in caplog.text, caplog.text
+    assert "worker refuses the server's configuration (the server's maxmemory-policy" in caplog.text
+    job = await q.enqueue("t", 1)
+    await wait_until(lambda: done == [job.id], timeout=10, what="the job run once noeviction is set")
