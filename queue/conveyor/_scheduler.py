@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from ._dispatch import RECOVERABLE
+from ._dispatch import FATAL, RECOVERABLE
 from ._ops import Call, QueueCore, delay_ms_of
 from ._replies import text
 from ._schedule import Schedule
@@ -91,6 +91,7 @@ class Scheduler:
         self.app, self.interval = app, interval
         self._stop = threading.Event()
         self._next_fire_ms: int | None = None  # the earliest next fire time the last tick saw
+        self._refused: set[str] = set()  # queues of another data layout: their schedules never fire
 
     def stop(self) -> None:
         self._stop.set()
@@ -108,6 +109,8 @@ class Scheduler:
             by_queue[schedule.queue].append(schedule)
         created: list[str] = []
         for queue_name, schedules in by_queue.items():
+            if queue_name in self._refused:
+                continue
             queue = self.app.queue(queue_name)
             fields = [f for s in schedules for f in (s.name, mark_field(s.name))]
             stored = queue.client.hmget(queue.core.keys.schedules, fields)
@@ -131,11 +134,22 @@ class Scheduler:
                     coming.append(new_next)
                 if previous is not None and new_next == previous:
                     continue  # not due: no script call
-                if queue._run(call) == FIRED:
+                try:
+                    fired = queue._run(call)
+                except FATAL as exc:  # a queue of another layout: the other queues' schedules go on
+                    self._refuse(queue_name, exc)
+                    break
+                if fired == FIRED:
                     assert fire is not None
                     created.append(schedule.job_id(fire))
         self._next_fire_ms = min(coming, default=None)
         return created
+
+    def _refuse(self, queue_name: str, exc: Exception) -> None:
+        """Skip a queue's schedules from now on, said once: no retry can fix its layout, and
+        failing the tick (as a lost server does) kept every queue after it from firing."""
+        self._refused.add(queue_name)
+        log.error("schedules of queue %r skipped from now on (no retry can fix it): %s", queue_name, exc)
 
     def _pause(self) -> float:
         """Seconds until the next tick: the interval, or less when a fire time comes sooner. A tick

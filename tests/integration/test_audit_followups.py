@@ -382,3 +382,41 @@ async def test_a_strict_worker_on_an_evicting_server_names_the_configuration_not
     assert "worker refuses the server's configuration (the server's maxmemory-policy" in caplog.text
     job = await q.enqueue("t", 1)
     await wait_until(lambda: done == [job.id], timeout=10, what="the job run once noeviction is set")
+
+
+# -- 8. a scheduler with a schedule on a queue of a newer layout ----------------------------------
+def test_a_schedule_on_a_queue_of_a_newer_layout_does_not_stop_the_other_queues_schedules(
+    redis_url: str, queue_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fire call of a queue of a newer layout raises SchemaVersionError, which aborted the
+    whole tick: the schedules of every queue after it never fired, and 'scheduler tick failed
+    (...); will retry' was logged every tick, though no retry can fix it. That queue's schedules
+    are now skipped, with one error naming it; the others fire."""
+    from conveyor._scheduler import Scheduler  # noqa: PLC0415
+
+    newer = f"{queue_name}-newer"
+    app = Conveyor(redis_url, default_queue=queue_name)
+
+    @app.task(queue=newer)
+    def first() -> None:
+        pass
+
+    @app.task
+    def second() -> None:
+        pass
+
+    app.periodic("on-newer", first, every=20)  # its queue's schedules are read first
+    app.periodic("on-this", second, every=20)
+    import redis  # noqa: PLC0415
+
+    with redis.Redis.from_url(redis_url) as admin:
+        admin.hset(f"cv:{{{newer}}}:meta", "v", NEWER)
+    scheduler = Scheduler(app)
+    t0 = 1_800_000_000
+    with caplog.at_level("WARNING", logger="conveyor.scheduler"):
+        created = [scheduler.tick(now=t0 + s) for s in (0, 40, 80)]
+    assert created[1:] == [[f"cron:on-this:{(t0 + 40) * 1000}"], [f"cron:on-this:{(t0 + 80) * 1000}"]]
+    refused = [r for r in caplog.records if newer in r.getMessage()]
+    assert len(refused) == 1 and refused[0].levelname == "ERROR", caplog.text
+    assert f"layout version {NEWER}" in refused[0].getMessage()
+    app.close()
