@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+from ._connection import translate_error
 from ._results import (
     READ_COUNT,
     Probe,
@@ -31,8 +32,15 @@ from ._results import (
     timed_out,
 )
 from ._retry import RECONNECT
+from ._topology import where
 
 log = logging.getLogger("conveyor.results")
+
+
+def _lost(client: Any, exc: Exception) -> None:
+    """Warn that the reader lost the server, in Conveyor's words: redis-py's own can quote the
+    repr of every Sentinel's client, pool and connection (over 1,000 characters each)."""
+    log.warning("result reader lost the server (%s); retrying", translate_error(where(client), exc, None))
 
 
 class _Slot:
@@ -112,7 +120,7 @@ class SyncResults:
                     if not self.registry.waiting:
                         continue  # close() cut the read (or nobody waits now): end, no warning
                 attempt += 1
-                log.warning("result reader lost the server (%s); retrying", exc)
+                _lost(q.client, exc)
                 threading.Event().wait(RECONNECT.delay(attempt))
                 continue
             with self.lock:
@@ -188,7 +196,7 @@ class AsyncResults:
                 attempt = 0
             except Exception as exc:  # waiters time out on their own; keep serving the others
                 attempt += 1
-                log.warning("result reader lost the server (%s); retrying", exc)
+                _lost(q.client, exc)
                 await asyncio.sleep(RECONNECT.delay(attempt))
                 continue
             self.registry.advance(position, read.last)

@@ -247,3 +247,25 @@ def _enqueue_when_possible(queue: Queue) -> Any:
             return queue.enqueue("t", None, job_id="after-failover")
         time.sleep(0.1)
     raise AssertionError("no enqueue went through after the failover")
+
+
+async def test_the_result_reader_logs_a_lost_sentinel_group_in_one_readable_line(
+    fresh_sentinels: SentinelGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The result reader logged redis-py's exception as it was: with no Sentinel reachable, the
+    asyncio client's MasterNotFoundError quotes the repr of every Sentinel's client, pool and
+    connection, some 1,200 characters a Sentinel, in a warning repeated at every retry."""
+    group = fresh_sentinels
+    queue = AsyncQueue.from_url(group.url, "reader-lost", store_results=True, connect_timeout=0.5)
+    job = await queue.enqueue("t", None, delay=60)
+    waiting = asyncio.ensure_future(queue.result(job.id, 4))
+    await asyncio.sleep(0.5)  # the reader blocks in XREAD
+    for sentinel in group.sentinels:
+        sentinel.stop()
+    group.servers[0].kill()
+    with pytest.raises(TimeoutError):
+        await waiting
+    lines = [r.getMessage() for r in caplog.records if "result reader" in r.getMessage()]
+    assert any("no primary for Sentinel service" in line for line in lines), lines
+    assert not [line for line in lines if "<redis." in line or len(line) > 600], lines
+    await queue.aclose()
