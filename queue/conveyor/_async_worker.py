@@ -155,7 +155,9 @@ class AsyncWorker:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
         delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
         runs once: a second call raises RuntimeError. Returns its final [stats][conveyor.AsyncWorker.stats]:
-        ``processed``, ``failed`` and ``held``."""
+        ``processed``, ``failed`` and ``held``. A lost server is retried with backoff; a queue of
+        another data layout ends the run with [SchemaVersionError][conveyor.SchemaVersionError],
+        which no retry can fix."""
         check_first_run(self)
         self._loop = asyncio.get_running_loop()
         if self._lanes:

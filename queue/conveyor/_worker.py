@@ -109,7 +109,9 @@ class Worker:
         """Process jobs until stopped (or, with ``burst=True``, until no job is ready or running:
         delayed jobs, retries waiting out their backoff too, stay for a later worker). A worker
         runs once: a second call raises RuntimeError. Returns its final [stats][conveyor.Worker.stats]:
-        ``processed``, ``failed`` and ``held``."""
+        ``processed``, ``failed`` and ``held``. A lost server is retried with backoff; a queue of
+        another data layout ends the run with [SchemaVersionError][conveyor.SchemaVersionError],
+        which no retry can fix."""
         check_first_run(self)
         pump, maint = self._role("pump"), self._role("maint")
         waiter = self._waiter or self._own_waiter()
