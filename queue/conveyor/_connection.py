@@ -114,6 +114,10 @@ _REFUSED_LOGIN = (
 )
 
 
+# redis-py's cluster client, when no startup node gave it the slot map, then the last error
+_NO_NODE = "Please provide at least one reachable node: "
+
+
 def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
     if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
         return CredentialsRefusedError(
@@ -204,6 +208,11 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
             f"(MOVED, ASK) until redis-py's cluster client gave up ({exc}); send it again"
         )
     if isinstance(exc, redis_errors.RedisClusterException | redis_errors.ClusterError):
+        if any(m in message for m in _REFUSED_LOGIN):  # nodes reached, not "unreachable"
+            reason = message.partition(_NO_NODE)[2] or message
+            return CredentialsRefusedError(
+                f"the nodes of {where} refused the credentials: {reason} (check the URL's user and password)"
+            )
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
         return connection_failed(where, exc)

@@ -269,3 +269,37 @@ async def test_the_result_reader_logs_a_lost_sentinel_group_in_one_readable_line
     assert any("no primary for Sentinel service" in line for line in lines), lines
     assert not [line for line in lines if "<redis." in line or len(line) > 600], lines
     await queue.aclose()
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_a_wrong_cluster_password_is_named_as_refused_credentials(
+    cluster: Cluster, surface: str
+) -> None:
+    """Cluster nodes refusing the URL's password ended in ConnectionFailedError 'Redis Cluster
+    via ...: Redis Cluster cannot be connected. Please provide at least one reachable node:
+    invalid username-password pair ...', where one server's refusal is CredentialsRefusedError
+    telling to check the URL's user and password (and a worker logs 'call refused by the server',
+    not 'lost the server')."""
+    for node in cluster.nodes:
+        with node.client() as client:
+            client.acl_setuser("audit-user", enabled=True, passwords=["+right"], commands=["+@all"])
+    hosts = ",".join(f"{n.host}:{n.port}" for n in cluster.nodes)
+    url = f"redis+cluster://audit-user:s3cret-wrong@{hosts}"
+    try:
+        with pytest.raises(ConnectionFailedError) as info:
+            if surface == "sync":
+                Queue.from_url(url, "q").enqueue("t", 1)
+            else:
+                queue = AsyncQueue.from_url(url, "q")
+                try:
+                    await queue.enqueue("t", 1)
+                finally:
+                    await queue.aclose()
+    finally:
+        for node in cluster.nodes:
+            with node.client() as client:
+                client.acl_deluser("audit-user")
+    message = str(info.value)
+    assert isinstance(info.value, CredentialsRefusedError), message
+    assert "refused the credentials" in message and "reachable node" not in message, message
+    assert "s3cret" not in message and "127.0.0.1:" in message, message
