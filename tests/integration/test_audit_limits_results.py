@@ -11,7 +11,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
     wait_until,
 )
-from conveyor import ConveyorError, JobSpec, Limit, Queue
+from conveyor import ConveyorError, JobSpec, Limit, Queue, _async_client, _client
 
 
 def _waiting(q) -> int:
@@ -123,20 +123,15 @@ async def test_a_job_that_changes_state_while_listed_is_left_out(api, monkeypatc
     for job in await q.claim(count=2):
         await q.fail(job, "boom", retry=False)
     operator = Queue.from_url(api.server.url, q.name)
-    client = q.inner.client
-    read_ids = client.zrevrange
+    module = _async_client if api.is_async else _client
+    read_ids = module.listed_ids
 
-    def retried_meanwhile(*args, **kwargs):
-        ids = read_ids(*args, **kwargs)
+    def retried_meanwhile(reply):
+        ids = read_ids(reply)
         operator.retry_failed([first])  # between the page's ids and the jobs' hashes
         return ids
 
-    async def retried_meanwhile_async(*args, **kwargs):
-        ids = await read_ids(*args, **kwargs)
-        operator.retry_failed([first])
-        return ids
-
-    monkeypatch.setattr(client, "zrevrange", retried_meanwhile_async if api.is_async else retried_meanwhile)
+    monkeypatch.setattr(module, "listed_ids", retried_meanwhile)
     try:
         listed = await q.jobs("failed")
     finally:
