@@ -276,7 +276,17 @@ def test_the_readme_worker_command_runs_the_readme_app(workspace: tuple[Path, di
     before = emails_counts(root, env)
     script = f"from myapp.tasks import send_email\n{enqueue}"
     subprocess.run([sys.executable, "-c", script], cwd=root, env=env, check=True, timeout=60)
-    run_command(command, root, env)
+    args = command.split()
+    proc = subprocess.Popen(COMMAND + args[1:], cwd=root, env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    # SIGTERM only once the job is done: sent as soon as the worker serves (stop_worker alone), a
+    # loaded machine could stop it before its first claim, and the job was still waiting.
+    while (after := emails_counts(root, env))["total_completed"] == before["total_completed"]:
+        assert proc.poll() is None, f"{command}: exited {proc.returncode}\n{proc.communicate()[1]}"
+        assert time.monotonic() < deadline, f"{command}: the job was not completed within 30 s: {after}"
+        time.sleep(0.1)
+    stop_worker(command, proc, env["CONVEYOR_URL"])
     after = emails_counts(root, env)
     assert (after["waiting"], after["total_completed"] - before["total_completed"]) == (0, 1), after
 
