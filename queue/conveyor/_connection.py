@@ -116,12 +116,19 @@ _REFUSED_LOGIN = (
 
 # redis-py's cluster client, when no startup node gave it the slot map, then the last error
 _NO_NODE = "Please provide at least one reachable node: "
+# redis-py's words for a connection lost while a reply was awaited: the command had been sent
+_LOST_MID_CALL = ("Connection closed by server.", "Error while reading from")
 
 
 def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
     if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
         return CredentialsRefusedError(
             f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
+        )
+    if any(m in str(exc) for m in _LOST_MID_CALL):  # a server that died, or a failover's CLIENT KILL
+        return ConnectionFailedError(
+            f"lost the connection to the server at {where} during the call ({exc}): it may have been "
+            "applied or not (an enqueue with a job_id is safe to repeat)"
         )
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
 

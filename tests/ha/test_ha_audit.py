@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -303,3 +304,40 @@ async def test_a_wrong_cluster_password_is_named_as_refused_credentials(
     assert isinstance(info.value, CredentialsRefusedError), message
     assert "refused the credentials" in message and "reachable node" not in message, message
     assert "s3cret" not in message and "127.0.0.1:" in message, message
+
+
+def test_a_call_whose_connection_dropped_after_it_was_sent_may_have_been_applied(
+    sentinels: SentinelGroup,
+) -> None:
+    """A primary that dies or closes a connection (a failover's CLIENT KILL, a SIGKILL) after an
+    enqueue was sent left 'cannot reach the server ...: Connection closed by server.', which reads
+    as 'not applied': a producer re-sending an enqueue_many of generated ids then stores it twice
+    if the first had run. The message says now that it may have been applied or not."""
+    queue = Queue.from_url(sentinels.url, "dropped-mid-call")
+    queue.enqueue("t", 0)  # connected
+    errors: list[BaseException] = []
+
+    def enqueue() -> None:
+        try:
+            queue.enqueue_many([("t", i) for i in range(3)])
+        except ConnectionFailedError as exc:
+            errors.append(exc)
+
+    with sentinels.primary().client() as admin:
+        admin.execute_command("CLIENT", "PAUSE", 5000, "WRITE")  # the call waits, sent
+        thread = threading.Thread(target=enqueue)
+        try:
+            thread.start()
+
+            def sent() -> list[Any]:
+                return [c for c in admin.client_list() if c.get("cmd") == "evalsha"]
+
+            wait_until(lambda: bool(sent()), "the call to be sent", 10)
+            admin.client_kill_filter(_id=sent()[0]["id"])
+        finally:
+            admin.execute_command("CLIENT", "UNPAUSE")
+            thread.join(10)
+    assert errors, "the enqueue did not fail"
+    message = str(errors[0])
+    assert "may have been applied or not" in message and "job_id" in message, message
+    queue.close()
