@@ -18,8 +18,8 @@ from ._dispatch import (
     fail_call,
     failure_of,
     idle_wait,
-    log,
     missing_handler,
+    report_maintenance_error,
     report_pump_error,
     settle_return,
     stopped,
@@ -457,7 +457,7 @@ class AsyncWorker:
         the leases of the jobs it is finishing)."""
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
-        last_sweep = 0.0
+        last_sweep, traced = 0.0, set[str]()
         while not self._finished.is_set():
             asleep = time.monotonic()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -477,9 +477,7 @@ class AsyncWorker:
                     await maint.recover()
                     await maint.trim()
             except Exception as exc:  # any error: ending this task would end the heartbeats
-                log.warning(
-                    "maintenance failed (%s); will retry", exc, exc_info=not isinstance(exc, RECOVERABLE)
-                )
+                report_maintenance_error(exc, traced)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -415,6 +415,16 @@ def report_pump_error(exc: BaseException) -> None:
         log.error("worker pump error; retrying", exc_info=exc)
 
 
+def report_maintenance_error(exc: BaseException, traced: set[str]) -> None:
+    """Log a failed maintenance tick, retried at the next one. A lost server is a warning alone; an
+    unexpected error (a bug) gets its traceback the first time its kind is seen, not at every tick
+    it recurs (``traced``: the kinds of this worker logged with one so far)."""
+    kind = type(exc).__qualname__
+    first = not isinstance(exc, RECOVERABLE) and kind not in traced
+    traced.add(kind)
+    log.warning("maintenance failed (%s); will retry", exc, exc_info=exc if first else None)
+
+
 def stops_worker(exc: BaseException, queue: str, held: int) -> bool:
     """Whether a pump error ends the worker's run(), logged once if so: a queue of another layout
     version is refused by every call of this Conveyor, so retrying (and calling it a lost server)

@@ -21,6 +21,7 @@ from ._dispatch import (
     idle_wait,
     log,
     missing_handler,
+    report_maintenance_error,
     report_pump_error,
     settle_return,
     stops_worker,
@@ -313,7 +314,7 @@ class Worker:
         settings, d = self.queue.settings, self._dispatch
         tick = min(settings.lease / 3, settings.maintenance_interval)
         last_sweep = 0.0
-        asleep = time.monotonic()
+        asleep, traced = time.monotonic(), set[str]()
         while not self._finished.wait(tick):
             woke = time.monotonic()
             try:
@@ -333,5 +334,5 @@ class Worker:
             except Exception as exc:
                 if self._finished.is_set():
                     return
-                log.warning("maintenance failed (%s); will retry", exc)
+                report_maintenance_error(exc, traced)
             asleep = time.monotonic()
