@@ -13,7 +13,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._base import REDIS_ERRORS, QueueBase, resolve_settings
+from ._base import REDIS_ERRORS, QueueBase, resolve_settings, writes
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
@@ -189,14 +189,14 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         closes = self._closes  # see _error
         try:
             if not self._ready:
-                await self._check_server()
+                await self._check_server(writes(call))
             return call.parse(await self._evalsha(call, direct))
         except ASYNC_ERRORS as exc:
             raise self._error(exc, closes) from exc
 
-    async def _check_server(self) -> None:
+    async def _check_server(self, write: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
-        self._queue_startup(pipe)
+        self._queue_startup(pipe, write)
         replies = await pipe.execute(raise_on_error=False)
         if isinstance(replies[1], Exception):
             raise replies[1]
@@ -205,7 +205,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if self._cluster:
             policy = await self.client.config_get("maxmemory-policy", **self._policy_target())
         check_policy(self.settings, policy)
-        self._ready = True
+        self._ready = write or replies[1] is not None  # a read of a queue without its version: again
 
     # -- public API ----------------------------------------------------------------------------------
     async def enqueue(

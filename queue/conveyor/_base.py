@@ -22,6 +22,14 @@ REDIS_ERRORS = (redis_errors.RedisError, redis_errors.RedisClusterException)
 
 # Writes that create or settle jobs; with wait_replicas they return only once replicated.
 DURABLE_SCRIPTS = frozenset({"enqueue", "ack", "fail"})
+# Scripts that only read: their first call checks the layout without writing it (see _queue_startup).
+READ_ONLY_SCRIPTS = frozenset({"waiting_page", "read_results"})
+
+
+def writes(call: Call[Any]) -> bool:
+    """Whether ``call`` may write the queue's keys (its startup check may then write the version)."""
+    return call.script.name not in READ_ONLY_SCRIPTS
+
 
 ClientT = TypeVar("ClientT")
 
@@ -113,15 +121,20 @@ class QueueBase(Generic[ClientT]):
             return closed_in_flight(where(self.client))
         return error
 
-    def _queue_startup(self, pipe: Any) -> None:
-        """Layout version check and eviction policy read, sent as one pipeline.
+    def _queue_startup(self, pipe: Any, write: bool = True) -> None:
+        """Layout version check and eviction policy read, sent as one pipeline. ``write`` False (a
+        read-only script's call): the version is read, not set, so reading a queue that does not
+        exist leaves no key (and the check is sent again with the next call).
 
         The policy is read from INFO (``maxmemory_policy``, and Dragonfly's ``cache_mode``), which
         every server reports; Dragonfly answers CONFIG GET maxmemory-policy with nothing. A cluster
         pipeline only carries keyed commands: there CONFIG GET is sent on its own, to the queue's
         slot owner (see ``_policy_target``).
         """
-        pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
+        if write:
+            pipe.hsetnx(self.core.keys.meta, "v", LAYOUT_VERSION)
+        else:
+            pipe.hget(self.core.keys.meta, "v")  # (keeps the replies' places)
         pipe.hget(self.core.keys.meta, "v")
         if not self._cluster:
             pipe.info()  # default sections: where Dragonfly puts the field is not documented

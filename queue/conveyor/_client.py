@@ -12,7 +12,7 @@ from redis import exceptions as redis_errors
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._base import REDIS_ERRORS, QueueBase, resolve_settings
+from ._base import REDIS_ERRORS, QueueBase, resolve_settings, writes
 from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import DirectScripts, HeldScripts
@@ -144,14 +144,14 @@ class Queue(QueueBase[redis.Redis]):
         closes = self._closes  # see _error
         try:
             if not self._ready:
-                self._check_server()
+                self._check_server(writes(call))
             return call.parse(self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
             raise self._error(exc, closes) from exc
 
-    def _check_server(self) -> None:
+    def _check_server(self, write: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
-        self._queue_startup(pipe)
+        self._queue_startup(pipe, write)
         replies = pipe.execute(raise_on_error=False)
         if isinstance(replies[1], Exception):
             raise replies[1]
@@ -160,7 +160,7 @@ class Queue(QueueBase[redis.Redis]):
         if self._cluster:
             policy = self.client.config_get("maxmemory-policy", **self._policy_target())
         check_policy(self.settings, policy)
-        self._ready = True
+        self._ready = write or replies[1] is not None  # a read of a queue without its version: again
 
     # -- public API ----------------------------------------------------------------------------------
     def enqueue(
