@@ -16,11 +16,12 @@ from ._keys import validate_name
 # ZADD passes on a wake-up a full worker cannot use; ZADD and PEXPIRE end a wait shared by the
 # workers of several queues (_waiter.py). LRANGE, ZRANGE and ZREVRANGE list jobs by state
 # (`conveyor jobs`). XREAD waits for job results (store_results; the records themselves are read
-# by a script).
+# by a script). CLUSTER SLOTS (the slot map), COMMAND (its key parser) and ASKING (a key of a slot
+# being migrated) are sent by redis-py's cluster client.
 CLIENT_COMMANDS = (
     "evalsha", "script|load", "hsetnx", "hget", "hmget", "hgetall", "llen", "zcard", "bzpopmin",
     "ping", "hello", "client|setname", "info", "config|get", "wait", "zadd", "pexpire",
-    "lrange", "zrange", "zrevrange", "xread",
+    "lrange", "zrange", "zrevrange", "xread", "cluster|slots", "command", "asking",
 )  # fmt: skip
 # Called inside the Lua transitions (tests check this list against the scripts).
 SCRIPT_COMMANDS = (

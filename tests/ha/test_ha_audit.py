@@ -341,3 +341,42 @@ def test_a_call_whose_connection_dropped_after_it_was_sent_may_have_been_applied
     message = str(errors[0])
     assert "may have been applied or not" in message and "job_id" in message, message
     queue.close()
+
+
+def _node_id(node: Any) -> str:
+    with node.client() as client:
+        return str(client.execute_command("CLUSTER", "MYID").decode())
+
+
+def test_acl_rules_are_enough_on_a_cluster(cluster: Cluster) -> None:
+    """high-availability.md says Cluster needs acl_rules() on every node; they lacked what
+    redis-py's cluster client sends itself: CLUSTER SLOTS (the slot map), COMMAND (its key
+    parser) and ASKING (a key of a slot being migrated). Such a user got 'Redis Cluster cannot be
+    connected. Please provide at least one reachable node: Cluster mode is not enabled on this
+    node' (the NOPERM on CLUSTER SLOTS, read as a server without cluster mode)."""
+    from conveyor import acl_rules  # noqa: PLC0415
+
+    for node in cluster.nodes:
+        with node.client() as client:
+            client.execute_command("ACL", "SETUSER", "audit-acl", "on", ">pw", *acl_rules().split())
+    hosts = ",".join(f"{n.host}:{n.port}" for n in cluster.nodes)
+    name = "audit-acl-cluster"
+    try:
+        queue = Queue.from_url(f"redis+cluster://audit-acl:pw@{hosts}", name)
+        queue.enqueue("t", 1)
+        worker = Worker(queue, {"t": lambda job: None}, burst=True, install_signal_handlers=False)
+        assert worker.run()["processed"] == 1
+        source, target, slot = _migrating(cluster, name)
+        with source.client() as src:  # the queue's meta key has moved: reading it is an ASK
+            src.execute_command("MIGRATE", target.host, target.port, queue.core.keys.meta, 0, 5000)
+            assert queue.counts()["total_completed"] == 1
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                src.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+        for node in (target, source):
+            with node.client() as client:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", _node_id(target))
+        queue.close()
+    finally:
+        for node in cluster.nodes:
+            with node.client() as client:
+                client.acl_deluser("audit-acl")
