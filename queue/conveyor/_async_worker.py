@@ -365,8 +365,13 @@ class AsyncWorker:
             await self._wait(pump, waiter, until_due, deadline)
 
     async def _exchange(self, pump: AsyncQueue) -> tuple[bool, float]:
-        """Send failures, then one call that acks finished jobs and claims the free capacity."""
+        """Give back expired jobs, send failures, then one call that acks finished jobs and claims
+        the free capacity."""
         d = self._dispatch
+        if d.expired:
+            expired = list(d.expired)
+            statuses = await pump._run(pump.core.release(expired, [False] * len(expired)))
+            d.on_expired_released(expired, statuses)
         for failure in list(d.failures):
             accepted = True
             try:
@@ -430,7 +435,7 @@ class AsyncWorker:
         """At the deadline, send the acks and failures of handlers that finished while the last
         call was in flight (or that returned when cancelled): left unsent, a job completed before
         the deadline would run again once its lease expired. Budget 0 (stopping): no claims."""
-        while self._dispatch.done or self._dispatch.failures:
+        while self._dispatch.done or self._dispatch.failures or self._dispatch.expired:
             try:
                 await self._exchange(pump)
             except Exception as exc:  # unreachable: their leases expire, as documented

@@ -177,20 +177,29 @@ class Dispatcher:
     overrun: set[int] = field(default_factory=set)  # id() of settled jobs whose thread still runs
     releasing: set[str] = field(default_factory=set)  # tokens given back at shutdown: never started
     lost: set[str] = field(default_factory=set)  # leases an extend found lost: warned once, not renewed
+    # Claimed jobs whose time limit passed before a slot started them: given back, uncounted.
+    expired: list[Job] = field(default_factory=list)
+    no_prefetch: bool = False  # set by an expired job: claim for free slots only, until one finishes
 
     @property
     def held(self) -> int:
         """Slots in use: leased jobs, plus threads still running jobs settled without them."""
         return len(self.leases) + len(self.overrun)
 
+    @property
+    def capacity(self) -> int:
+        """Most jobs to hold now: running plus prefetched, or running alone while a job that waited
+        in the buffer past its time limit was given back (claimed again, it would only wait again)."""
+        return self.options.concurrency if self.no_prefetch else self.options.capacity
+
     def claim_budget(self, acking: int) -> int:
         if self.stopping:
             return 0
-        return max(0, self.options.capacity - self.held + acking)
+        return max(0, self.capacity - self.held + acking)
 
     def wants_marker(self) -> bool:
         """True when a wake-up on the marker is of use: this worker could claim more now."""
-        return not self.stopping and self.held < self.options.capacity
+        return not self.stopping and self.held < self.capacity
 
     def pending_acks(self) -> list[Job]:
         """Jobs to ack in the next ack+claim call. After a failed call, the same jobs again: a
@@ -249,6 +258,7 @@ class Dispatcher:
         value, when results are stored). A cancelled handler reports nothing: its job is released
         as started at shutdown. An attempt settled while its thread still ran (cancelled, timed
         out) reports too late: its outcome is dropped."""
+        self.no_prefetch = False  # a slot is free: the buffer's next job starts now
         if self.overrun and id(job) in self.overrun:
             self.overrun.discard(id(job))
             return
@@ -338,15 +348,19 @@ class Dispatcher:
 
     def stop(self, job: Job, reason: str) -> bool:
         """Ask a leased job to stop. Returns True when its handler is running (the caller
-        interrupts it, or abandons its thread); a job not started yet is settled at once, one
-        finished already is left to its own report."""
+        interrupts it, or abandons its thread); a job not started yet is settled at once (given
+        back uncounted when its time limit passed), one finished already is left to its own report."""
         token = job.token
         if job.stop_reason is not None or token not in self.leases or token in self.releasing:
             return False  # (a job being given back is settled by its release: see release.lua)
         job.stop_reason = reason
         if token in self.running:
             return True
-        if token not in self.started:
+        if token not in self.started and reason == TIMEOUT:  # its limit passed in the buffer: it
+            self.expired.append(job)  # never ran under it, so it goes back uncounted (not failed)
+            self.releasing.add(token)
+            self.no_prefetch = True
+        elif token not in self.started:
             never_ran = stopped(job, reason, still_running=False)
             self.failures.append(Failure(job, never_ran.error, never_ran.retry, started=False))
         return False
@@ -372,8 +386,8 @@ class Dispatcher:
     def releasable(self, jobs: Sequence[Job]) -> list[Job]:
         """Of claimed jobs no slot took, those to give back at a stop, marked as being given back
         (``stop`` then leaves them to the release). A job stopped already (a cancel, its time
-        limit) is left out: its queued or sent fail settles it; released too, it was settled
-        twice (its fail then refused and logged as a lost lease)."""
+        limit) is left out: its queued or sent fail (or release, see ``expired``) settles it;
+        released too, it was settled twice (its fail then refused and logged as a lost lease)."""
         jobs = [job for job in jobs if job.stop_reason is None]
         self.releasing.update(held_token(job) for job in jobs)
         return jobs
@@ -382,9 +396,17 @@ class Dispatcher:
         for job in jobs:
             self._settle(job)
 
+    def on_expired_released(self, jobs: Sequence[Job], statuses: Sequence[int]) -> None:
+        """Expired jobs (see ``stop``) were given back: 1 waiting again, 2 cancelled meanwhile."""
+        del self.expired[: len(jobs)]
+        for job, status in zip(jobs, statuses, strict=True):
+            if status not in (1, 2):
+                log.warning("release of job %s refused: %s", job.id, LEASE_STATUS.get(status, status))
+        self.on_released(jobs)
+
     def quiet(self) -> bool:
         """Nothing leased and nothing to report."""
-        return not self.leases and not self.done and not self.failures
+        return not self.leases and not self.done and not self.failures and not self.expired
 
     def stats(self) -> dict[str, int]:
         return {"processed": self.processed, "failed": self.failed, "held": self.held}

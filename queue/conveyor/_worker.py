@@ -68,7 +68,8 @@ class Worker:
     of it arrives with a heartbeat, the worker sets ``job.cancelled`` (``current_job().cancelled``
     in a task), stops renewing the lease and settles the job at once: cancelled, or timed out.
     A timed-out job whose thread still runs is failed, not retried (a retry would run it twice at
-    once); a job stopped before its handler started is retried as usual. The thread keeps its slot
+    once); a prefetched job whose limit passes before a slot started it is given back to the
+    queue, its attempt not counted. The thread keeps its slot
     until it returns (no new job is claimed for it) and whatever it returns or raises is dropped.
     """
 
@@ -217,8 +218,15 @@ class Worker:
             self._wait(pump, waiter, until_due, deadline)
 
     def _exchange(self, pump: Queue) -> tuple[bool, float]:
-        """Send failures, then one call that acks finished jobs and claims the free capacity."""
+        """Give back expired jobs, send failures, then one call that acks finished jobs and claims
+        the free capacity."""
         d = self._dispatch
+        if d.expired:
+            with self._lock:
+                expired = list(d.expired)
+            statuses = pump._run(pump.core.release(expired, [False] * len(expired)))
+            with self._lock:
+                d.on_expired_released(expired, statuses)
         for failure in list(d.failures):
             accepted = True
             try:
@@ -278,7 +286,7 @@ class Worker:
         """At the deadline, send the acks and failures of handlers that finished while the last
         call was in flight: left unsent, a job completed before the deadline would run again once
         its lease expired. Budget 0 (stopping): these calls claim nothing."""
-        while self._dispatch.done or self._dispatch.failures:
+        while self._dispatch.done or self._dispatch.failures or self._dispatch.expired:
             try:
                 self._exchange(pump)
             except Exception as exc:  # unreachable: their leases expire, as documented

@@ -3,12 +3,44 @@ attempts, reads of a queue that does not exist, and how maintenance errors are l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides `api`
-from conveyor import AsyncQueue, Backoff, Queue
+from _support import api_fixture, counts, wait_until  # noqa: F401 - api_fixture provides `api`
+from conveyor import AsyncQueue, Backoff, Job, Queue
 
 FAST = {"lease": 0.9, "backoff": Backoff(base=0.01, jitter=0), "maintenance_interval": 0.1}
+
+
+async def test_a_prefetched_job_whose_limit_passes_before_it_started_goes_back_uncounted(api):
+    """A job claimed into the prefetch buffer behind a long one reached its time limit before any
+    slot started it: it counted an attempt and, on its last one, ended failed 'timed out' without
+    having run. It is now given back (its attempt refunded) and claimed again once a slot is free."""
+    q = api.queue(max_attempts=1, **FAST)
+    ran: list[str] = []
+    attempts: list[int] = []
+
+    def started(job: Job) -> None:
+        ran.append(job.id)
+        attempts.append(job.attempts)
+
+    handlers = {"long": api.handler(sleep=2.0, start=started), "short": api.handler(start=started)}
+    w = api.worker(q, handlers, concurrency=1, prefetch=1)
+    first = await q.enqueue("long")
+    await wait_until(lambda: ran == [first.id], timeout=10, what="the first job to start")
+    second = await q.enqueue("short", time_limit=0.4)
+    await asyncio.sleep(1.0)  # its limit passed while it waited in the buffer
+    stored = await q.get_job(second.id)
+    assert (stored.state, stored.attempts) == ("waiting", 0), stored  # not claimed again meanwhile
+    await wait_until(lambda: ran == [first.id, second.id], timeout=10, what="the second job to run")
+    await wait_until(lambda: _counts_are(q, counts(total_completed=2)), timeout=5, what="both completions")
+    assert attempts == [1, 1]
+    w.stop()
+    await w.join(10)
+
+
+async def _counts_are(q, expected: dict[str, int]) -> bool:
+    return await q.counts() == expected
 
 
 async def test_listing_the_waiting_jobs_of_a_queue_that_does_not_exist_writes_nothing(api):

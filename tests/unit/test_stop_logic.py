@@ -35,10 +35,25 @@ def test_overdue_jobs_are_those_past_their_limit_not_yet_stopped():
     d = _dispatcher(late, other)
     time.sleep(0.01)
     assert d.overdue() == [late]
-    assert d.stop(late, TIMEOUT) is False  # not started: settled at once, retried as usual
-    assert [(f.job, f.retry) for f in d.failures] == [(late, True)]
+    assert d.stop(late, TIMEOUT) is False  # not started: given back at once, never failed
+    assert d.expired == [late] and d.failures == []
     assert late.cancelled and d.overdue() == []
-    assert d.stop(late, TIMEOUT) is False and len(d.failures) == 1  # asked once only
+    assert d.stop(late, TIMEOUT) is False and d.expired == [late]  # asked once only
+    assert not d.on_started(late)  # no slot starts it once it is being given back
+
+
+def test_a_job_whose_limit_passed_in_the_buffer_pauses_the_prefetch_until_a_handler_returns():
+    running, buffered = _job("a"), _job("b", 0.001)
+    d = Dispatcher(WorkerOptions(concurrency=1, prefetch=2), lease=3.0)
+    d.on_claimed([running, buffered])
+    d.on_started(running)
+    time.sleep(0.01)
+    d.stop(buffered, TIMEOUT)
+    d.on_expired_released([buffered], [1])
+    assert d.expired == [] and d.held == 1
+    assert d.claim_budget(0) == 0 and not d.wants_marker()  # claimed again, it would wait again
+    d.on_finished(running, None)
+    assert d.claim_budget(1) == 3  # its slot is free: the prefetch is back
 
 
 def test_a_running_thread_is_abandoned_keeps_its_slot_and_its_outcome_is_dropped():
