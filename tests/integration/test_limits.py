@@ -179,9 +179,9 @@ async def test_a_cancelled_job_given_back_ends_cancelled_not_run_again(api):
     assert await q.release(held[1:], started=False) == [2, 1]
     assert await q.counts() == counts(waiting=1, cancelled=2)
     assert [j.id for j in await q.claim(3)] == [plain.id]  # never the cancelled ones
-    for job in (started, unstarted):
+    for job, said in ((started, "cancelled while running"), (unstarted, "cancelled before it ran")):
         assert (await q.get_job(job.id)).state == "cancelled"
-        with pytest.raises(JobCancelledError, match="cancelled while running"):
+        with pytest.raises(JobCancelledError, match=said):
             await q.result(job.id, timeout=1)
 
 
