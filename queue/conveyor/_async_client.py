@@ -118,13 +118,17 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         try:
             return await self._send(call, direct)
         except (redis_errors.ResponseError, ReplicationError) as exc:
-            if lost_replicas(exc) and (asked := ask_for_primary(self.client)) is not None:
-                with contextlib.suppress(*REDIS_ERRORS):  # the next call follows a new primary
-                    await asked
+            await self._follow_primary(exc)
             if not is_noscript(exc):
                 raise
         await self.client.script_load(script.source)
         return await self._send(call, direct)
+
+    async def _follow_primary(self, exc: BaseException) -> None:
+        """As the sync twin's: after a write the primary could not replicate, ask the Sentinels."""
+        if lost_replicas(exc) and (asked := ask_for_primary(self.client)) is not None:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await asked
 
     async def _send(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
         keys = call.keys
@@ -254,7 +258,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             if todo := self._unchecked(cores, pipe):
                 self._layouts_checked(todo, await pipe.execute())
             replies = await self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
-        except ASYNC_ERRORS as exc:
+        except (*ASYNC_ERRORS, ReplicationError) as exc:
+            await self._follow_primary(exc)
+            if isinstance(exc, ReplicationError):
+                raise
             raise self._error(exc, closes) from exc
         for core, call, reply in zip(cores, calls, replies, strict=True):
             out[core.name] = call.parse(reply)

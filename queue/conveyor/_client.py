@@ -80,13 +80,18 @@ class Queue(QueueBase[redis.Redis]):
         try:
             return self._send(call, direct)
         except (redis_errors.ResponseError, ReplicationError) as exc:
-            if lost_replicas(exc):  # the primary may have been replaced: the next call follows
-                with contextlib.suppress(*REDIS_ERRORS):
-                    ask_for_primary(self.client)
+            self._follow_primary(exc)
             if not is_noscript(exc):
                 raise
         self.client.script_load(script.source)
         return self._send(call, direct)
+
+    def _follow_primary(self, exc: BaseException) -> None:
+        """After a write the primary could not replicate, ask the Sentinels whether it was
+        replaced (see ``ask_for_primary``): the next call then goes to the new one."""
+        if lost_replicas(exc):
+            with contextlib.suppress(*REDIS_ERRORS):
+                ask_for_primary(self.client)
 
     def _send(self, call: Call[Any], direct: DirectScripts | None) -> Any:
         keys = call.keys
@@ -212,7 +217,10 @@ class Queue(QueueBase[redis.Redis]):
             if todo := self._unchecked(cores, pipe):
                 self._layouts_checked(todo, pipe.execute())
             replies = self._send_grouped(calls, durable=self.settings.wait_replicas > 0)
-        except REDIS_ERRORS as exc:
+        except (*REDIS_ERRORS, ReplicationError) as exc:
+            self._follow_primary(exc)
+            if isinstance(exc, ReplicationError):
+                raise
             raise self._error(exc, closes) from exc
         for core, call, reply in zip(cores, calls, replies, strict=True):
             out[core.name] = call.parse(reply)

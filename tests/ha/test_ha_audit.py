@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from conveyor import (
     AsyncWorker,
     ConnectionFailedError,
     CredentialsRefusedError,
+    JobSpec,
     Queue,
     ReplicationError,
     ServerError,
@@ -138,6 +139,21 @@ def _fail_over_while_paused(group: SentinelGroup) -> None:
         os.kill(old.pid, signal.SIGCONT)  # type: ignore[arg-type]
 
 
+async def _refused_until_through(call: Callable[[], Awaitable[Any]]) -> list[str]:
+    """Send ``call`` until it goes through; what refused it meanwhile, and when. (A primary that
+    could not replicate: ReplicationError, or ServerError NOREPLICAS; ConnectionFailedError once
+    Sentinel demoted it at last.)"""
+    refused: list[str] = []
+    began = time.monotonic()
+    while True:
+        try:
+            await call()
+            return refused
+        except (ReplicationError, ServerError, ConnectionFailedError) as exc:
+            refused.append(f"{time.monotonic() - began:.1f} s: {exc}")
+        assert time.monotonic() - began < 60
+
+
 @pytest.mark.parametrize(
     ("surface", "guard"), [("sync", "wait"), ("async", "wait"), ("sync", "min-replicas")]
 )
@@ -165,15 +181,7 @@ async def test_a_primary_back_from_a_pause_after_its_failover_does_not_hold_the_
 
     await enqueue("before")
     await asyncio.to_thread(_fail_over_while_paused, group)
-    refused: list[str] = []
-    began = time.monotonic()
-    while True:
-        try:
-            await enqueue("after")
-            break
-        except (ReplicationError, ServerError, ConnectionFailedError) as exc:  # (last: demoted)
-            refused.append(f"{time.monotonic() - began:.1f} s: {exc}")
-        assert time.monotonic() - began < 60
+    refused = await _refused_until_through(lambda: enqueue("after"))
     assert len(refused) <= 1, refused
     with group.primary().client() as client:
         assert client.exists(queue.core.keys.job("after"))
@@ -380,3 +388,27 @@ def test_acl_rules_are_enough_on_a_cluster(cluster: Cluster) -> None:
         for node in cluster.nodes:
             with node.client() as client:
                 client.acl_deluser("audit-acl")
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_enqueue_many_to_follows_a_new_primary_after_a_write_it_could_not_replicate(
+    fresh_sentinels: SentinelGroup, surface: str
+) -> None:
+    """As test_a_primary_back_from_a_pause_after_its_failover_does_not_hold_the_queue, for
+    enqueue_many_to, whose pipeline does not go through the single-queue call path: its
+    ReplicationError did not make the client ask the Sentinels, so it went on to the old primary
+    until Sentinel demoted it."""
+    group = fresh_sentinels
+    cls: Any = Queue if surface == "sync" else AsyncQueue
+    queue = cls.from_url(group.url, f"fan-{surface}", wait_replicas=1, wait_timeout=0.5)
+
+    async def fan_out(job_id: str) -> Any:
+        batches = {f"fan-{surface}-{i}": [JobSpec("t", i, job_id=job_id)] for i in range(2)}
+        call = queue.enqueue_many_to(batches)
+        return await call if surface == "async" else call
+
+    await fan_out("before")
+    await asyncio.to_thread(_fail_over_while_paused, group)
+    refused = await _refused_until_through(lambda: fan_out("after"))
+    assert len(refused) <= 1, refused
+    queue.close() if surface == "sync" else await queue.aclose()
