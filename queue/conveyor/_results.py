@@ -207,9 +207,11 @@ def record_bytes(record: Any) -> bytes:
 
 def gone(job_id: str, state: str | None) -> ConveyorError:
     where = "no such job" if state is None else f"the job is {STATES.get(state, state)}"
+    # (no job: also one whose enqueue reached no replica before its primary failed over)
+    lost = ", or it was never enqueued here (or a failover lost its enqueue)" if state is None else ""
     return ConveyorError(
         f"job {job_id!r} has no stored result ({where}): it expired (result_ttl), retention removed "
-        "it, or the job finished while store_results was off"
+        f"it, or the job finished while store_results was off{lost}"
     )
 
 

@@ -18,6 +18,7 @@ from conveyor import (
     AsyncQueue,
     AsyncWorker,
     ConnectionFailedError,
+    ConveyorError,
     CredentialsRefusedError,
     JobSpec,
     Queue,
@@ -412,3 +413,36 @@ async def test_enqueue_many_to_follows_a_new_primary_after_a_write_it_could_not_
     refused = await _refused_until_through(lambda: fan_out("after"))
     assert len(refused) <= 1, refused
     queue.close() if surface == "sync" else await queue.aclose()
+
+
+def test_waiting_for_a_job_a_failover_lost_names_that_cause(fresh_sentinels: SentinelGroup) -> None:
+    """An enqueue acknowledged by a primary that died before a replica had it is gone after the
+    failover (high-availability.md). Waiting for its result said 'has no stored result (no such
+    job): it expired (result_ttl), retention removed it, or the job finished while store_results
+    was off', none of which happened."""
+    group = fresh_sentinels
+    queue = Queue.from_url(group.url, "lost-result", store_results=True)
+    queue.enqueue("t", 0)
+    old = group.primary()
+    replicas = [s for s in group.servers if s is not old]
+    for replica in replicas:
+        os.kill(replica.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+    try:
+        with old.client() as client:
+            client.execute_command("CLIENT", "KILL", "TYPE", "replica")
+        job = queue.enqueue("t", 1)  # acknowledged, on the primary alone
+        old.kill()
+    finally:
+        for replica in replicas:
+            os.kill(replica.pid, signal.SIGCONT)  # type: ignore[arg-type]
+    wait_until(lambda: group.primary() is not old, "the failover", 60)
+    for _ in range(100):
+        with contextlib.suppress(ConnectionFailedError):
+            queue.counts()
+            break
+        time.sleep(0.1)
+    with pytest.raises(ConveyorError) as info:
+        queue.result(job.id, 5)
+    message = str(info.value)
+    assert "no such job" in message and "failover" in message, message
+    queue.close()
