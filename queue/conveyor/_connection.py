@@ -269,7 +269,10 @@ def sentinel_reasons(message: str) -> str:
     characters a Sentinel): only each one's address and error are kept."""
     _, colon, tried = message.partition(" : ")
     if not colon:  # every Sentinel answered: none knows a primary that is up
-        return "no Sentinel reports a primary that is up for this service"
+        return (
+            "no Sentinel reports a primary that is up for this service: check the service name (the "
+            "name in the Sentinels' 'sentinel monitor <name> ...') and that its primary is up"
+        )
     reasons = []
     for entry in _SENTINEL_ENTRY.split(tried):
         client, _, error = entry.rpartition("> - ")

@@ -61,7 +61,7 @@ async def test_async_queue_with_an_unknown_service_says_no_sentinel_knows_it(
         await queue.enqueue("t", 1)
     message = str(info.value)
     assert message.startswith("no primary for Sentinel service 'no-such-service'"), message
-    assert "no Sentinel reports a primary" in message, message
+    assert "no Sentinel reports a primary that is up" in message, message
     await queue.aclose()
 
 
@@ -446,3 +446,20 @@ def test_waiting_for_a_job_a_failover_lost_names_that_cause(fresh_sentinels: Sen
     message = str(info.value)
     assert "no such job" in message and "failover" in message, message
     queue.close()
+
+
+@pytest.mark.parametrize("surface", ["sync", "async"])
+async def test_a_misspelt_service_name_is_named_as_a_likely_cause(
+    sentinels: SentinelGroup, surface: str
+) -> None:
+    """Every Sentinel answered, none with a primary for the service: the error said only 'no
+    Sentinel reports a primary that is up for this service', which sends an operator to check
+    the primary, where a misspelt service name (not one the Sentinels monitor) reads the same."""
+    hosts = ",".join(f"{h}:{p}" for h, p in sentinels.sentinel_addresses)
+    url = f"redis+sentinel://{hosts}/{SERVICE}-typo"
+    queue: Any = (Queue if surface == "sync" else AsyncQueue).from_url(url, "q")
+    with pytest.raises(ConnectionFailedError) as info:
+        await (asyncio.to_thread(queue.enqueue, "t", 1) if surface == "sync" else queue.enqueue("t", 1))
+    message = str(info.value)
+    assert "service name" in message and "sentinel monitor" in message, message
+    queue.close() if surface == "sync" else await queue.aclose()
