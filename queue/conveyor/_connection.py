@@ -118,12 +118,19 @@ _REFUSED_LOGIN = (
 _NO_NODE = "Please provide at least one reachable node: "
 # redis-py's words for a connection lost while a reply was awaited: the command had been sent
 _LOST_MID_CALL = ("Connection closed by server.", "Error while reading from")
+# redis-py's Sentinel connection, for a primary that answers READONLY (or UNBLOCKED) to a call
+_DEMOTED = "The previous master is now a slave"
 
 
 def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
     if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
         return CredentialsRefusedError(
             f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
+        )
+    if _DEMOTED in str(exc):  # READONLY (or a blocking call ended): refused whole
+        return ConnectionFailedError(
+            f"the server at {where} is no longer the primary (a failover or switchover demoted it): "
+            "the call was refused, not applied; the next call asks the Sentinels for the primary"
         )
     if any(m in str(exc) for m in _LOST_MID_CALL):  # a server that died, or a failover's CLIENT KILL
         return ConnectionFailedError(

@@ -463,3 +463,25 @@ async def test_a_misspelt_service_name_is_named_as_a_likely_cause(
     message = str(info.value)
     assert "service name" in message and "sentinel monitor" in message, message
     queue.close() if surface == "sync" else await queue.aclose()
+
+
+def test_a_write_to_a_demoted_primary_says_it_was_refused_not_unreachable(
+    fresh_sentinels: SentinelGroup,
+) -> None:
+    """A primary demoted under a client (a switchover, or its return after a failover) answers a
+    write READONLY; redis-py turns that into 'The previous master is now a slave' and Conveyor
+    said 'cannot reach the server at ...', though the server answered and the call was refused
+    whole: unlike a lost connection, it is safe to send again, generated ids included."""
+    group = fresh_sentinels
+    queue = Queue.from_url(group.url, "demoted")
+    queue.enqueue("t", 0)  # a pooled connection to the primary
+    old, new = group.primary(), next(s for s in group.servers if s is not group.primary())
+    with new.client() as client:
+        client.execute_command("REPLICAOF", "NO", "ONE")
+    with old.client() as client:
+        client.execute_command("REPLICAOF", new.host, new.port)
+    with pytest.raises(ConnectionFailedError) as info:
+        queue.enqueue("t", 1)
+    message = str(info.value)
+    assert "no longer the primary" in message and "not applied" in message, message
+    queue.close()
