@@ -101,6 +101,12 @@ def check_options(plain: str, url: str) -> None:
     options = parse_url(plain)  # type: ignore[no-untyped-call]  # ValueError naming a bad value
     known = _connection_options(options.pop("connection_class", connection.Connection).__name__)
     for name in options:
+        if name not in known and name.startswith("sentinel_"):  # not the data nodes' 'password'
+            raise InvalidNameError(
+                f"URL {_redacted(url)} has option {name!r}: a URL's options are the data nodes'; "
+                "give the Sentinels' own in a client, Sentinel(hosts, sentinel_kwargs={...})"
+                ".master_for(service)"
+            )
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

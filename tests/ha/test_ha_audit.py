@@ -20,6 +20,7 @@ from conveyor import (
     ConnectionFailedError,
     ConveyorError,
     CredentialsRefusedError,
+    InvalidNameError,
     JobSpec,
     Queue,
     ReplicationError,
@@ -485,3 +486,15 @@ def test_a_write_to_a_demoted_primary_says_it_was_refused_not_unreachable(
     message = str(info.value)
     assert "no longer the primary" in message and "not applied" in message, message
     queue.close()
+
+
+@pytest.mark.parametrize("option", ["sentinel_password", "sentinel_username"])
+def test_a_sentinel_option_in_the_url_points_to_a_client_not_to_the_data_nodes_password(
+    option: str,
+) -> None:
+    """A URL option for the Sentinels themselves was refused as 'has option 'sentinel_password'
+    (did you mean 'password'?)', which sends the Sentinels' password to the data nodes."""
+    with pytest.raises(InvalidNameError) as info:
+        Queue.from_url(f"redis+sentinel://127.0.0.1:1/svc?{option}=s3cret", "q")
+    message = str(info.value)
+    assert "did you mean" not in message and "sentinel_kwargs" in message, message
