@@ -28,9 +28,9 @@ from ._scripts import Scripts
 log = logging.getLogger("conveyor")
 
 
-# Any option naming a password (password, ssl_password: a rediss URL's key file password), and
-# the user name and token options.
-_SECRET_QUERY = re.compile(r"(?i)(^|&)([^=&]*password|username|user|pass|auth|token)=[^&]*")
+# Any option naming a password (password, ssl_password: a rediss URL's key file password), a user
+# name or a token, with or without a prefix (sentinel_username, an auth_token).
+_SECRET_QUERY = re.compile(r"(?i)(^|&)([^=&]*(?:password|username|user|pass|auth|token))=[^&]*")
 
 
 def redact_url(url: str) -> str:

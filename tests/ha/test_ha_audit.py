@@ -498,3 +498,13 @@ def test_a_sentinel_option_in_the_url_points_to_a_client_not_to_the_data_nodes_p
         Queue.from_url(f"redis+sentinel://127.0.0.1:1/svc?{option}=s3cret", "q")
     message = str(info.value)
     assert "did you mean" not in message and "sentinel_kwargs" in message, message
+
+
+@pytest.mark.parametrize("option", ["sentinel_username", "sentinel_auth", "x_token"])
+def test_a_refused_credential_option_is_not_echoed(option: str) -> None:
+    """Credential options are hidden in the errors that quote a URL, but only 'password' matched
+    with a prefix (ssl_password, sentinel_password): 'sentinel_username=<value>' and the like were
+    quoted as written."""
+    with pytest.raises(InvalidNameError) as info:
+        Queue.from_url(f"redis+sentinel://127.0.0.1:1/svc?{option}=s3cret", "q")
+    assert "s3cret" not in str(info.value), info.value
