@@ -68,7 +68,7 @@ class QueueKeys:
     jobs: str  # prefix of job hashes (and of '<id>{o', a fail's record for a re-send: fail.lua)
     requests: str  # prefix of per-worker claim records (string, expires after one lease)
     events: str  # stream: finished job ids, capped (MAXLEN ~), read by result waiters (store_results)
-    results: str  # hash: job id -> result record (store_results; see _lua/_lib.lua)
+    results: str  # hash: job id -> result record (store_results; see _lua/_lib_results.lua)
     result_index: str  # list: per call that stored results, '<expiry ms>{<id>{<id>...' (oldest first)
     legacy_results: str  # prefix of the string-per-job result records of 0.1 (read only)
 
@@ -89,7 +89,7 @@ class QueueKeys:
         <waiting>:t:<limit key> (the key's earliest next start, ms, expiring when it passes) and
         <waiting>:p:<limit key> (list of the key's parked jobs of level 0), <waiting>:p<L>:<limit
         key> (those of level L > 0), <waiting>:pl:<limit key> (sorted set of those levels) and
-        <waiting>:gh:<limit key> (hash: the key's jobs holding a turn); see _lua/_lib.lua."""
+        <waiting>:gh:<limit key> (hash: the key's jobs holding a turn); see _lua/_lib_limits.lua."""
         return self.waiting + ":pn"
 
     def level(self, priority: int) -> str:

@@ -13,7 +13,7 @@ from ._errors import LeaseLostError
 from ._models import MAX_PRIORITY, STATES, Job
 from ._serialize import Serializer
 
-CLAIM_FIELDS = 2  # a header and the payload per claimed job, as in _lua/_lib.lua
+CLAIM_FIELDS = 2  # a header and the payload per claimed job, as in _lua/_lib_claim.lua
 # Per job an enqueue found existing (enqueue.lua): task, payload, attempts, max attempts, enqueued
 # at, finished at, priority, time limit ms, last error ('' for a field the job has not).
 EXISTING_FIELDS = 9
@@ -111,7 +111,7 @@ def created_job(
 
 def claimed_jobs(reply: Sequence[Any], start: int, serializer: Serializer) -> list[Job]:
     """Jobs from a claim or ack reply, from index ``start``: a header and the payload per job
-    (claimed_entry in _lua/_lib.lua)."""
+    (claimed_entry in _lua/_lib_claim.lua)."""
     jobs = []
     for i in range(start, len(reply), CLAIM_FIELDS):
         header, payload = reply[i], reply[i + 1]

@@ -1,7 +1,7 @@
 """Job results, the pure part: records, events and the waiter registry shared by both twins.
 
 With ``QueueSettings.store_results`` on, the script that finishes a job (ack, fail, recover) writes
-its result record into the queue's results hash (see ``_lua/_lib.lua``) and adds an entry naming
+its result record into the queue's results hash (see ``_lua/_lib_results.lua``) and adds an entry naming
 it to the queue's events stream. A client waits for results without polling: at most one blocking
 XREAD per queue and client serves all its waiters (``_result_wait.py``), and reads the records the
 events name with read_results.lua (which hides expired records).
@@ -290,7 +290,7 @@ def settled(read: EventsRead, records: list[Any]) -> list[tuple[str, Any]]:
 
 def _announced(name: str, value: Any) -> list[str]:
     """The job ids one event field names: field '{' + state letter, value the ids joined by '{'
-    (see _lua/_lib.lua); or, as written before, the field is a job id (no id holds a '{')."""
+    (see _lua/_lib_results.lua); or, as written before, the field is a job id (no id holds a '{')."""
     return _text(value).split("{") if name.startswith("{") else [name]
 
 

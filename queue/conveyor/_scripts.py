@@ -1,8 +1,8 @@
 """Script registry: each transition is one Lua file, sent once with SCRIPT LOAD and run by EVALSHA.
 
-Every script is the shared helpers of ``_lua/_lib.lua`` it uses followed by one transition file
-(only those: a script runs its whole chunk on every call, so each helper it carries costs a
-closure per call; see ``_helpers``). A server
+Every script is the shared helpers it uses (``_lua/_lib*.lua``: ``LIBRARY``) followed by one
+transition file (only those: a script runs its whole chunk on every call, so each helper it
+carries costs a closure per call; see ``_helpers``). A server
 that lost its script cache (restart, SCRIPT FLUSH, failover) answers NOSCRIPT; the runner then
 loads the script and retries once. The NOSCRIPT prefix is matched, not the message, which differs
 between Redis and Valkey.
@@ -32,7 +32,10 @@ class Script:
     sha: str
 
 
-# A top-level definition of _lib.lua: ``local function name(`` or ``local NAME =`` at column 0.
+# The shared library, split by concern; a file may use the definitions of the files before it.
+LIBRARY = ("_lib.lua", "_lib_results.lua", "_lib_limits.lua", "_lib_claim.lua")
+
+# A top-level definition of the library: ``local function name(`` or ``local NAME =`` at column 0.
 _DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # A Lua string literal (kept: its text may be code, as in a KEYS name) or a comment (dropped). Long
@@ -68,9 +71,12 @@ def _helpers(lib: str, body: str) -> str:
     return lib[: starts[0].start()] + "".join(text for name, text in blocks.items() if name in used)
 
 
+_LIBRARY = "".join(_read(name) for name in LIBRARY)
+
+
 def _build(name: str) -> Script:
     body = _read(f"{name}.lua")
-    source = _helpers(_read("_lib.lua"), body) + "\n" + body
+    source = _helpers(_LIBRARY, body) + "\n" + body
     return Script(name, source, hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest())
 
 

@@ -12,11 +12,16 @@ from conveyor._ops import QueueCore
 from conveyor._results import read_call
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
-from conveyor._scripts import Scripts, _code, _helpers
+from conveyor._scripts import LIBRARY, Scripts, _code, _helpers
 
 LUA_DIR = resources.files("conveyor").joinpath("_lua")
 LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
-TRANSITIONS = [name for name in LUA_FILES if name != "_lib.lua"]
+TRANSITIONS = [name for name in LUA_FILES if not name.startswith("_")]
+
+
+def _library() -> str:
+    """The shared library as scripts read it: its files in LIBRARY's order."""
+    return "".join(LUA_DIR.joinpath(name).read_text(encoding="utf-8") for name in LIBRARY)
 
 
 def _header(name: str) -> list[str]:
@@ -31,7 +36,7 @@ def _header(name: str) -> list[str]:
 
 def test_there_is_one_file_per_transition():
     assert {f"{s.value.name}.lua" for s in Scripts} == set(TRANSITIONS)
-    assert "_lib.lua" in LUA_FILES
+    assert sorted(LIBRARY) == [name for name in LUA_FILES if name.startswith("_")]
 
 
 @pytest.mark.parametrize("name", LUA_FILES)
@@ -97,7 +102,7 @@ def _definitions(source: str) -> list[str]:
 
 
 def test_script_source_is_the_lib_helpers_it_uses_plus_transition_and_sha_is_stable():
-    lib = LUA_DIR.joinpath("_lib.lua").read_text(encoding="utf-8")
+    lib = _library()
     order = _definitions(lib)
     for script in Scripts:
         s = script.value
@@ -114,12 +119,25 @@ def test_script_source_is_the_lib_helpers_it_uses_plus_transition_and_sha_is_sta
     assert len({s.value.sha for s in Scripts}) == len(Scripts)
 
 
-def test_lib_holds_only_local_definitions():
+@pytest.mark.parametrize("name", LIBRARY)
+def test_lib_holds_only_local_definitions(name):
     """Scripts carry the lib's definitions they name (_scripts._helpers): a global function or a
-    top-level statement in _lib.lua would ride along with whichever definition precedes it."""
-    lib = LUA_DIR.joinpath("_lib.lua").read_text(encoding="utf-8")
+    top-level statement in a library file would ride along with whichever definition precedes it."""
+    lib = LUA_DIR.joinpath(name).read_text(encoding="utf-8")
     stray = re.findall(r"^(?!local |end\b|--|\s|$).*", lib, re.M)
-    assert stray == [], "top-level lines of _lib.lua that are not local definitions"
+    assert stray == [], f"top-level lines of {name} that are not local definitions"
+
+
+def test_library_definitions_use_only_what_is_defined_before_them():
+    """A Lua local is visible only after its definition: a helper naming one defined later (in a
+    later library file, or further down) would read a nil global when the script runs."""
+    lib = _library()
+    starts = list(re.finditer(r"^local (?:function )?([A-Za-z_]\w*)", lib, re.M))
+    names = {m.group(1) for m in starts}
+    for i, (m, n) in enumerate(zip(starts, [*starts[1:], None], strict=True)):
+        block = _code(lib[m.end() : n.start() if n else len(lib)])
+        later = set(re.findall(r"[A-Za-z_]\w*", block)) & names - {s.group(1) for s in starts[: i + 1]}
+        assert later == set(), f"{m.group(1)} uses {sorted(later)}, defined after it"
 
 
 def test_helpers_keep_what_is_named_directly_or_through_another_helper():
