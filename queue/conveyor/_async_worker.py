@@ -294,7 +294,9 @@ class AsyncWorker:
                 # swallowed its CancelledError and returned was acked as completed (a cancelled
                 # job ended completed, a time limit was not enforced); one that raised something
                 # else got that error and its retry rule (see Job.cancelled: it is discarded).
-                failure, result = stopped(job, job.stop_reason, thread_runs_on(handler, job)), None
+                # A task that returned stands as completed: its limit only cut its after hooks.
+                if not (job._returned and job.stop_reason == TIMEOUT):
+                    failure, result = stopped(job, job.stop_reason, thread_runs_on(handler, job)), None
             elif timer is not None:
                 timer.cancel()
             del self._running[token]

@@ -344,7 +344,7 @@ class Dispatcher:
             return []
         now = time.monotonic()
         late = [t for t, deadline in self.deadlines.items() if deadline <= now]
-        return [job for t in late if (job := self.leases[t][0]).stop_reason is None]
+        return [job for t in late if (job := self.leases[t][0]).stop_reason is None and not job._returned]
 
     def stop(self, job: Job, reason: str) -> bool:
         """Ask a leased job to stop. Returns True when its handler is running (the caller

@@ -5,7 +5,8 @@ Order (like nested middleware): ``before`` hooks run in registration order, then
 failed attempt will be retried, ``on_failure`` when the job fails for good. An attempt the worker
 stopped is a failure too: past its time limit the hooks get a ``TimeoutError`` (``on_failure`` when a
 thread still ran it, since it is then not retried); cancelled while running, ``on_failure`` gets an
-``asyncio.CancelledError``. A ``before`` hook that
+``asyncio.CancelledError``. A limit passing during the ``after`` hooks of a task that returned leaves
+its success standing (async ``after`` hooks still running are cancelled). A ``before`` hook that
 raises fails the attempt like the task would (the task is not called, the failure hooks run); an
 exception in any other hook is logged and ignored (the job's outcome is already decided). Without
 hooks the handler is the bare call: no hook cost.
@@ -166,6 +167,7 @@ def sync_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | N
                 _run_failure_hooks(hooks, job, *stop_outcome(job, True))  # already, never started
                 return None
             result = bare(job)
+            job._returned = job.stop_reason is None  # (one that swallowed its stop did not complete)
         except BaseException as exc:  # SystemExit too: the worker fails the attempt, the hooks say so
             _run_failure_hooks(hooks, job, *(stop_outcome(job, True) if job.stop_reason else (exc, None)))
             raise
@@ -217,6 +219,7 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
                 if (pending := _start(hook, job)) is not None:
                     await pending
             result = await bare(job)
+            job._returned = job.stop_reason is None  # (one that swallowed its stop did not complete)
         except asyncio.CancelledError as exc:
             me = asyncio.current_task()
             if job.stop_reason is not None:  # stopped by the worker: time limit or cancel
@@ -247,6 +250,8 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
                 if (pending := _start(hook, job, result)) is not None:
                     await pending
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
+                if job.stop_reason == TIMEOUT and isinstance(hook_exc, asyncio.CancelledError):
+                    break  # the limit bounds the task, which completed: the remaining hooks are cut
                 _reraise_the_workers_cancel(hook, hook_exc)
         return result if prepared is None else prepared
 

@@ -223,6 +223,9 @@ class Job:
     # Set by _hooks when a stopped attempt is taken for never run (no thread had taken its call):
     # a thread that takes the call after that drops it, else the job ran beside its retry.
     _call_dropped: bool = field(default=False, repr=False)
+    # Set by _hooks once this attempt's task returned: its outcome is success, so its time limit
+    # passing while its after hooks run no longer fails it (Worker._stop_jobs, AsyncWorker._slot).
+    _returned: bool = field(default=False, repr=False)
 
     @property
     def cancelled(self) -> bool:

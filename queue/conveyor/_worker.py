@@ -310,6 +310,8 @@ class Worker:
     def _stop_jobs(self, stops: list[tuple[Job, str]]) -> None:
         """Settle jobs to stop (lock held); their threads cannot be interrupted, only told."""
         for job, reason in stops:
+            if reason == TIMEOUT and job._returned:  # its after hooks run: the limit bounds the task,
+                continue  # and a task that returned completed (never retried nor failed for it)
             if self._dispatch.stop(job, reason):
                 self._dispatch.abandon(job)
         if stops:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+import pytest
 from _support import api_fixture, counts, wait_until  # noqa: F401 - api_fixture provides `api`
 from conveyor import AsyncQueue, Backoff, Job, Queue
 
@@ -81,3 +83,69 @@ async def test_an_unexpected_maintenance_error_is_logged_with_its_traceback_once
     assert "a bug in maintenance" in records[0].getMessage()
     assert records[0].exc_info is not None
     assert [r.exc_info for r in records[1:]] == [None] * (len(records) - 1)
+
+
+@pytest.mark.parametrize("kind", ["async task", "sync task on asyncio", "sync worker"])
+async def test_a_task_that_returned_is_acknowledged_when_its_limit_passes_in_an_after_hook(
+    redis_url, queue_name, kind
+):
+    """The task returned, then its time limit passed while an ``after`` hook still ran: the attempt
+    was settled as timed out (retried: the completed task ran again; or, a thread, failed for
+    good). Its outcome was success: it is acknowledged, with its result."""
+    from conveyor import AsyncWorker, Conveyor, Worker  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=0.9, maintenance_interval=0.1,
+                   max_attempts=3, store_results=True)
+    runs: list[int] = []
+
+    if kind == "async task":
+
+        @app.task(time_limit=0.3)
+        async def work() -> str:
+            runs.append(1)
+            return "done"
+    else:
+
+        @app.task(time_limit=0.3)
+        def work() -> str:
+            runs.append(1)
+            return "done"
+
+    if kind == "sync worker":
+
+        @app.after
+        def slow_after(job, result) -> None:
+            time.sleep(0.6)  # (a thread cannot be cut: well within the lease)
+    else:
+
+        @app.after
+        async def slow_after(job, result) -> None:
+            await asyncio.sleep(1.0)
+
+    worker: Worker | AsyncWorker
+    if kind == "sync worker":
+        q = app.queue(queue_name)
+        worker = Worker(q, app.handlers(queue_name), install_signal_handlers=False, block_timeout=0.2)
+        runner = asyncio.ensure_future(asyncio.to_thread(worker.run))
+    else:
+        aq = app.async_queue(queue_name)
+        worker = AsyncWorker(aq, app.async_handlers(queue_name), install_signal_handlers=False)
+        runner = asyncio.ensure_future(worker.run())
+    try:
+        if kind == "sync worker":
+            job = await asyncio.to_thread(work.enqueue)
+            result = await asyncio.to_thread(q.result, job.id, 5)
+            await asyncio.sleep(1.5)  # a retry would have run by now
+            totals = await asyncio.to_thread(q.counts)
+        else:
+            job = await work.aenqueue()
+            result = await aq.result(job.id, 5)
+            await asyncio.sleep(1.5)
+            totals = await aq.counts()
+    finally:
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        await app.aclose()
+    assert result == "done"
+    assert runs == [1]
+    assert (totals["total_completed"], totals["total_failed"], totals["delayed"]) == (1, 0, 0)
