@@ -149,3 +149,44 @@ async def test_a_task_that_returned_is_acknowledged_when_its_limit_passes_in_an_
     assert result == "done"
     assert runs == [1]
     assert (totals["total_completed"], totals["total_failed"], totals["delayed"]) == (1, 0, 0)
+
+
+async def test_a_job_failed_at_the_shutdown_deadline_runs_no_failure_hook_as_documented(
+    redis_url, queue_name
+):
+    """A job given back at an AsyncWorker's shutdown deadline on its last attempt ends failed
+    (release.lua), settled by the server after the hooks ran: no on_failure hook, not counted in
+    conveyor_jobs_failed_total, a ``conveyor.released`` span event. production.md's Hooks and
+    Metrics now say which failures the hooks see; this pins both sides."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from conveyor import AsyncWorker, Conveyor  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=30, maintenance_interval=0.1, max_attempts=1)
+    seen: list[str] = []
+    app.on_failure(lambda job, exc: seen.append("on_failure"))
+    app.hooks.add(app.hooks.on_release, lambda job: seen.append("released"))
+
+    @app.task
+    async def long() -> None:
+        seen.append("start")
+        await asyncio.sleep(30)
+
+    aq = app.async_queue(queue_name)
+    job = await long.aenqueue()
+    worker = AsyncWorker(aq, app.async_handlers(queue_name), shutdown_timeout=0.2,
+                         install_signal_handlers=False)
+    runner = asyncio.ensure_future(worker.run())
+    try:
+        await wait_until(lambda: seen == ["start"], timeout=10, what="the task to start")
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        stored = await aq.get_job(job.id)
+    finally:
+        await app.aclose()
+    assert (stored.state, seen) == ("failed", ["start", "released"]), stored
+    page = (Path(__file__).parents[2] / "docs" / "production.md").read_text()
+    hooks = page[page.index("## Hooks"):page.index("## Metrics")]
+    assert "given back at the shutdown deadline on\nits last attempt" in hooks
+    assert "failed by lease recovery" in hooks
+    assert "not jobs failed at a shutdown deadline or by lease recovery" in page
