@@ -15,6 +15,7 @@ from ._glide_common import closed_in_flight
 from ._models import MAX_PRIORITY, Job, JobSpec, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
 from ._results import client_options
+from ._serialize import JSONSerializer, Serializer
 from ._topology import is_cluster, node_of, where
 
 # What redis-py raises: RedisClusterException (no usable node, keys across slots) is not a RedisError.
@@ -62,6 +63,20 @@ def check_encoding(client: Any) -> None:
         )
 
 
+def check_decoding(client: Any, serializer: Serializer) -> None:
+    """Refuse a redis-py client that decodes replies with a serializer other than JSON. The
+    client's reply parser decodes every payload it reads as UTF-8: a pickle or msgpack payload
+    was enqueued, then every claim, get_job and result raised a bare UnicodeDecodeError. Only
+    Conveyor's JSON serializer is known to write UTF-8 text (a worker's own connections read bytes)."""
+    if client_options(client).get("decode_responses") and not isinstance(serializer, JSONSerializer):
+        raise ValueError(
+            f"the client decodes replies (decode_responses=True) but the serializer "
+            f"{type(serializer).__name__} may write payloads that are not UTF-8 text, which the "
+            "client then fails to read; build the client with decode_responses=False (Conveyor "
+            "reads bytes) or use the JSON serializer"
+        )
+
+
 class QueueBase(Generic[ClientT]):
     """A named queue bound to a client; the twins add the I/O."""
 
@@ -70,6 +85,7 @@ class QueueBase(Generic[ClientT]):
     ) -> None:
         check_encoding(client)
         self.core = QueueCore(name, resolve_settings(settings, overrides))
+        check_decoding(client, self.core.settings.serializer)
         self.core.owner = self
         self.client = client
         self._ready = False

@@ -59,6 +59,8 @@ class QueueSettings:
     handler runs; an expired lease is recovered (the job redelivered, or failed on its last attempt).
     max_attempts: attempts of a job that sets none; backoff: the delay before each retry.
     max_payload_bytes: the largest encoded payload (PayloadTooLargeError above it).
+    serializer: encodes payloads and results (JSON by default); any other is refused with a client
+    built with decode_responses=True, which fails to read payloads that are not UTF-8 text.
     maintenance_interval / maintenance_batch: a worker's sweep (promote due delayed jobs, recover
     expired leases, apply retention) runs this often, each script call handling at most this many.
     pool_size / pool_timeout: connections per server of a queue's pool, and how long a call waits
