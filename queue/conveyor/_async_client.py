@@ -205,10 +205,12 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if isinstance(replies[1], Exception):
             raise replies[1]
         self.core.check_layout(replies[1])
-        policy = replies[2] if len(replies) > 2 else None
-        if self._cluster:
-            policy = await self.client.config_get("maxmemory-policy", **self._policy_target())
-        check_policy(self.settings, policy)
+        if not self._policy_checked:
+            policy = replies[2] if len(replies) > 2 else None
+            if self._cluster:
+                policy = await self.client.config_get("maxmemory-policy", **self._policy_target())
+            check_policy(self.settings, policy)  # strict: raises, and checks again next call
+            self._policy_checked = True
         self._ready = write or replies[1] is not None  # a read of a queue without its version: again
 
     # -- public API ----------------------------------------------------------------------------------

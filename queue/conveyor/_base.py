@@ -89,6 +89,9 @@ class QueueBase(Generic[ClientT]):
         self.core.owner = self
         self.client = client
         self._ready = False
+        # The eviction policy was read (and warned about) once: a read of a queue without a layout
+        # version checks again at its next call, but its warning repeated at every read.
+        self._policy_checked = False
         self._cluster = is_cluster(client)
         self._peers: dict[str, QueueCore] = {}  # other queues enqueued into via enqueue_many_to
         self._checked: set[str] = set()  # queues whose layout version was checked
@@ -140,7 +143,7 @@ class QueueBase(Generic[ClientT]):
     def _queue_startup(self, pipe: Any, write: bool = True) -> None:
         """Layout version check and eviction policy read, sent as one pipeline. ``write`` False (a
         read-only script's call): the version is read, not set, so reading a queue that does not
-        exist leaves no key (and the check is sent again with the next call).
+        exist leaves no key (and the version is read again with the next call; the policy only once).
 
         The policy is read from INFO (``maxmemory_policy``, and Dragonfly's ``cache_mode``), which
         every server reports; Dragonfly answers CONFIG GET maxmemory-policy with nothing. A cluster
@@ -152,7 +155,7 @@ class QueueBase(Generic[ClientT]):
         else:
             pipe.hget(self.core.keys.meta, "v")  # (keeps the replies' places)
         pipe.hget(self.core.keys.meta, "v")
-        if not self._cluster:
+        if not self._cluster and not self._policy_checked:
             pipe.info()  # default sections: where Dragonfly puts the field is not documented
 
     def _policy_target(self) -> dict[str, Any]:

@@ -220,3 +220,26 @@ async def test_a_client_that_decodes_replies_is_refused_with_a_binary_serializer
             (AsyncQueue if api.is_async else Queue)(api.name, client, serializer=_Pickled())
     finally:
         await _close(api, client)
+
+
+async def test_reads_of_a_queue_without_a_version_warn_about_eviction_once(api, caplog):
+    """A read-only call (jobs('waiting'), result) on a queue that has no layout version yet sent
+    the start-up check again, INFO included, on every call: on a non-strict queue with an evicting
+    server the maxmemory-policy warning repeated at every read until the first write. The policy
+    is now read and warned about once per queue object; reads still write nothing."""
+    if api.server.family == "dragonfly":
+        pytest.skip("Dragonfly evicts only with --cache_mode=true, not by CONFIG SET maxmemory-policy")
+    caplog.set_level(logging.WARNING, logger="conveyor")
+    original = api.config("maxmemory-policy")
+    api.admin.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        q = api.queue(name=api.name + "-reads")
+        for _ in range(3):
+            assert await q.jobs("waiting") == []
+        assert api.queue_keys(name=api.name + "-reads") == []
+        await q.enqueue("t", 1)
+        assert await q.jobs("waiting") != []
+    finally:
+        api.admin.config_set("maxmemory-policy", original)
+    warnings = [r for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
