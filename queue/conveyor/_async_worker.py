@@ -302,6 +302,8 @@ class AsyncWorker:
             del self._running[token]
             d.on_finished(job, failure, result)
             self._wake.set()
+            if me.cancelling():  # its task returned at the shutdown deadline (its after hooks cut):
+                raise asyncio.CancelledError  # the worker is ending, this slot with it
 
     @staticmethod
     def _after_stop(me: asyncio.Task[Any], timer: asyncio.TimerHandle | None) -> None:

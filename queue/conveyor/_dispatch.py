@@ -270,6 +270,16 @@ class Dispatcher:
         else:
             self.failures.append(failure)
 
+    def settle_returned(self, settings: QueueSettings) -> None:
+        """At the shutdown deadline, settle the jobs whose task returned while their thread still
+        runs their after hooks (a thread cannot be stopped): their outcome is decided, and left to
+        expire they would run again. What the thread reports later is dropped."""
+        for token in list(self.running):
+            job = self.leases[token][0] if token in self.leases else None
+            if job is not None and job._return_value is not None:
+                self.on_finished(job, *settle_return(settings, job, job._return_value[0]))
+                self.overrun.add(id(job))
+
     def on_failed(self, failure: Failure, accepted: bool = True) -> None:
         """A failure was sent; ``accepted`` False: the fail was refused (the lease was lost, the
         job is another attempt's now), so nothing failed here and it is not counted."""

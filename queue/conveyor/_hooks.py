@@ -5,11 +5,11 @@ Order (like nested middleware): ``before`` hooks run in registration order, then
 failed attempt will be retried, ``on_failure`` when the job fails for good. An attempt the worker
 stopped is a failure too: past its time limit the hooks get a ``TimeoutError`` (``on_failure`` when a
 thread still ran it, since it is then not retried); cancelled while running, ``on_failure`` gets an
-``asyncio.CancelledError``. A limit passing during the ``after`` hooks of a task that returned leaves
-its success standing (async ``after`` hooks still running are cancelled). A ``before`` hook that
-raises fails the attempt like the task would (the task is not called, the failure hooks run); an
-exception in any other hook is logged and ignored (the job's outcome is already decided). Without
-hooks the handler is the bare call: no hook cost.
+``asyncio.CancelledError``. A limit or the worker's shutdown deadline passing during the ``after``
+hooks of a task that returned leaves its success standing (async ``after`` hooks still running are
+cancelled). A ``before`` hook that raises fails the attempt like the task would (the task is not
+called, the failure hooks run); an exception in any other hook is logged and ignored (the job's
+outcome is already decided). Without hooks the handler is the bare call: no hook cost.
 """
 
 from __future__ import annotations
@@ -113,10 +113,15 @@ def _reraise_the_workers_cancel(hook: Hook, exc: BaseException) -> None:
     shutdown deadline, a time limit, a cancel): that must reach the worker. A CancelledError of
     the hook's own (it awaited a future cancelled elsewhere) is ignored like any other error: it
     failed and retried a job that had completed."""
-    me = asyncio.current_task()
-    if isinstance(exc, asyncio.CancelledError) and me is not None and me.cancelling():
+    if _the_workers_cancel(exc):
         raise exc
     _report(hook, exc)
+
+
+def _the_workers_cancel(exc: BaseException) -> bool:
+    """Whether ``exc`` is the worker cancelling the attempt, not a CancelledError of a hook's own."""
+    me = asyncio.current_task()
+    return isinstance(exc, asyncio.CancelledError) and me is not None and me.cancelling() > 0
 
 
 def _run_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool | None = None) -> None:
@@ -178,6 +183,7 @@ def sync_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | N
         if prepared is not None and prepared.error is not None:
             _run_failure_hooks(hooks, job, prepared.error, False)
             return prepared
+        job._return_value = (result if prepared is None else prepared,)  # its outcome, decided
         for hook in reversed(hooks.after):
             try:
                 hook(job, result)
@@ -250,9 +256,9 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
                 if (pending := _start(hook, job, result)) is not None:
                     await pending
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
-                if job.stop_reason == TIMEOUT and isinstance(hook_exc, asyncio.CancelledError):
-                    break  # the limit bounds the task, which completed: the remaining hooks are cut
-                _reraise_the_workers_cancel(hook, hook_exc)
+                if _the_workers_cancel(hook_exc):  # its time limit or shutdown deadline: they bound
+                    break  # the task, which completed; the remaining hooks are cut, not its success
+                _report(hook, hook_exc)
         return result if prepared is None else prepared
 
     return in_thread(hooked, not task.is_async)

@@ -206,6 +206,8 @@ class Worker:
                 self._sleep(RECONNECT.delay(attempt), deadline)
                 continue
             if d.stopping and (d.quiet() or time.monotonic() >= deadline):
+                with self._lock:
+                    d.settle_returned(self.queue.settings)
                 self._settle_last(pump)
                 self._release_unsettled(pump)
                 return

@@ -190,3 +190,93 @@ async def test_a_job_failed_at_the_shutdown_deadline_runs_no_failure_hook_as_doc
     assert "given back at the shutdown deadline on\nits last attempt" in hooks
     assert "failed by lease recovery" in hooks
     assert "not jobs failed at a shutdown deadline or by lease recovery" in page
+
+
+KINDS = ["async task", "sync task on asyncio", "sync worker"]
+
+
+def _slow_after_app(redis_url: str, queue_name: str, kind: str, hook_seconds: float, **worker_options):
+    """An app whose task ``work`` records its run and returns "done", then an ``after`` hook that
+    takes ``hook_seconds`` (a sync hook in a sync Worker, async otherwise) and records its start;
+    and the worker to run it. Returns (app, runs, hooked, worker, queue)."""
+    from conveyor import AsyncWorker, Conveyor, Worker  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=0.9, maintenance_interval=0.1,
+                   max_attempts=3, store_results=True)
+    runs: list[int] = []
+    hooked: list[int] = []
+
+    def body() -> str:
+        runs.append(1)
+        return "done"
+
+    if kind == "async task":
+
+        @app.task
+        async def work() -> str:
+            return body()
+    else:
+        app.task(body, name="work")
+
+    if kind == "sync worker":
+
+        @app.after
+        def slow_after(job, result) -> None:
+            hooked.append(1)
+            time.sleep(hook_seconds)
+    else:
+
+        @app.after
+        async def slow_after(job, result) -> None:
+            hooked.append(1)
+            await asyncio.sleep(hook_seconds)
+
+    worker: Worker | AsyncWorker
+    if kind == "sync worker":
+        q: Queue | AsyncQueue = app.queue(queue_name)
+        worker = Worker(q, app.handlers(queue_name), install_signal_handlers=False, block_timeout=0.2,
+                        **worker_options)
+    else:
+        q = app.async_queue(queue_name)
+        worker = AsyncWorker(q, app.async_handlers(queue_name), install_signal_handlers=False,
+                             **worker_options)
+    return app, runs, hooked, worker, q
+
+
+async def _call(q, method: str, *args):
+    """Call a method of a sync or async queue."""
+    if isinstance(q, Queue):
+        return await asyncio.to_thread(getattr(q, method), *args)
+    return await getattr(q, method)(*args)
+
+
+def _start(worker) -> asyncio.Future:
+    from conveyor import Worker  # noqa: PLC0415
+
+    run = asyncio.to_thread(worker.run) if isinstance(worker, Worker) else worker.run()
+    return asyncio.ensure_future(run)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_task_that_returned_is_acknowledged_when_the_shutdown_deadline_passes_in_an_after_hook(
+    redis_url, queue_name, kind
+):
+    """The task returned, then the worker's shutdown deadline passed while an ``after`` hook still
+    ran: an AsyncWorker gave the job back as started (the completed task ran again on another
+    worker, or ended failed on its last attempt); a sync Worker left its lease to expire, to be
+    run again. Its outcome was success: it is acknowledged at the deadline, with its result."""
+    app, runs, hooked, worker, q = _slow_after_app(redis_url, queue_name, kind, 2.0, shutdown_timeout=0.2)
+    runner = _start(worker)
+    try:
+        job = await _call(q, "enqueue", "work")
+        await wait_until(lambda: hooked == [1], timeout=10, what="the after hook to start")
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        stored = await _call(q, "get_job", job.id)  # None once completed (not retained)
+        assert (stored, runs) == (None, [1]), stored  # not given back, nor left to expire
+        result = await _call(q, "result", job.id, 0)
+        totals = await _call(q, "counts")
+    finally:
+        await app.aclose()
+    assert (result, totals["total_completed"]) == ("done", 1)
+
