@@ -57,8 +57,8 @@ class AsyncWorker:
     workers in one process sharing the waiter; one lane's call is in flight while the other's
     handlers run (see ``_lanes.py`` for the measured gain). ``pumps=1`` keeps three connections.
 
-    Workers of several queues can share one ``waiter`` (an ``AsyncMarkerWaiter``, as
-    ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
+    The workers of ``conveyor worker -q a,b,c`` share one ``waiter``; a worker built here opens
+    its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
@@ -83,12 +83,12 @@ class AsyncWorker:
         queue: AsyncQueue,
         handlers: Mapping[str, AsyncHandler],
         *,
-        waiter: AsyncMarkerWaiter | None = None,
         pumps: int | None = None,
         **options: Any,
     ) -> None:
         validate_handlers(handlers, want_async=True)
-        self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
+        self.queue, self.handlers = queue, dict(handlers)
+        self._waiter: AsyncMarkerWaiter | None = None  # one shared by several queues' workers (_runner)
         self.options = WorkerOptions(**options)
         self._lanes = self._new_lanes(pump_count(pumps, self.options.concurrency), options)
         self._in_lane = False  # a lane leaves watching the marker to the worker it belongs to

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._app import Conveyor
-    from ._prometheus import Metrics
 
 
-def instrument(app: Conveyor, registry: Any = None) -> Metrics:
+def instrument(app: Conveyor, registry: Any = None) -> object:
     """Count task calls (completed, retried, failed, duration) by queue and task through the app's
     hooks, and report queue depth per state read from the server at each scrape.
 
-    Metrics go to the prometheus_client ``registry`` (default: its global registry).
+    Metrics go to the prometheus_client ``registry`` (default: its global registry). Returns the
+    app's metrics bookkeeping, an internal object (typed ``object``: nothing in it is public).
     """
     try:
         from ._prometheus import instrument as register  # noqa: PLC0415 - optional extra

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from ._app import Conveyor
 from ._async_worker import AsyncWorker
@@ -36,6 +36,14 @@ log = logging.getLogger("conveyor.runner")
 Stats = dict[str, dict[str, int]]
 FORCED_EXIT_CODE = 3
 SCHEDULER_EXIT_WAIT = 1.0  # seconds
+WorkerT = TypeVar("WorkerT", Worker, AsyncWorker)
+
+
+def sharing(worker: WorkerT, waiter: Any) -> WorkerT:
+    """``worker`` set to use ``waiter``, the one wait shared by the served queues' workers. Not a
+    keyword of the workers: no public name builds a waiter, so it stays out of their signatures."""
+    worker._waiter = waiter
+    return worker
 
 
 def check_queues(app: Conveyor, queues: list[str]) -> list[str]:
@@ -143,7 +151,7 @@ class Runner:
 
     def _serve_threads(self, queues: list[Any], waiters: list[MarkerWaiter]) -> Stats:
         workers = {
-            q.name: Worker(q, self.app.handlers(q.name), waiter=w, **self.worker_options)
+            q.name: sharing(Worker(q, self.app.handlers(q.name), **self.worker_options), w)
             for q, w in zip(queues, waiters, strict=True)
         }
         stats: Stats = {}
@@ -193,7 +201,7 @@ class Runner:
 
     async def _serve_async(self, queues: list[Any], waiters: list[AsyncMarkerWaiter]) -> Stats:
         workers = {
-            q.name: AsyncWorker(q, self.app.async_handlers(q.name), waiter=w, **self.worker_options)
+            q.name: sharing(AsyncWorker(q, self.app.async_handlers(q.name), **self.worker_options), w)
             for q, w in zip(queues, waiters, strict=True)
         }
         loop = asyncio.get_running_loop()

@@ -53,9 +53,8 @@ class Worker:
 
     Connections: three per worker, named in CLIENT LIST as ``conveyor:<queue>:<role>``: ``pump``
     (ack and claim), ``waiter`` (blocks in BZPOPMIN for wake-ups) and ``maint`` (heartbeats,
-    promotion, lease recovery, retention). Handler threads never touch the server. Workers of
-    several queues can share one ``waiter`` (a ``MarkerWaiter``, as
-    ``conveyor worker`` does: see ``_waiter.py``); a worker without one opens its own.
+    promotion, lease recovery, retention). Handler threads never touch the server. The workers
+    of ``conveyor worker -q a,b,c`` share one ``waiter``; a worker built here opens its own.
 
     Shutdown: ``stop()`` (or SIGTERM/SIGINT) stops claiming; heartbeats go on while running jobs
     finish, for up to ``shutdown_timeout`` seconds, even while the server is unreachable. At the
@@ -77,12 +76,11 @@ class Worker:
         self,
         queue: Queue,
         handlers: Mapping[str, Handler],
-        *,
-        waiter: MarkerWaiter | None = None,
         **options: Any,
     ) -> None:
         validate_handlers(handlers, want_async=False)
-        self.queue, self.handlers, self._waiter = queue, dict(handlers), waiter
+        self.queue, self.handlers = queue, dict(handlers)
+        self._waiter: MarkerWaiter | None = None  # one shared by several queues' workers (_runner)
         self.options = WorkerOptions(**options)
         self._dispatch = Dispatcher(self.options, queue.settings.lease)
         self._ready: stdlib_queue.SimpleQueue[Job | None] = stdlib_queue.SimpleQueue()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import os
 import queue
+import re
 import subprocess
 import sys
 import types
+import typing
 from pathlib import Path
 
 import conveyor
@@ -159,3 +162,46 @@ def test_queue_names_are_validated_at_construction():
             AsyncQueue(bad, aredis.Redis(host="127.0.0.1", port=1))
         with pytest.raises(InvalidNameError):
             Queue("ok", client, prefix=bad)
+
+
+def _public_callables():
+    """Every exported function, and each exported class's constructor and public methods."""
+    for name in conveyor.__all__:
+        value = getattr(conveyor, name)
+        if inspect.isfunction(value):
+            yield name, value
+        elif inspect.isclass(value) and not issubclass(value, BaseException):
+            for attr, member in vars(value).items():
+                func = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+                if inspect.isfunction(func) and (attr == "__init__" or not attr.startswith("_")):
+                    yield f"{name}.{attr}", func
+
+
+_MISSING = object()
+
+
+def _private_names(func) -> list[str]:
+    """Names in ``func``'s annotations that are Conveyor's but not exported: a user's type checker
+    and the API page would show ``conveyor._module.Name``, which a user cannot import or name."""
+    module = sys.modules[func.__module__]
+    found = []
+    for annotation in inspect.get_annotations(func).values():
+        names = re.findall(r"[A-Za-z_][\w.]*", re.sub(r"'[^']*'|\"[^\"]*\"", "", str(annotation)))
+        for root in {name.split(".")[0] for name in names}:  # (Literal strings left out)
+            value = vars(module).get(root, getattr(builtins, root, _MISSING))
+            exported = root in conveyor.__all__ and value in (_MISSING, getattr(conveyor, root))
+            if value is _MISSING and not exported:
+                found.append(root)  # imported for type checking only, from a private module
+            elif isinstance(value, typing.TypeVar | typing.ParamSpec):
+                continue  # a type variable: the signature's own
+            elif getattr(value, "__module__", "").startswith("conveyor.") and not exported:
+                found.append(root)
+    return found
+
+
+def test_public_signatures_name_only_public_or_standard_types():
+    """waiter= was typed MarkerWaiter / AsyncMarkerWaiter and instrument() / instrument_tracing()
+    returned Metrics / Tracing: none exported, so the API page showed conveyor._waiter.MarkerWaiter."""
+    private = {name: names for name, func in _public_callables() if (names := _private_names(func))}
+    # Conveyor.task() builds a Task (a user never calls Task()), from its TaskOptions
+    assert private == {"Task.__init__": ["TaskOptions"]}
