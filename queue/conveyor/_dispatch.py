@@ -363,6 +363,8 @@ class Dispatcher:
         token = job.token
         if job.stop_reason is not None or token not in self.leases or token in self.releasing:
             return False  # (a job being given back is settled by its release: see release.lua)
+        if reason == CANCEL and job._returned:  # its task completed, its after hooks run: a cancel
+            return False  # learnt now changes nothing (it ends completed, as production.md says)
         job.stop_reason = reason
         if token in self.running:
             return True

@@ -280,3 +280,25 @@ async def test_a_task_that_returned_is_acknowledged_when_the_shutdown_deadline_p
         await app.aclose()
     assert (result, totals["total_completed"]) == ("done", 1)
 
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_cancel_that_arrives_in_the_after_hooks_of_a_task_that_returned_leaves_it_completed(
+    redis_url, queue_name, kind
+):
+    """The task returned, then a cancel() reached its worker while an ``after`` hook still ran: the
+    job ended cancelled, its result lost. production.md: a job that completes before its worker
+    learns of the cancel ends completed; a task that returned has completed."""
+    app, runs, hooked, worker, q = _slow_after_app(redis_url, queue_name, kind, 1.0)
+    runner = _start(worker)
+    try:
+        job = await _call(q, "enqueue", "work")
+        await wait_until(lambda: hooked == [1], timeout=10, what="the after hook to start")
+        assert await _call(q, "cancel", job.id)
+        result = await _call(q, "result", job.id, 5)
+        totals = await _call(q, "counts")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        await app.aclose()
+    assert (result, runs, totals["total_completed"]) == ("done", [1], 1)
