@@ -108,16 +108,6 @@ def _report(hook: Hook, exc: BaseException) -> None:
     log.exception("hook %s raised %s; ignored", getattr(hook, "__qualname__", hook), type(exc).__name__)
 
 
-def _reraise_the_workers_cancel(hook: Hook, exc: BaseException) -> None:
-    """Ignore what an async hook raised, unless it is the worker cancelling the attempt (its
-    shutdown deadline, a time limit, a cancel): that must reach the worker. A CancelledError of
-    the hook's own (it awaited a future cancelled elsewhere) is ignored like any other error: it
-    failed and retried a job that had completed."""
-    if _the_workers_cancel(exc):
-        raise exc
-    _report(hook, exc)
-
-
 def _the_workers_cancel(exc: BaseException) -> bool:
     """Whether ``exc`` is the worker cancelling the attempt, not a CancelledError of a hook's own."""
     me = asyncio.current_task()
@@ -133,12 +123,18 @@ def _run_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool |
 
 
 async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry: bool | None = None) -> None:
+    """Run the failure hooks of an outcome already decided: the worker cancelling the attempt (its
+    shutdown deadline) cuts the remaining hooks, not that outcome; re-raised, it gave the job back
+    as never settled, so a failure without retry ran again. A hook's own CancelledError (it awaited
+    a future cancelled elsewhere) is ignored like any other error."""
     for hook in hooks.after_failure(job, exc, retry):
         try:
             if (pending := _start(hook, job, exc)) is not None:
                 await pending
         except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
-            _reraise_the_workers_cancel(hook, hook_exc)
+            if _the_workers_cancel(hook_exc):
+                break  # the slot settles the outcome the caller returns or raises, then ends
+            _report(hook, hook_exc)
 
 
 def _preparer(task: Task[..., Any], settings: QueueSettings | None) -> Callable[[Any], PreparedResult] | None:

@@ -302,3 +302,51 @@ async def test_a_cancel_that_arrives_in_the_after_hooks_of_a_task_that_returned_
         await asyncio.wait_for(runner, 10)
         await app.aclose()
     assert (result, runs, totals["total_completed"]) == ("done", [1], 1)
+
+
+@pytest.mark.parametrize("kind", ["async task", "sync task on asyncio"])
+async def test_a_failure_decided_before_the_shutdown_deadline_stands_when_it_passes_in_a_failure_hook(
+    redis_url, queue_name, kind
+):
+    """The task's return value could not be stored (a failure without retry), then an AsyncWorker's
+    shutdown deadline passed while an ``on_failure`` hook still ran: the hook re-raised the
+    deadline's CancelledError and the job was given back as started, so it ran again (twice more
+    with max_attempts 3). The decided failure stands: the job is failed, with its error."""
+    from conveyor import AsyncWorker, Conveyor  # noqa: PLC0415
+
+    app = Conveyor(redis_url, default_queue=queue_name, lease=0.9, maintenance_interval=0.1,
+                   max_attempts=3, store_results=True)
+    runs: list[int] = []
+    hooked: list[int] = []
+
+    def body() -> object:
+        runs.append(1)
+        return object()  # not serialisable: failed, never retried
+
+    if kind == "async task":
+
+        @app.task
+        async def work() -> object:
+            return body()
+    else:
+        app.task(body, name="work")
+
+    @app.on_failure
+    async def slow_on_failure(job, exc) -> None:
+        hooked.append(1)
+        await asyncio.sleep(2.0)
+
+    q = app.async_queue(queue_name)
+    worker = AsyncWorker(q, app.async_handlers(queue_name), install_signal_handlers=False,
+                         shutdown_timeout=0.2)
+    runner = _start(worker)
+    try:
+        job = await q.enqueue("work")
+        await wait_until(lambda: hooked == [1], timeout=10, what="the on_failure hook to start")
+        worker.stop()
+        await asyncio.wait_for(runner, 10)
+        stored = await q.get_job(job.id)
+    finally:
+        await app.aclose()
+    assert (stored.state, stored.attempts, runs) == ("failed", 1, [1]), stored
+    assert "SerializationError" in (stored.error or ""), stored.error
