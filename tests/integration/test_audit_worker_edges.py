@@ -195,28 +195,37 @@ async def test_a_job_failed_at_the_shutdown_deadline_runs_no_failure_hook_as_doc
 KINDS = ["async task", "sync task on asyncio", "sync worker"]
 
 
-def _slow_after_app(redis_url: str, queue_name: str, kind: str, hook_seconds: float, **worker_options):
-    """An app whose task ``work`` records its run and returns "done", then an ``after`` hook that
-    takes ``hook_seconds`` (a sync hook in a sync Worker, async otherwise) and records its start;
-    and the worker to run it. Returns (app, runs, hooked, worker, queue)."""
-    from conveyor import AsyncWorker, Conveyor, Worker  # noqa: PLC0415
+def _app_with_work(redis_url: str, queue_name: str, kind: str, value: object):
+    """An app (results stored, 3 attempts) whose task ``work`` records its run and returns ``value``:
+    async for "async task", sync otherwise. Returns (app, runs)."""
+    from conveyor import Conveyor  # noqa: PLC0415
 
     app = Conveyor(redis_url, default_queue=queue_name, lease=0.9, maintenance_interval=0.1,
                    max_attempts=3, store_results=True)
     runs: list[int] = []
-    hooked: list[int] = []
 
-    def body() -> str:
+    def body() -> object:
         runs.append(1)
-        return "done"
+        return value
 
     if kind == "async task":
 
         @app.task
-        async def work() -> str:
+        async def work() -> object:
             return body()
     else:
         app.task(body, name="work")
+    return app, runs
+
+
+def _slow_after_app(redis_url: str, queue_name: str, kind: str, hook_seconds: float, **worker_options):
+    """An app whose task ``work`` records its run and returns "done", then an ``after`` hook that
+    takes ``hook_seconds`` (a sync hook in a sync Worker, async otherwise) and records its start;
+    and the worker to run it. Returns (app, runs, hooked, worker, queue)."""
+    from conveyor import AsyncWorker, Worker  # noqa: PLC0415
+
+    app, runs = _app_with_work(redis_url, queue_name, kind, "done")
+    hooked: list[int] = []
 
     if kind == "sync worker":
 
@@ -312,24 +321,10 @@ async def test_a_failure_decided_before_the_shutdown_deadline_stands_when_it_pas
     shutdown deadline passed while an ``on_failure`` hook still ran: the hook re-raised the
     deadline's CancelledError and the job was given back as started, so it ran again (twice more
     with max_attempts 3). The decided failure stands: the job is failed, with its error."""
-    from conveyor import AsyncWorker, Conveyor  # noqa: PLC0415
+    from conveyor import AsyncWorker  # noqa: PLC0415
 
-    app = Conveyor(redis_url, default_queue=queue_name, lease=0.9, maintenance_interval=0.1,
-                   max_attempts=3, store_results=True)
-    runs: list[int] = []
+    app, runs = _app_with_work(redis_url, queue_name, kind, object())  # not serialisable: no retry
     hooked: list[int] = []
-
-    def body() -> object:
-        runs.append(1)
-        return object()  # not serialisable: failed, never retried
-
-    if kind == "async task":
-
-        @app.task
-        async def work() -> object:
-            return body()
-    else:
-        app.task(body, name="work")
 
     @app.on_failure
     async def slow_on_failure(job, exc) -> None:
