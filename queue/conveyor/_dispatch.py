@@ -272,8 +272,9 @@ class Dispatcher:
 
     def settle_returned(self, settings: QueueSettings) -> None:
         """At the shutdown deadline, settle the jobs whose task returned while their thread still
-        runs their after hooks (a thread cannot be stopped): their outcome is decided, and left to
-        expire they would run again. What the thread reports later is dropped."""
+        runs their hooks (a thread cannot be stopped): their outcome is decided (a success, or a
+        value that cannot be stored), and left to expire they would run again. What the thread
+        reports later is dropped."""
         for token in list(self.running):
             job = self.leases[token][0] if token in self.leases else None
             if job is not None and job._return_value is not None:

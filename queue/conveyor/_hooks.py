@@ -176,10 +176,10 @@ def sync_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | N
             _run_failure_hooks(hooks, job, *stop_outcome(job, True))
             return result
         prepared = prepare(result) if prepare is not None else None
+        job._return_value = (result if prepared is None else prepared,)  # its outcome, decided
         if prepared is not None and prepared.error is not None:
             _run_failure_hooks(hooks, job, prepared.error, False)
             return prepared
-        job._return_value = (result if prepared is None else prepared,)  # its outcome, decided
         for hook in reversed(hooks.after):
             try:
                 hook(job, result)

@@ -228,8 +228,9 @@ class Job:
     # Set by _hooks once this attempt's task returned: its outcome is success, so its time limit
     # passing while its after hooks run no longer fails it (Worker._stop_jobs, AsyncWorker._slot).
     _returned: bool = field(default=False, repr=False)
-    # Set by a sync Worker's hook wrapper as its after hooks start: (what the handler will return,).
-    # A thread still in them at the shutdown deadline is settled with it (Dispatcher.settle_returned).
+    # Set by a sync Worker's hook wrapper once the return value settled the attempt, before its
+    # after (or, a value that cannot be stored, failure) hooks: (what the handler will return,). A
+    # thread still in them at the shutdown deadline is settled with it (Dispatcher.settle_returned).
     _return_value: tuple[Any] | None = field(default=None, repr=False)
 
     @property

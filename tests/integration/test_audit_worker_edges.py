@@ -218,27 +218,27 @@ def _app_with_work(redis_url: str, queue_name: str, kind: str, value: object):
     return app, runs
 
 
-def _slow_after_app(redis_url: str, queue_name: str, kind: str, hook_seconds: float, **worker_options):
-    """An app whose task ``work`` records its run and returns "done", then an ``after`` hook that
-    takes ``hook_seconds`` (a sync hook in a sync Worker, async otherwise) and records its start;
-    and the worker to run it. Returns (app, runs, hooked, worker, queue)."""
+def _slow_after_app(
+    redis_url: str, queue_name: str, kind: str, hook_seconds: float, value: object = "done",
+    hook: str = "after", **worker_options,
+):
+    """An app whose task ``work`` records its run and returns ``value``, then a ``hook`` (``after``
+    or ``on_failure``) that takes ``hook_seconds`` (a sync hook in a sync Worker, async otherwise)
+    and records its start; and the worker to run it. Returns (app, runs, hooked, worker, queue)."""
     from conveyor import AsyncWorker, Worker  # noqa: PLC0415
 
-    app, runs = _app_with_work(redis_url, queue_name, kind, "done")
+    app, runs = _app_with_work(redis_url, queue_name, kind, value)
     hooked: list[int] = []
 
-    if kind == "sync worker":
+    def slow(job, outcome) -> None:
+        hooked.append(1)
+        time.sleep(hook_seconds)
 
-        @app.after
-        def slow_after(job, result) -> None:
-            hooked.append(1)
-            time.sleep(hook_seconds)
-    else:
+    async def aslow(job, outcome) -> None:
+        hooked.append(1)
+        await asyncio.sleep(hook_seconds)
 
-        @app.after
-        async def slow_after(job, result) -> None:
-            hooked.append(1)
-            await asyncio.sleep(hook_seconds)
+    getattr(app, hook)(slow if kind == "sync worker" else aslow)
 
     worker: Worker | AsyncWorker
     if kind == "sync worker":
@@ -313,34 +313,25 @@ async def test_a_cancel_that_arrives_in_the_after_hooks_of_a_task_that_returned_
     assert (result, runs, totals["total_completed"]) == ("done", [1], 1)
 
 
-@pytest.mark.parametrize("kind", ["async task", "sync task on asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
 async def test_a_failure_decided_before_the_shutdown_deadline_stands_when_it_passes_in_a_failure_hook(
     redis_url, queue_name, kind
 ):
     """The task's return value could not be stored (a failure without retry), then an AsyncWorker's
     shutdown deadline passed while an ``on_failure`` hook still ran: the hook re-raised the
     deadline's CancelledError and the job was given back as started, so it ran again (twice more
-    with max_attempts 3). The decided failure stands: the job is failed, with its error."""
-    from conveyor import AsyncWorker  # noqa: PLC0415
-
-    app, runs = _app_with_work(redis_url, queue_name, kind, object())  # not serialisable: no retry
-    hooked: list[int] = []
-
-    @app.on_failure
-    async def slow_on_failure(job, exc) -> None:
-        hooked.append(1)
-        await asyncio.sleep(2.0)
-
-    q = app.async_queue(queue_name)
-    worker = AsyncWorker(q, app.async_handlers(queue_name), install_signal_handlers=False,
-                         shutdown_timeout=0.2)
+    with max_attempts 3); a sync Worker left its lease to expire, to run it again. The decided
+    failure stands: the job is failed, with its error."""
+    app, runs, hooked, worker, q = _slow_after_app(  # (not serialisable: failed, no retry)
+        redis_url, queue_name, kind, 2.0, object(), "on_failure", shutdown_timeout=0.2
+    )
     runner = _start(worker)
     try:
-        job = await q.enqueue("work")
+        job = await _call(q, "enqueue", "work")
         await wait_until(lambda: hooked == [1], timeout=10, what="the on_failure hook to start")
         worker.stop()
         await asyncio.wait_for(runner, 10)
-        stored = await q.get_job(job.id)
+        stored = await _call(q, "get_job", job.id)
     finally:
         await app.aclose()
     assert (stored.state, stored.attempts, runs) == ("failed", 1, [1]), stored
