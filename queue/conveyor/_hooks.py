@@ -7,9 +7,10 @@ stopped is a failure too: past its time limit the hooks get a ``TimeoutError`` (
 thread still ran it, since it is then not retried); cancelled while running, ``on_failure`` gets an
 ``asyncio.CancelledError``. A limit or the worker's shutdown deadline passing during the ``after``
 hooks of a task that returned leaves its success standing (async ``after`` hooks still running are
-cancelled). A ``before`` hook that raises fails the attempt like the task would (the task is not
-called, the failure hooks run); an exception in any other hook is logged and ignored (the job's
-outcome is already decided). Without hooks the handler is the bare call: no hook cost.
+cancelled); a cancel() learnt then is ignored (the hooks run on). A ``before`` hook that raises
+fails the attempt like the task would (the task is not called, the failure hooks run); an exception
+in any other hook is logged and ignored (the job's outcome is already decided). Without hooks the
+handler is the bare call: no hook cost.
 """
 
 from __future__ import annotations

@@ -226,7 +226,8 @@ class Job:
     # a thread that takes the call after that drops it, else the job ran beside its retry.
     _call_dropped: bool = field(default=False, repr=False)
     # Set by _hooks once this attempt's task returned: its outcome is success, so its time limit
-    # passing while its after hooks run no longer fails it (Worker._stop_jobs, AsyncWorker._slot).
+    # passing while its after hooks run no longer fails it (Worker._stop_jobs, AsyncWorker._slot),
+    # nor does a cancel learnt then (Dispatcher.stop).
     _returned: bool = field(default=False, repr=False)
     # Set by a sync Worker's hook wrapper once the return value settled the attempt, before its
     # after (or, a value that cannot be stored, failure) hooks: (what the handler will return,). A
