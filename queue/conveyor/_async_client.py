@@ -429,9 +429,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         self._closes += 1
         try:
             self._results.close()
-            await self._put_back()
+            if self._direct is not None:
+                await self._direct.close()
             if self._lone is not None:
-                await self._lone.put_back()
+                await self._lone.close()
             await self.client.aclose()
         finally:
             self._closes += 1

@@ -379,7 +379,7 @@ class Queue(QueueBase[redis.Redis]):
         try:
             self._results.close()
             if self._held is not None:
-                self._held.put_back()
+                self._held.close()
             self.client.close()
         finally:
             self._closes += 1

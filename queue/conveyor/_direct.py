@@ -111,13 +111,14 @@ class HeldScripts(DirectScripts):
     process never uses its parent's connection: after a fork, the next call takes one from the
     pool (which redis-py resets in the child)."""
 
-    __slots__ = ("__weakref__", "_conn", "_lock", "_pid")
+    __slots__ = ("__weakref__", "_conn", "_detached", "_lock", "_pid")
 
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._conn: Any = None
         self._pid = 0
         self._lock = threading.Lock()
+        self._detached = False  # close() ran while a thread had it: that thread puts it back
         _HELD.add(self)
 
     def take(self) -> bool:
@@ -126,11 +127,28 @@ class HeldScripts(DirectScripts):
         return self._lock.acquire(blocking=False)
 
     def give(self) -> None:
+        if self._detached:
+            self._detached = False
+            self.put_back()
         self._lock.release()
+
+    def close(self) -> None:
+        """Before the pool closes: give the held connection back, unless a thread's call is
+        using it. Handed back then, a call made after close() (redis-py reopens connections)
+        could take it while the first call still reads its reply: two callers on one socket.
+        That thread gives it back when its call ends (``give``)."""
+        if self.take():
+            try:
+                self.put_back()
+            finally:
+                self.give()
+        else:
+            self._detached = True
 
     def _after_fork(self) -> None:
         # A thread of the parent may have had it reserved; the child has no such thread.
         self._lock = threading.Lock()
+        self._detached = False
 
     @classmethod
     def of(cls, client: Any) -> Any:
@@ -203,6 +221,9 @@ class AsyncDirectScripts(_Direct):
     async def put_back(self) -> None:
         """Nothing is held between calls here (see ``AsyncHeldScripts``)."""
 
+    async def close(self) -> None:
+        """Before the pool closes (see ``AsyncHeldScripts.close``)."""
+
 
 class AsyncHeldScripts(AsyncDirectScripts):
     """EVALSHA for one caller at a time (a worker's pump): the connection stays checked out
@@ -213,27 +234,48 @@ class AsyncHeldScripts(AsyncDirectScripts):
     has one connection) and before idling (a connection the server closes while idle would
     otherwise fail the next call instead of being replaced by the pool's check)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_calling", "_conn", "_detached")
 
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._conn: Any = None
+        self._calling = False
+        self._detached = False  # put back when the call in flight ends (error, or close())
 
     async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        packed, conn = _packed(sha, keys, args), self._conn
-        if conn is None:
-            conn = self._conn = await self._pool.get_connection()
+        self._calling = True
         try:
-            await conn.send_packed_command(packed)
-            return await conn.read_response()
+            return await self._call(_packed(sha, keys, args))
         except BaseException:
-            await self.put_back()
+            self._detached = True
             raise
+        finally:
+            self._calling = False
+            if self._detached:
+                self._detached = False
+                await self.put_back()
+
+    async def _call(self, packed: tuple[bytes]) -> Any:
+        if self._conn is None:
+            self._conn = await self._pool.get_connection()
+        conn = self._conn
+        await conn.send_packed_command(packed)
+        return await conn.read_response()
 
     async def put_back(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             await self._pool.release(conn)
+
+    async def close(self) -> None:
+        """Before the pool closes: give the held connection back, unless a call is using it.
+        Handed back then, a call made after aclose() (redis-py reopens connections) could take
+        it while the first call still reads its reply: two callers on one socket. That call
+        gives it back when it ends."""
+        if self._calling:
+            self._detached = True
+        else:
+            await self.put_back()
 
 
 class AsyncLoneScripts(AsyncHeldScripts):
@@ -271,10 +313,11 @@ class AsyncLoneScripts(AsyncHeldScripts):
 
     def _after_fork(self) -> None:
         self._busy = False
+        self._calling = self._detached = False
 
-    async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    async def _call(self, packed: tuple[bytes]) -> Any:
         await self._ready_connection()
-        return await super().evalsha(sha, keys, args)
+        return await super()._call(packed)
 
     async def _ready_connection(self) -> None:
         if self._conn is not None and self._pid != os.getpid():
