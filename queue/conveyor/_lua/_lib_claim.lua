@@ -14,14 +14,16 @@ end
 
 -- A job whose cancel was requested while it was held ends here instead of being retried or
 -- failed. `unstarted`: its attempt never started (claimed, then given back or stopped before a
--- handler took it), so its result says so instead of 'cancelled while running'.
-local function finish_cancelled(cancelled, key, id, now, unstarted)
+-- handler took it), so its result says so instead of 'cancelled while running'. `why`: the
+-- result's text when neither is known (lease recovery cannot tell whether a dead worker had
+-- started the job).
+local function finish_cancelled(cancelled, key, id, now, unstarted, why)
   redis.call('HDEL', key, 'k', 'l', 'h', 'q')
   redis.call('HSET', key, 's', 'C', 't', now)
   redis.call('ZADD', cancelled, now, id)
   if RESULTS.ttl > 0 then
     local attempts = redis.call('HGET', key, 'a') or ''
-    local why = unstarted and cancelled_unstarted(attempts) or 'cancelled while running'
+    why = why or (unstarted and cancelled_unstarted(attempts)) or 'cancelled while running'
     store_result(id, 'C', attempts, why, now)
   end
 end

@@ -40,7 +40,8 @@ for i = #ids, 1, -1 do
     local cause = 'lease expired'
     if f[4] and now >= tonumber(f[4]) then cause = timed_out(f[5]) end
     if f[3] then
-      finish_cancelled(cancelled, key, id, now)
+      finish_cancelled(cancelled, key, id, now, false,
+        'cancelled: its worker\'s lease expired (it died or stalled, maybe before the attempt started)')
       remember(dedup, window, id, now)
       stopped = stopped + 1
     elseif attempts >= max then
