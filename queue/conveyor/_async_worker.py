@@ -141,6 +141,7 @@ class AsyncWorker:
             self._stop_here()
 
     def _stop_here(self) -> None:
+        self._dispatch.stop_asked = min(self._dispatch.stop_asked, time.monotonic())
         self._stop.set()
         self._wake.set()
         for lane in self._lanes:
@@ -340,7 +341,7 @@ class AsyncWorker:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
             if self._stop.is_set() and not d.stopping:
-                d.stopping, deadline = True, time.monotonic() + self.options.shutdown_timeout
+                d.stopping, deadline = True, d.stop_asked + self.options.shutdown_timeout  # see Worker
                 await self._release_buffered(pump)
             try:
                 claimed, until_due = await self._exchange(pump)
@@ -350,7 +351,7 @@ class AsyncWorker:
                     raise
                 attempt += 1
                 report_pump_error(exc)
-                if d.stopping and time.monotonic() >= deadline:
+                if time.monotonic() >= d.stop_asked + self.options.shutdown_timeout:
                     await self._cancel_slots()
                     return  # unreachable at the deadline: the leases expire and are redelivered
                 await self._sleep(RECONNECT.delay(attempt), deadline)

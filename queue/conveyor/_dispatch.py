@@ -167,6 +167,7 @@ class Dispatcher:
     started: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
     stopping: bool = False
+    stop_asked: float = float("inf")  # monotonic time of the first stop(): the deadline counts from it
     processed: int = 0
     failed: int = 0
     worker_id: str = field(default_factory=lambda: uuid.uuid4().hex)

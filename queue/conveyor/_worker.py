@@ -97,6 +97,7 @@ class Worker:
 
     def stop(self) -> None:
         """Ask for a graceful shutdown: stop claiming, finish or release in-flight jobs."""
+        self._dispatch.stop_asked = min(self._dispatch.stop_asked, time.monotonic())
         self._stop.set()
         self._wake.set()
 
@@ -189,7 +190,8 @@ class Worker:
         d, attempt, deadline = self._dispatch, 0, float("inf")
         while True:
             if self._stop.is_set() and not d.stopping:
-                d.stopping, deadline = True, time.monotonic() + self.options.shutdown_timeout
+                # from the stop, not from now: a call in flight (a server not answering) delays this
+                d.stopping, deadline = True, d.stop_asked + self.options.shutdown_timeout
                 self._release_buffered(pump)
             try:
                 claimed, until_due = self._exchange(pump)
@@ -199,7 +201,7 @@ class Worker:
                     raise
                 attempt += 1
                 report_pump_error(exc)
-                if d.stopping and time.monotonic() >= deadline:
+                if time.monotonic() >= d.stop_asked + self.options.shutdown_timeout:
                     return  # unreachable at the deadline: the leases expire and are redelivered
                 self._sleep(RECONNECT.delay(attempt), deadline)
                 continue
