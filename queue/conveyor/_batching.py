@@ -82,7 +82,7 @@ class EnqueueBatcher:
                  in_flight: int = IN_FLIGHT) -> None:  # fmt: skip
         self._core, self._run, self._limit = core, run, in_flight
         self._after_fork()
-        _SYNC_BATCHERS.add(self)
+        reset_in_children(self)
 
     def _after_fork(self) -> None:
         """Idle, nobody waiting: also in a forked child, whose copy of the parent's calls in flight
@@ -179,12 +179,18 @@ def interrupted(exc: BaseException) -> ConnectionFailedError:
     )
 
 
-_SYNC_BATCHERS: weakref.WeakSet[EnqueueBatcher] = weakref.WeakSet()  # reset in a forked child
+_IN_CHILDREN: weakref.WeakSet[Any] = weakref.WeakSet()  # reset in a forked child
+
+
+def reset_in_children(state: Any) -> None:
+    """Call ``state._after_fork()`` in every child forked while ``state`` lives (its threads,
+    locks and calls in flight stay in the parent)."""
+    _IN_CHILDREN.add(state)
 
 
 def _reset_after_fork() -> None:
-    for batcher in list(_SYNC_BATCHERS):
-        batcher._after_fork()
+    for state in list(_IN_CHILDREN):
+        state._after_fork()
 
 
 if hasattr(os, "register_at_fork"):

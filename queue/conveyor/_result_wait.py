@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+from ._batching import reset_in_children
 from ._connection import translate_error
 from ._results import (
     READ_COUNT,
@@ -61,6 +62,12 @@ class SyncResults:
 
     def __init__(self, queue: Any) -> None:
         self.queue = queue
+        self._after_fork()
+        reset_in_children(self)
+
+    def _after_fork(self) -> None:
+        """Nobody waits, no reader runs: also in a forked child, whose copy of the parent's
+        waiters, its 'a reader runs' and its lock (maybe held) no thread of the child serves."""
         self.registry: Registry[_Slot] = Registry()
         self.lock = threading.Lock()
 

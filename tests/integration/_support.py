@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
+import signal
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +27,34 @@ from conveyor import AsyncQueue, AsyncWorker, Job, Queue, Worker
 from bench.servers import RunningServer
 
 SURFACES = ["sync", "async"]
+
+
+def fork_child(body: Callable[[], str], timeout: float) -> Callable[[], str]:
+    """Run ``body`` in a forked child; the parent gets a function that waits for the child and
+    returns what ``body`` returned ('hung' past ``timeout`` seconds, or the repr of its error)."""
+    reader, writer = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads
+        pid = os.fork()
+    if pid == 0:
+        outcome = "hung"
+        try:
+            signal.signal(signal.SIGALRM, lambda *_: os._exit(os.write(writer, b"hung") and 1))
+            signal.alarm(int(timeout))
+            outcome = body()
+        except BaseException as exc:
+            outcome = repr(exc)
+        finally:
+            os.write(writer, outcome.encode())
+            os._exit(0)
+    os.close(writer)
+
+    def outcome() -> str:
+        os.waitpid(pid, 0)
+        with os.fdopen(reader, "rb") as child:
+            return child.read().decode()
+
+    return outcome
 
 
 class QueueAdapter:

@@ -6,11 +6,11 @@ import os
 import signal
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _support import fork_child
 from conveyor import ConnectionFailedError, Queue, QueueSettings, ReplicationError
 
 TIMEOUT = 10.0
@@ -200,28 +200,11 @@ def test_a_forked_child_does_not_wait_for_its_parents_batch_in_flight(
     q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
     out: dict[int, Any] = {}
     _, release, parent_calls = calls_in_flight(q, out, (1, 3))
-    reader, writer = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads
-        pid = os.fork()
-    if pid == 0:  # the child: reports its enqueue's outcome, or its hang, on the pipe
-        outcome = "hung"
-        try:
-            signal.signal(signal.SIGALRM, lambda *_: os._exit(os.write(writer, b"hung") and 1))
-            signal.alarm(int(TIMEOUT))
-            outcome = "created" if q.enqueue("t", {"n": 2}).created else "not created"
-        except BaseException as exc:
-            outcome = repr(exc)
-        finally:
-            os.write(writer, outcome.encode())
-            os._exit(0)
-    os.close(writer)
+    child = fork_child(lambda: "created" if q.enqueue("t", {"n": 2}).created else "not created", TIMEOUT)
     release.set()
     for thread in parent_calls:
         thread.join(TIMEOUT)
-    os.waitpid(pid, 0)
-    with os.fdopen(reader, "rb") as child:
-        assert child.read().decode() == "created"
+    assert child() == "created"
     assert stored_payloads(q) == [1, 2, 3]
     q.close()
 
