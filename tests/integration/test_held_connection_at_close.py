@@ -45,8 +45,9 @@ def _ignore_errors(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Calla
 
 
 def _blocked_evalsha(admin: redis.Redis) -> bool:
-    """A script call is waiting for its reply (held by CLIENT PAUSE WRITE)."""
-    return any(c.get("cmd") == "evalsha" for c in admin.client_list())
+    """A script call is waiting for its reply (held by CLIENT PAUSE WRITE: flag b). The held
+    connection's last command is already EVALSHA (the first enqueue's) before the call is sent."""
+    return any(c.get("cmd") == "evalsha" and "b" in c.get("flags", "") for c in admin.client_list())
 
 
 def test_a_sync_close_does_not_hand_out_the_connection_a_call_in_flight_is_reading(
@@ -69,7 +70,7 @@ def test_a_sync_close_does_not_hand_out_the_connection_a_call_in_flight_is_readi
     admin.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
     thread = threading.Thread(target=_ignore_errors(queue.enqueue, "t", 1, job_id="in-flight"))
     thread.start()
-    wait_until(lambda: _blocked_evalsha(admin), what="the enqueue to wait for its reply")
+    asyncio.run(wait_until(lambda: _blocked_evalsha(admin), what="the enqueue to wait for its reply"))
     queue.close()
     pool = queue.client.connection_pool
     taken = [pool.get_connection() for _ in range(3)]  # what calls after close() would use
@@ -104,7 +105,7 @@ async def test_an_async_close_does_not_hand_out_the_connection_a_call_in_flight_
     reading.read_response = slow_read
     admin.execute_command("CLIENT", "PAUSE", 3000, "WRITE")
     call = asyncio.ensure_future(queue.enqueue("t", 1, job_id="in-flight"))
-    await asyncio.to_thread(wait_until, lambda: _blocked_evalsha(admin), what="the call's wait")
+    await wait_until(lambda: _blocked_evalsha(admin), what="the call's wait")
     await queue.aclose()
     pool = queue.client.connection_pool
     taken = [await pool.get_connection() for _ in range(3)]
