@@ -87,7 +87,7 @@ class SyncResults:
                 with self.lock:
                     start = self.registry.start_from(probe.wait_after)
                 if start:
-                    threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
+                    self._start_reader()
                 if not slot.done.wait(time_left(deadline)):
                     raise timed_out(job_id, timeout)
                 if slot.error is not None:
@@ -97,6 +97,14 @@ class SyncResults:
             with self.lock:
                 self.registry.remove(job_id, slot)
         return decode_record(q.settings.serializer, job_id, probe.record)
+
+    def _start_reader(self) -> None:
+        try:
+            threading.Thread(target=self._read, daemon=True, name="conveyor-results").start()
+        except RuntimeError:  # no thread (the process's limit): the next waiter starts the reader
+            with self.lock:
+                self.registry.running = False
+            raise
 
     def close(self) -> None:
         """Fail every waiter: the queue is closing (the reader then ends within one read)."""
