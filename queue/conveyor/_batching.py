@@ -109,11 +109,11 @@ class EnqueueBatcher:
                 self._next(1)
         try:
             waiter.event.wait()
+            if waiter.lead is not None:
+                self._send(waiter.lead)
         except BaseException:  # Ctrl-C (in the main thread): this caller leaves, the others stay served
             self._leave(waiter)
             raise
-        if waiter.lead is not None:
-            self._send(waiter.lead)
         if waiter.error is not None:
             raise waiter.error
         assert waiter.result is not None
@@ -156,6 +156,7 @@ class EnqueueBatcher:
 
     def _send(self, batch: list[Waiter]) -> None:
         try:
+            batch[0].lead = None  # sent from here on: an interrupt is this call's (see _leave)
             jobs = self._run(self._core.enqueue_packed([w.group for w in batch]))
         except BaseException as exc:
             # An interrupt (Ctrl-C) belongs to the sending thread: the others only lost their reply.

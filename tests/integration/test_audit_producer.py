@@ -159,6 +159,46 @@ def test_a_caller_interrupted_just_after_it_was_handed_a_batch_passes_it_on(
     q.close()
 
 
+def test_a_caller_interrupted_as_it_starts_sending_its_batch_passes_it_on(
+    redis_url: str, queue_name: str
+) -> None:
+    """Ctrl-C reaching the caller chosen to send a batch after its wait returned, as the send
+    starts (the check on entering ``_send``, before the call; simulated here by raising there):
+    the job behind it is still sent. Before, only the wait itself was guarded: nobody sent that
+    batch, and its other caller waited for ever."""
+    q = Queue.from_url(redis_url, queue_name, batch_enqueue=True)
+    out: dict[int, Any] = {}
+    _, release, first = calls_in_flight(q, out, (1, 2))
+    send, main = q._batcher._send, threading.get_ident()
+
+    def interrupted_first(batch: Any) -> None:
+        if threading.get_ident() == main:
+            raise Interrupted
+        send(batch)
+
+    q._batcher._send = interrupted_first  # type: ignore[method-assign]
+    behind: list[threading.Thread] = []
+
+    def both_wait() -> None:
+        while len(q._batcher._pending) < 1:
+            time.sleep(0.005)
+        behind.append(in_thread(q, 3, out))
+        while len(q._batcher._pending) < 2:
+            time.sleep(0.005)
+        release.set()  # the calls in flight return: the main thread is handed [0, 3]
+
+    threading.Thread(target=both_wait, daemon=True).start()
+    with pytest.raises(Interrupted):
+        q.enqueue("t", {"n": 0})
+    for thread in [*first, *behind]:
+        thread.join(TIMEOUT)
+    assert not behind[0].is_alive(), "the batch the interrupted caller was to send was never sent"
+    assert {n: job.payload["n"] for n, job in out.items()} == {1: 1, 2: 2, 3: 3}
+    assert q.enqueue("t", {"n": 4}).created
+    assert stored_payloads(q) == [1, 2, 3, 4]
+    q.close()
+
+
 def test_an_interrupt_of_the_thread_sending_a_batch_is_not_raised_in_the_other_callers(
     redis_url: str, queue_name: str, interrupt_main: Any
 ) -> None:
