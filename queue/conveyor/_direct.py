@@ -242,10 +242,16 @@ class AsyncHeldScripts(AsyncDirectScripts):
         self._calling = False
         self._detached = False  # put back when the call in flight ends (error, or close())
 
+    _CHECKS = False  # whether a held connection is checked before each call (see _ready_connection)
+
     async def evalsha(self, sha: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         self._calling = True
         try:
-            return await self._call(_packed(sha, keys, args))
+            conn = self._conn
+            if conn is None or self._CHECKS:  # (no extra coroutine on the worker pump's path)
+                conn = await self._ready_connection()
+            await conn.send_packed_command(_packed(sha, keys, args))
+            return await conn.read_response()
         except BaseException:
             self._detached = True
             raise
@@ -255,12 +261,10 @@ class AsyncHeldScripts(AsyncDirectScripts):
                 self._detached = False
                 await self.put_back()
 
-    async def _call(self, packed: tuple[bytes]) -> Any:
+    async def _ready_connection(self) -> Any:
         if self._conn is None:
             self._conn = await self._pool.get_connection()
-        conn = self._conn
-        await conn.send_packed_command(packed)
-        return await conn.read_response()
+        return self._conn
 
     async def put_back(self) -> None:
         conn, self._conn = self._conn, None
@@ -315,21 +319,16 @@ class AsyncLoneScripts(AsyncHeldScripts):
         self._busy = False
         self._calling = self._detached = False
 
-    async def _call(self, packed: tuple[bytes]) -> Any:
-        await self._ready_connection()
-        return await super()._call(packed)
+    _CHECKS = True
 
-    async def _ready_connection(self) -> None:
+    async def _ready_connection(self) -> Any:
         if self._conn is not None and self._pid != os.getpid():
             self._conn = None  # the parent's: this process's pool was reset by redis-py
         if self._conn is None:
             self._conn, self._pid = await self._pool.get_connection(), os.getpid()
-            return
-        try:
-            await self._pool.ensure_connection(self._conn)
-        except BaseException:
-            await self.put_back()
-            raise
+        else:
+            await self._pool.ensure_connection(self._conn)  # on error: put back by evalsha
+        return self._conn
 
     async def put_back(self) -> None:
         if self._pid != os.getpid():
