@@ -95,7 +95,8 @@ class Runner:
             log.warning("received %s again: exiting without waiting for running jobs", name)
             # os._exit: a task thread still running would otherwise hold up interpreter exit.
             for stream in (sys.stdout, sys.stderr):
-                stream.flush()
+                with contextlib.suppress(Exception):  # None (its fd closed), a broken pipe: exit anyway
+                    stream.flush()
             os._exit(FORCED_EXIT_CODE)
         log.info("received %s: stopping gracefully (again to exit at once)", name)
 

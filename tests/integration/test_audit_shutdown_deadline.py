@@ -1,15 +1,21 @@
-"""The shutdown deadline of the `conveyor worker` command (a Runner) counts from the stop request."""
+"""How the `conveyor worker` command (a Runner) stops: its shutdown deadline counts from the stop
+request, and a second signal exits with code 3 whatever its standard streams are."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
-from conveyor import Conveyor
+from conveyor import Conveyor, Queue
 from conveyor._runner import Runner
 
 SOCKET_TIMEOUT = 2.0
@@ -69,3 +75,55 @@ def test_a_stop_while_the_pump_waits_on_a_server_that_stopped_answering_keeps_it
     # the call in flight at the stop may take socket_timeout; the deadline passed before it ended
     assert took < SOCKET_TIMEOUT + SHUTDOWN_TIMEOUT + 0.5, f"run() returned {took:.1f} s after stop()"
     app.close()
+
+
+SLOW_APP = """
+import asyncio, os, time
+from pathlib import Path
+from conveyor import Conveyor
+
+app = Conveyor(os.environ["TEST_URL"], default_queue=os.environ["TEST_QUEUE"])
+
+@app.task
+def slow() -> None:
+    Path(os.environ["TEST_OUT"]).write_text("started")
+    time.sleep(60)
+"""
+ASYNC_TASK = """
+@app.task
+async def other() -> None:
+    await asyncio.sleep(0)
+"""
+
+
+@pytest.mark.parametrize("tasks", ["sync", "async"])
+def test_a_second_signal_exits_with_code_3_when_stdout_is_closed(redis_url, queue_name, tmp_path, tasks):
+    """The second signal's handler flushed sys.stdout before its os._exit: with the worker's fd 1
+    closed (a daemon started with stdout closed, so sys.stdout is None) or a broken pipe, the flush
+    raised in the signal handler, so the worker exited 1 with an internal error's traceback
+    ("'NoneType' object has no attribute 'flush'") instead of 3."""
+    module = f"stopapp_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(SLOW_APP + (ASYNC_TASK if tasks == "async" else ""))
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name, "TEST_OUT": str(out)}
+    queue = Queue.from_url(redis_url, queue_name)
+    args = [sys.executable, "-m", "conveyor", "worker", f"{module}:app", "--shutdown-timeout", "60"]
+    closing_stdout = ["sh", "-c", 'exec "$@" >&-', "sh"]
+    proc = subprocess.Popen(closing_stdout + args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        queue.enqueue("slow", None)
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out.exists(), "the slow job did not start"
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        queue.close()
+    assert proc.returncode == 3, stderr
+    assert "received SIGTERM again" in stderr and "Traceback" not in stderr, stderr
