@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +32,29 @@ EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_FORCED = 0, 1, 2, FORCED_EXIT_CODE
 
 class BadInput(ConveyorError, ValueError):
     """Input the command cannot act on; reported in one line with exit code 2."""
+
+
+class StoppedBeforeStart(BaseException):
+    """SIGTERM came while the worker command started (its app importing, ...): exit 0 at once."""
+
+
+def _stopped_before_start(_signum: int, _frame: object) -> None:
+    raise StoppedBeforeStart
+
+
+@contextlib.contextmanager
+def sigterm_exits_until_started() -> Iterator[None]:
+    """While inside (until the Runner's own handlers take over), SIGTERM ends the command with
+    code 0. Its default action ends it too, except in PID 1 (a container's worker started in exec
+    form), for which the kernel drops it: the worker started anyway and ran until the SIGKILL."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _stopped_before_start)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -83,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         result = cli.main(args, prog_name="conveyor", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except StoppedBeforeStart:
+        print("conveyor: received SIGTERM before the worker started: exiting", file=sys.stderr)
+        return EXIT_OK
     except click.exceptions.Abort:
         return EXIT_FAILURE
     except click.UsageError as exc:

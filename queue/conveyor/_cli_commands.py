@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ._app import Conveyor
-from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app
+from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app, sigterm_exits_until_started
 from ._client import Queue
 from ._dispatch import WorkerOptions
 from ._errors import ConveyorError
@@ -106,23 +106,24 @@ def worker(
     A second signal exits at once with code 3.
     """
     _setup_logging(log_level)
-    app = load_app(app_path)
-    queues = _known_queues(app, _queues(app, queues_option))  # none: the app has no task
-    options: dict[str, Any] = {
-        "concurrency": concurrency,
-        "burst": burst,
-        "shutdown_timeout": shutdown_timeout,
-        "block_timeout": block_timeout,
-    }
-    with given_input():  # click lets nan and inf through its ranges
-        WorkerOptions(**options)
-    if metrics_port is not None:
-        _serve_metrics(app, metrics_addr, metrics_port)
-    runner = Runner(app, queues, scheduler=scheduler, **options)
-    mode = "asyncio" if runner.use_asyncio else "threads"
-    log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),
-             ", ".join(runner.queues), concurrency, mode)  # fmt: skip
-    stats = runner.run()
+    with sigterm_exits_until_started():
+        app = load_app(app_path)
+        queues = _known_queues(app, _queues(app, queues_option))  # none: the app has no task
+        options: dict[str, Any] = {
+            "concurrency": concurrency,
+            "burst": burst,
+            "shutdown_timeout": shutdown_timeout,
+            "block_timeout": block_timeout,
+        }
+        with given_input():  # click lets nan and inf through its ranges
+            WorkerOptions(**options)
+        if metrics_port is not None:
+            _serve_metrics(app, metrics_addr, metrics_port)
+        runner = Runner(app, queues, scheduler=scheduler, **options)
+        mode = "asyncio" if runner.use_asyncio else "threads"
+        log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),
+                 ", ".join(runner.queues), concurrency, mode)  # fmt: skip
+        stats = runner.run()
     for queue, numbers in stats.items():
         # "failed" counts failed attempts: most are retried, so it is not the queue's failed count
         log.info("queue %s: %d completed, %d attempt(s) failed (retried or failed for good)",

@@ -127,3 +127,56 @@ def test_a_second_signal_exits_with_code_3_when_stdout_is_closed(redis_url, queu
         queue.close()
     assert proc.returncode == 3, stderr
     assert "received SIGTERM again" in stderr and "Traceback" not in stderr, stderr
+
+
+SLOW_IMPORT_APP = """
+import os, time
+from pathlib import Path
+from conveyor import Conveyor
+
+Path(os.environ["TEST_OUT"]).write_text("importing")
+time.sleep(30)
+app = Conveyor(os.environ["TEST_URL"], default_queue=os.environ["TEST_QUEUE"])
+"""
+
+
+def _pid_1(args: list[str]) -> list[str] | None:
+    """``args`` run as PID 1 of a new PID namespace (as in a container), or None if not allowed here."""
+    unshare = ["unshare", "--fork", "--pid", "--kill-child"]
+    try:
+        ok = subprocess.run([*unshare, "true"], capture_output=True, timeout=10, check=False).returncode == 0
+    except OSError:
+        ok = False
+    return [*unshare, *args] if ok else None
+
+
+@pytest.mark.parametrize("pid", ["any", "1"])
+def test_a_sigterm_while_the_worker_starts_exits_at_once_with_code_0(redis_url, queue_name, tmp_path, pid):
+    """SIGTERM kept its default action until the Runner installed its handlers, after the app was
+    imported and the server reached: the worker died of the signal, and as PID 1 (a container's
+    worker in exec form, as production.md shows) the kernel dropped it, so the worker started anyway
+    and ran until the supervisor's SIGKILL, its claimed jobs left to lease recovery."""
+    module = f"slowimport_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(SLOW_IMPORT_APP)
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name, "TEST_OUT": str(out)}
+    args = [sys.executable, "-m", "conveyor", "worker", f"{module}:app"]
+    if pid == "1":
+        in_namespace = _pid_1(args)
+        if in_namespace is None:
+            pytest.skip("cannot create a PID namespace here (unshare needs CAP_SYS_ADMIN)")
+        args = in_namespace
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        target = proc.pid if pid == "any" else int(subprocess.check_output(["pgrep", "-P", str(proc.pid)]))
+        os.kill(target, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert "received SIGTERM before the worker started" in stderr and "Traceback" not in stderr, stderr
