@@ -1,5 +1,6 @@
 """How the `conveyor worker` command (a Runner) stops: its shutdown deadline counts from the stop
-request, and a second signal exits with code 3 whatever its standard streams are."""
+request, a second signal exits with code 3 whatever its standard streams are, and a SIGTERM while
+it starts exits 0 at once (as PID 1 too)."""
 
 from __future__ import annotations
 
