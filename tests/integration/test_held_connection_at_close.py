@@ -53,7 +53,9 @@ def _blocked_evalsha(admin: redis.Redis) -> bool:
 def test_a_sync_close_does_not_hand_out_the_connection_a_call_in_flight_is_reading(
     server: RunningServer, admin: redis.Redis, queue_name: str
 ) -> None:
-    queue = Queue.from_url(server.url, queue_name)
+    # socket_timeout 2: a thread entering its read as close() closes the socket can poll the
+    # closed descriptor's number, reused by a new connection, until its timeout (see close())
+    queue = Queue.from_url(server.url, queue_name, socket_timeout=2)
     queue.enqueue("t", 0)  # the held connection is checked out, the layout checked
     held = queue._held
     assert held is not None and held._conn is not None
@@ -81,7 +83,7 @@ def test_a_sync_close_does_not_hand_out_the_connection_a_call_in_flight_is_readi
             pool.release(conn)
         admin.execute_command("CLIENT", "UNPAUSE")
         resume.set()
-        thread.join(10)
+        thread.join(8)
     assert not thread.is_alive()
     assert queue.enqueue("t", 2).payload == 2  # a call after close() opens a connection
 
