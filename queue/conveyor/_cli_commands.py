@@ -79,7 +79,8 @@ def cli() -> None:
               help="Also fire the app's periodic schedules (safe in any number of workers).")  # fmt: skip
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="Serve Prometheus metrics on this port (needs the 'prometheus' extra).")  # fmt: skip
-@click.option("--metrics-addr", default="127.0.0.1", show_default=True, help="Address of the metrics server.")
+@click.option("--metrics-addr", default=None,
+              help="Address of the metrics server (with --metrics-port; default 127.0.0.1).")  # fmt: skip
 @click.option("--block-timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Longest idle wait on the server, in seconds.")  # fmt: skip
 def worker(
@@ -92,7 +93,7 @@ def worker(
     block_timeout: float,
     scheduler: bool,
     metrics_port: int | None,
-    metrics_addr: str,
+    metrics_addr: str | None,
     debug: bool,
     log_level: str,
 ) -> int:
@@ -118,7 +119,9 @@ def worker(
         with given_input():  # click lets nan and inf through its ranges
             WorkerOptions(**options)
         if metrics_port is not None:
-            _serve_metrics(app, metrics_addr, metrics_port)
+            _serve_metrics(app, metrics_addr or "127.0.0.1", metrics_port)
+        elif metrics_addr is not None:
+            raise BadInput("--metrics-addr is given without --metrics-port: no metrics would be served")
         runner = Runner(app, queues, scheduler=scheduler, **options)
         mode = "asyncio" if runner.use_asyncio else "threads"
         log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),

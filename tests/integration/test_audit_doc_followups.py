@@ -135,6 +135,14 @@ def test_a_metrics_address_that_does_not_resolve_is_bad_input(redis_url, queue_n
     assert done.returncode == 2, done.stderr
 
 
+def test_a_metrics_address_without_a_port_is_bad_input(redis_url, queue_name, tmp_path):
+    """`--metrics-addr 0.0.0.0` alone was silently ignored: the operator believed metrics were
+    served. It is now bad input (exit 2) naming the missing option, before anything starts."""
+    done = _worker_command(tmp_path, redis_url, queue_name, "--metrics-addr", "0.0.0.0")
+    assert "--metrics-addr is given without --metrics-port" in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+
+
 async def test_a_due_delayed_job_queues_behind_jobs_enqueued_before_its_promotion(api):
     """production.md said jobs of a level run "in the order they became ready"; a delayed job
     enters its level's list when a claim (or the maintenance sweep) promotes it, at the tail: with
