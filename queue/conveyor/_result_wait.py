@@ -14,6 +14,7 @@ from typing import Any
 
 from ._batching import reset_in_children
 from ._connection import translate_error
+from ._errors import QueueClosedError
 from ._results import (
     READ_COUNT,
     Probe,
@@ -114,7 +115,10 @@ class SyncResults:
             slot.resolve(None, closed(self.queue.name, job_id))
 
     def _probe(self, job_id: str) -> Probe:
-        return read_probe(job_id, self.queue._run(read_call(self.queue.core.keys, [job_id])))
+        try:
+            return read_probe(job_id, self.queue._run(read_call(self.queue.core.keys, [job_id])))
+        except QueueClosedError as exc:  # a read in flight at close(): it changed nothing
+            raise closed(self.queue.name, job_id) from exc
 
     def _read(self) -> None:
         q, attempt = self.queue, 0
@@ -184,7 +188,10 @@ class AsyncResults:
         return decode_record(q.settings.serializer, job_id, probe.record)
 
     async def _probe(self, job_id: str) -> Probe:
-        return read_probe(job_id, await self.queue._run(read_call(self.queue.core.keys, [job_id])))
+        try:
+            return read_probe(job_id, await self.queue._run(read_call(self.queue.core.keys, [job_id])))
+        except QueueClosedError as exc:  # a read in flight at aclose(): it changed nothing
+            raise closed(self.queue.name, job_id) from exc
 
     def close(self) -> None:
         """Cancel the reader and fail every waiter: the queue is closing."""

@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
 from _support import wait_until
-from conveyor import AsyncQueue, Queue
+from conveyor import AsyncQueue, Queue, QueueClosedError
 
 from bench.servers import RunningServer
 
@@ -121,3 +122,47 @@ async def test_an_async_close_does_not_hand_out_the_connection_a_call_in_flight_
     await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), 10)
     assert (await queue.enqueue("t", 2)).payload == 2
     await queue.aclose()
+
+
+def test_a_result_wait_whose_first_read_is_in_flight_at_close_changed_nothing(
+    server: RunningServer, admin: redis.Redis, queue_name: str
+) -> None:
+    """result() first reads the job's record (a read-only script call). In flight when close()
+    ran, it raised QueueClosedError with maybe_applied True and advice about repeating an enqueue,
+    as if it might have changed the queue; a wait never does (maybe_applied False, as for a wait
+    ended by close() while it waited for the result)."""
+    queue = Queue.from_url(server.url, queue_name, store_results=True, socket_timeout=2)
+    job = queue.enqueue("t", 0)
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            queue.result(job.id, 5)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    admin.execute_command("CLIENT", "PAUSE", 1000, "ALL")  # the read waits (admin's too)
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.3)  # the read is sent and held by the pause
+    queue.close()
+    thread.join(8)
+    assert not thread.is_alive()
+    [error] = outcome
+    assert isinstance(error, QueueClosedError), error
+    assert error.maybe_applied is False and "enqueue" not in str(error), error
+
+
+async def test_an_async_result_wait_whose_first_read_is_in_flight_at_aclose_changed_nothing(
+    server: RunningServer, admin: redis.Redis, queue_name: str
+) -> None:
+    """The asyncio twin of the test above."""
+    queue = AsyncQueue.from_url(server.url, queue_name, store_results=True, socket_timeout=2)
+    job = await queue.enqueue("t", 0)
+    admin.execute_command("CLIENT", "PAUSE", 1000, "ALL")
+    waiting = asyncio.ensure_future(queue.result(job.id, 5))
+    await asyncio.sleep(0.3)
+    await queue.aclose()
+    with pytest.raises(QueueClosedError) as caught:
+        await asyncio.wait_for(waiting, 8)
+    assert caught.value.maybe_applied is False and "enqueue" not in str(caught.value), caught.value
