@@ -228,6 +228,8 @@ class Runner:
             results = await asyncio.gather(*runs)
         except BaseException:
             stop_all()
-            await asyncio.wait(runs, timeout=30)
+            # Each worker's own shutdown timeout bounds its stop, as in _serve_threads: a fixed
+            # bound here cancelled the others' jobs past it, whatever --shutdown-timeout said.
+            await asyncio.wait(runs)
             raise
         return dict(zip(workers, results, strict=True))
