@@ -57,6 +57,22 @@ def fork_child(body: Callable[[], str], timeout: float) -> Callable[[], str]:
     return outcome
 
 
+def run_in_thread(run: Callable[[], Any]) -> tuple[threading.Thread, list[BaseException | None]]:
+    """``run`` started in a daemon thread; the list gets None when it returns, or what it raised."""
+    outcome: list[BaseException | None] = []
+
+    def body() -> None:
+        try:
+            run()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
 class QueueAdapter:
     """A Queue or AsyncQueue whose methods are all awaitable."""
 

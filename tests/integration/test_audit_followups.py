@@ -18,6 +18,7 @@ import pytest
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
+    run_in_thread,
     wait_until,
 )
 from conveyor import (
@@ -291,18 +292,8 @@ def test_conveyor_info_and_a_runner_refuse_a_queue_of_a_newer_layout(
         pass
 
     runner = Runner(app, [queue_name])
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            runner.run()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
     started = time.monotonic()
-    thread.start()
+    thread, outcome = run_in_thread(runner.run)
     thread.join(10)
     if thread.is_alive():
         runner.stop()

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from _support import run_in_thread
 from conveyor import AsyncWorker, Conveyor, SchemaVersionError
 from conveyor._runner import Runner
 
@@ -54,17 +55,7 @@ def test_a_failing_queue_leaves_the_other_queues_jobs_their_whole_shutdown_timeo
     monkeypatch.setattr(AsyncWorker, "run", fail_on_bad)
     job = app.queue(long_q).enqueue("slow")
     runner = Runner(app, [long_q, bad_q], concurrency=1, shutdown_timeout=SHUTDOWN_TIMEOUT, block_timeout=0.2)
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            runner.run()
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    thread, outcome = run_in_thread(runner.run)
     try:
         assert started.wait(15), "the long job did not start"
         thread.join(FIXED_WAIT + 20)
