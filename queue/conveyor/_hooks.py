@@ -7,7 +7,8 @@ stopped is a failure too: past its time limit the hooks get a ``TimeoutError`` (
 thread still ran it, since it is then not retried); cancelled while running, ``on_failure`` gets an
 ``asyncio.CancelledError``. A limit or the worker's shutdown deadline passing during the ``after``
 hooks of a task that returned leaves its success standing (async ``after`` hooks still running are
-cancelled); a cancel() learnt then is ignored (the hooks run on). A ``before`` hook that raises
+cancelled, and the app's hooks after them skipped, not the metrics' and tracing's: _run_uncut); a
+cancel() learnt then is ignored (the hooks run on). A ``before`` hook that raises
 fails the attempt like the task would (the task is not called, the failure hooks run); an exception
 in any other hook is logged and ignored (the job's outcome is already decided). Without hooks the
 handler is the bare call: no hook cost.
@@ -21,7 +22,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -75,6 +76,9 @@ class Hooks:
     # that gets no outcome hook because the worker is ending: an AsyncWorker cancelled its handler
     # at the shutdown deadline and gives the job back (or leaves its thread's lease to expire).
     on_release: list[Hook] = field(default_factory=list)
+    # Internal: the sync after / on_retry / on_failure hooks of instrument() and
+    # instrument_tracing(). They run even when the worker cuts the hooks (see _run_uncut).
+    uncut: list[Hook] = field(default_factory=list)
 
     @staticmethod
     def add(kind: list[Hook], hook: H) -> H:
@@ -82,6 +86,11 @@ class Hooks:
             raise TypeError(f"a hook must be callable, got {hook!r}")
         kind.append(hook)
         return hook
+
+    def add_uncut(self, kind: list[Hook], hook: H) -> H:
+        """Add an instrumentation's sync outcome hook, which a worker's cut does not skip."""
+        self.uncut.append(hook)
+        return self.add(kind, hook)
 
     def __bool__(self) -> bool:
         return bool(self.before or self.after or self.on_retry or self.on_failure)
@@ -128,14 +137,28 @@ async def _arun_failure_hooks(hooks: Hooks, job: Job, exc: BaseException, retry:
     shutdown deadline) cuts the remaining hooks, not that outcome; re-raised, it gave the job back
     as never settled, so a failure without retry ran again. A hook's own CancelledError (it awaited
     a future cancelled elsewhere) is ignored like any other error."""
-    for hook in hooks.after_failure(job, exc, retry):
+    rest = iter(hooks.after_failure(job, exc, retry))
+    for hook in rest:
         try:
             if (pending := _start(hook, job, exc)) is not None:
                 await pending
         except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
             if _the_workers_cancel(hook_exc):
+                _run_uncut(hooks, rest, job, exc)
                 break  # the slot settles the outcome the caller returns or raises, then ends
             _report(hook, hook_exc)
+
+
+def _run_uncut(hooks: Hooks, rest: Iterator[Hook], *args: Any) -> None:
+    """The instrumentation's hooks among ``rest``, the hooks a worker's cancel cut (a time limit or
+    the shutdown deadline passing in an async hook before them): the outcome they report stands,
+    so skipping them left it uncounted in the metrics and its span never ended."""
+    for hook in rest:
+        if hook in hooks.uncut:
+            try:
+                hook(*args)
+            except BaseException as hook_exc:
+                _report(hook, hook_exc)
 
 
 def _preparer(task: Task[..., Any], settings: QueueSettings | None) -> Callable[[Any], PreparedResult] | None:
@@ -248,13 +271,15 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
         if prepared is not None and prepared.error is not None:
             await _arun_failure_hooks(hooks, job, prepared.error, False)
             return prepared
-        for hook in reversed(hooks.after):
+        rest = reversed(hooks.after)
+        for hook in rest:
             try:
                 if (pending := _start(hook, job, result)) is not None:
                     await pending
             except BaseException as hook_exc:  # sys.exit() too: the outcome is decided, ignored
                 if _the_workers_cancel(hook_exc):  # its time limit or shutdown deadline: they bound
-                    break  # the task, which completed; the remaining hooks are cut, not its success
+                    _run_uncut(hooks, rest, job, result)  # the task, which completed; the
+                    break  # remaining hooks are cut, not its success
                 _report(hook, hook_exc)
         return result if prepared is None else prepared
 

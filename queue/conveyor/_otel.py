@@ -88,8 +88,8 @@ def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
 def _install(app: Conveyor, tracing: Tracing) -> Tracing:
     app.trace_carrier = tracing.carrier
     app.before(tracing.before)
-    app.after(tracing.after)
-    app.on_retry(tracing.failed)
-    app.on_failure(tracing.failed)
+    app.hooks.add_uncut(app.hooks.after, tracing.after)
+    app.hooks.add_uncut(app.hooks.on_retry, tracing.failed)
+    app.hooks.add_uncut(app.hooks.on_failure, tracing.failed)
     app.hooks.add(app.hooks.on_release, tracing.released)
     return tracing

@@ -143,8 +143,8 @@ def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metr
 def _install(app: Conveyor, metrics: Metrics) -> Metrics:
     app.enqueue_hooks.append(metrics.enqueued_job)
     app.before(metrics.before)
-    app.after(metrics.after)
-    app.on_retry(metrics.on_retry)
-    app.on_failure(metrics.on_failure)
+    app.hooks.add_uncut(app.hooks.after, metrics.after)
+    app.hooks.add_uncut(app.hooks.on_retry, metrics.on_retry)
+    app.hooks.add_uncut(app.hooks.on_failure, metrics.on_failure)
     app.hooks.add(app.hooks.on_release, metrics.released)
     return metrics

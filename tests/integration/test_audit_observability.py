@@ -1,0 +1,89 @@
+"""Audit of what an operator observes of the workers (Prometheus metrics, OpenTelemetry spans, the
+conveyor command): each test failed before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import conveyor
+import pytest
+from _support import run_in_thread
+from conveyor import Conveyor, instrument_tracing
+from conveyor._runner import Runner
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+prometheus_client = pytest.importorskip("prometheus_client")
+
+
+def _instrumented(app: Conveyor) -> tuple[InMemorySpanExporter, object, object, object]:
+    """The app traced into an in-memory exporter and counted in a registry of its own:
+    (exporter, registry, tracing, metrics)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    registry = prometheus_client.CollectorRegistry()
+    return exporter, registry, instrument_tracing(app, provider), conveyor.instrument(app, registry)
+
+
+def _sample(registry: object, name: str, queue: str) -> float:
+    value = registry.get_sample_value(name, {"queue": queue, "task": "work"})  # type: ignore[attr-defined]
+    return value or 0.0
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("hook", "cut"), [
+    ("after", "time limit"), ("after", "shutdown deadline"), ("on_failure", "shutdown deadline"),
+])
+def test_an_attempt_whose_async_hooks_the_worker_cut_is_still_counted_and_its_span_ended(
+    redis_url, queue_name, hook, cut
+):
+    """An asyncio worker cancels an async after / on_failure hook still running when the job's
+    time limit or the worker's shutdown deadline passes, and settles the outcome decided before
+    (completed, failed). The hooks after it in the order were cut too: those of the metrics and
+    the tracing, registered before the app's own hook, so they run after it. That attempt was
+    not counted (no completed / failed, no duration) and its span was never ended nor exported,
+    left in the open-span map for ever."""
+    app = Conveyor(redis_url, default_queue=queue_name, max_attempts=1)
+    exporter, registry, tracing, metrics = _instrumented(app)
+    in_hook = threading.Event()
+
+    async def slow_hook(job, _outcome):
+        in_hook.set()
+        await asyncio.sleep(30)
+
+    getattr(app, hook)(slow_hook)
+
+    @app.task(time_limit=0.5 if cut == "time limit" else None)
+    async def work(fail: bool) -> None:
+        if fail:
+            raise RuntimeError("boom")
+
+    job = work.enqueue(hook == "on_failure")
+    runner = Runner(app, [queue_name], concurrency=1, shutdown_timeout=0.2)
+    thread, outcome = run_in_thread(runner.run)
+    assert in_hook.wait(20), "the hook started"
+    queue = app.queue(queue_name)
+    if cut == "time limit":
+        _wait(lambda: queue.counts()["total_completed"] == 1, 20, "the job to complete")
+    runner.stop()
+    thread.join(20)
+    assert outcome == [None], outcome
+    state = "completed" if hook == "after" else "failed"
+    assert queue.counts()[f"total_{state}"] == 1
+    assert _sample(registry, f"conveyor_jobs_{state}_total", queue_name) == 1
+    assert _sample(registry, "conveyor_job_duration_seconds_count", queue_name) == 1
+    spans = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
+    assert [s.attributes["messaging.message.id"] for s in spans] == [job.id]
+    assert spans[0].status.is_ok == (hook == "after")
+    assert not tracing._open and not metrics._started  # type: ignore[attr-defined]
+    app.close()
