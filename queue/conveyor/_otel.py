@@ -23,11 +23,14 @@ if TYPE_CHECKING:
 
 
 class Tracing:
-    """Span bookkeeping for one app: the open span and context token of each running job."""
+    """Span bookkeeping for one app: the open span and context token of each running attempt."""
 
     def __init__(self, tracer: trace.Tracer) -> None:
         self.tracer = tracer
-        self._open: dict[str, tuple[trace.Span, Token[otel_context.Context]]] = {}
+        # By Job object (one per attempt, hashed by identity), not job id: a job redelivered while
+        # an older attempt of it still runs in this process (a thread left running at a Worker's
+        # shutdown deadline) has two attempts open, whose spans must not be crossed.
+        self._open: dict[Job, tuple[trace.Span, Token[otel_context.Context]]] = {}
 
     @staticmethod
     def carrier() -> dict[str, str]:
@@ -51,10 +54,10 @@ class Tracing:
             },
         )
         token = otel_context.attach(trace.set_span_in_context(span, parent))
-        self._open[job.id] = (span, token)
+        self._open[job] = (span, token)
 
     def _end(self, job: Job, exc: BaseException | None) -> None:
-        opened = self._open.pop(job.id, None)
+        opened = self._open.pop(job, None)
         if opened is None:
             return
         span, token = opened
@@ -73,7 +76,7 @@ class Tracing:
     def released(self, job: Job) -> None:
         """Given back at the worker's shutdown deadline: no outcome hook follows, so the span ends
         here (else it was never exported), marked by an event; the job runs again elsewhere."""
-        opened = self._open.get(job.id)
+        opened = self._open.get(job)
         if opened is not None:
             opened[0].add_event("conveyor.released", {"reason": "worker shutdown deadline"})
         self._end(job, None)

@@ -99,7 +99,7 @@ class Metrics:
             registry=registry,
         )
         registry.register(QueueDepth(app))
-        self._started: dict[str, float] = {}
+        self._started: dict[Job, float] = {}  # by attempt, as Tracing._open (see there)
 
     def _labels(self, job: Job) -> tuple[str, str]:
         task = self.app.tasks.get(job.task)
@@ -107,7 +107,7 @@ class Metrics:
 
     def _observe(self, job: Job) -> tuple[str, str]:
         labels = self._labels(job)
-        started = self._started.pop(job.id, None)
+        started = self._started.pop(job, None)
         if started is not None:
             self.duration.labels(*labels).observe(time.perf_counter() - started)
         return labels
@@ -116,7 +116,7 @@ class Metrics:
         self.enqueued.labels(queue, job.task).inc()
 
     def before(self, job: Job) -> None:
-        self._started[job.id] = time.perf_counter()
+        self._started[job] = time.perf_counter()
 
     def after(self, job: Job, result: Any) -> None:
         self.completed.labels(*self._observe(job)).inc()
@@ -129,7 +129,7 @@ class Metrics:
 
     def released(self, job: Job) -> None:
         """A started job given back at worker shutdown: no outcome, no duration; forget its start."""
-        self._started.pop(job.id, None)
+        self._started.pop(job, None)
 
 
 def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:

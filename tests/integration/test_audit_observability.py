@@ -87,3 +87,46 @@ def test_an_attempt_whose_async_hooks_the_worker_cut_is_still_counted_and_its_sp
     assert spans[0].status.is_ok == (hook == "after")
     assert not tracing._open and not metrics._started  # type: ignore[attr-defined]
     app.close()
+
+
+def test_two_attempts_of_one_job_in_one_process_get_a_span_and_a_duration_each(redis_url, queue_name):
+    """A sync task's thread still running at a Worker's shutdown deadline keeps its job until the
+    lease expires; a worker started again in the same process then runs the redelivered attempt
+    beside it. The tracing and the metrics kept their state by job id: the second attempt's
+    start replaced the first's, the first attempt's end ended the second attempt's span (detaching
+    its context in another thread) and took its start time, so the first span was never ended
+    and the second attempt's duration never observed."""
+    app = Conveyor(redis_url, default_queue=queue_name, lease=0.6, maintenance_interval=0.1)
+    exporter, registry, tracing, metrics = _instrumented(app)
+    started = {1: threading.Event(), 2: threading.Event()}
+    may_end = {1: threading.Event(), 2: threading.Event()}
+
+    @app.task
+    def work() -> None:
+        attempt = conveyor.current_job().attempts
+        started[attempt].set()
+        assert may_end[attempt].wait(20)
+
+    def finished() -> list:
+        return [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
+
+    work.enqueue()
+    first = Runner(app, [queue_name], concurrency=1, shutdown_timeout=0.1)
+    thread, outcome = run_in_thread(first.run)
+    assert started[1].wait(20)
+    first.stop()
+    thread.join(20)
+    second = Runner(app, [queue_name], concurrency=1)  # a worker started again in this process
+    thread, outcome = run_in_thread(second.run)
+    assert started[2].wait(20), "the expired lease was redelivered"
+    may_end[1].set()
+    _wait(lambda: len(finished()) == 1, 20, "the first attempt's after hooks")
+    may_end[2].set()
+    _wait(lambda: app.queue(queue_name).counts()["total_completed"] == 1, 20, "the second attempt")
+    second.stop()
+    thread.join(20)
+    assert outcome == [None], outcome
+    assert sorted(s.attributes["conveyor.attempt"] for s in finished()) == [1, 2]
+    assert _sample(registry, "conveyor_job_duration_seconds_count", queue_name) == 2
+    assert not tracing._open and not metrics._started  # type: ignore[attr-defined]
+    app.close()

@@ -153,9 +153,9 @@ def test_a_job_given_back_at_worker_shutdown_leaves_no_start_time_behind(redis_u
         worker = AsyncWorker(q, app.async_handlers(queue_name), concurrency=2, shutdown_timeout=0.05)
         task = asyncio.create_task(worker.run())
         deadline = time.monotonic() + 10
-        while set(metrics._started) != job_ids and time.monotonic() < deadline:
+        while {j.id for j in metrics._started} != job_ids and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        assert set(metrics._started) == job_ids, "both jobs started"
+        assert {j.id for j in metrics._started} == job_ids, "both jobs started"
         worker.stop()
         await task
         await app.aclose()
