@@ -44,7 +44,7 @@ def common(command: F) -> F:
 def _queues(app: Conveyor, option: str | None) -> list[str]:
     """The queues named by -q (default: every queue of the app); each must have a task of the app,
     so that a misspelt name is an error instead of an empty queue's zeros."""
-    if not option:
+    if option is None:  # not '-q ""' (an unset variable in a script): that is an empty name
         return app.queue_names()
     names = [name.strip() for name in option.split(",")]
     if "" in names:

@@ -67,6 +67,9 @@ def test_a_value_error_that_is_not_about_the_input_is_an_internal_error_with_its
     (["worker", "{module}:app", "-q", "{queue}", "--block-timeout", "inf"], "block_timeout"),
     (["worker", "{module}:app", "-q", "ghost"], "queue 'ghost' has no registered task"),
     (["info", "{module}:app", "-q", "{queue},"], "has an empty name"),
+    # -q "" (a script's -q "$QUEUES", the variable unset) was no -q: the worker served every queue
+    (["worker", "{module}:app", "-q", "", "--burst"], "queue list '' has an empty name"),
+    (["info", "{module}:app", "-q", ""], "queue list '' has an empty name"),
 ])
 def test_bad_input_stays_one_line_and_exit_code_2(redis_url, queue_name, app_module, args, message):
     cwd, module = app_module
