@@ -130,3 +130,31 @@ def test_two_attempts_of_one_job_in_one_process_get_a_span_and_a_duration_each(r
     assert _sample(registry, "conveyor_job_duration_seconds_count", queue_name) == 2
     assert not tracing._open and not metrics._started  # type: ignore[attr-defined]
     app.close()
+
+
+def test_a_job_failed_without_calling_its_task_runs_no_hook_and_is_not_counted(redis_url, queue_name):
+    """production.md's Metrics table listed as uncounted by conveyor_jobs_failed_total only the
+    jobs failed at a shutdown deadline or by lease recovery; a worker also fails, without calling
+    the task nor any hook, a job of a task it does not know (a producer deployed before the
+    workers) and one whose payload it cannot decode. Pinned as documented: only
+    conveyor_queue_finished_total counts them."""
+    app = Conveyor(redis_url, default_queue=queue_name, max_attempts=1)
+    _, registry, _, _ = _instrumented(app)
+    failures: list[str] = []
+    app.on_failure(lambda job, exc: failures.append(job.id))
+
+    @app.task
+    def work() -> None:
+        pass
+
+    queue = app.queue(queue_name)
+    unknown = queue.enqueue("ghost", None)
+    garbled = work.enqueue()
+    queue.client.hset(queue.core.keys.job(garbled.id), "d", b"\xff not json")
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    assert {queue.get_job(j.id).state for j in (unknown, garbled)} == {"failed"}
+    assert failures == []
+    assert _sample(registry, "conveyor_jobs_failed_total", queue_name) == 0
+    outcome = {"queue": queue_name, "outcome": "failed"}
+    assert registry.get_sample_value("conveyor_queue_finished_total", outcome) == 2  # type: ignore[attr-defined]
+    app.close()
