@@ -35,26 +35,29 @@ class BadInput(ConveyorError, ValueError):
 
 
 class StoppedBeforeStart(BaseException):
-    """SIGTERM came while the worker command started (its app importing, ...): exit 0 at once."""
+    """SIGTERM or SIGINT (its name the argument) came while the worker command started (its app
+    importing, ...): exit 0 at once."""
 
 
-def _stopped_before_start(_signum: int, _frame: object) -> None:
-    raise StoppedBeforeStart
+def _stopped_before_start(signum: int, _frame: object) -> None:
+    raise StoppedBeforeStart(signal.Signals(signum).name)
 
 
 @contextlib.contextmanager
-def sigterm_exits_until_started() -> Iterator[None]:
-    """While inside (until the Runner's own handlers take over), SIGTERM ends the command with
-    code 0. Its default action ends it too, except in PID 1 (a container's worker started in exec
-    form), for which the kernel drops it: the worker started anyway and ran until the SIGKILL."""
+def stop_signals_exit_until_started() -> Iterator[None]:
+    """While inside (until the Runner's own handlers take over), SIGTERM or SIGINT ends the command
+    with code 0, as once the worker runs. SIGTERM's default action ends it too, except in PID 1 (a
+    container's worker started in exec form), for which the kernel drops it: the worker started
+    anyway and ran until the SIGKILL; SIGINT's (KeyboardInterrupt) ended it with code 1."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _stopped_before_start)
+    previous = {sig: signal.signal(sig, _stopped_before_start) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -108,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         result = cli.main(args, prog_name="conveyor", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except StoppedBeforeStart:
-        print("conveyor: received SIGTERM before the worker started: exiting", file=sys.stderr)
+    except StoppedBeforeStart as exc:
+        print(f"conveyor: received {exc} before the worker started: exiting", file=sys.stderr)
         return EXIT_OK
     except click.exceptions.Abort:
         return EXIT_FAILURE

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ._app import Conveyor
-from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app, sigterm_exits_until_started
+from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app, stop_signals_exit_until_started
 from ._client import Queue
 from ._dispatch import WorkerOptions
 from ._errors import ConveyorError
@@ -107,7 +107,7 @@ def worker(
     A second signal exits at once with code 3.
     """
     _setup_logging(log_level)
-    with sigterm_exits_until_started():
+    with stop_signals_exit_until_started():
         app = load_app(app_path)
         queues = _known_queues(app, _queues(app, queues_option))  # none: the app has no task
         options: dict[str, Any] = {

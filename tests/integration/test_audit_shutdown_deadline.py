@@ -1,6 +1,6 @@
 """How the `conveyor worker` command (a Runner) stops: its shutdown deadline counts from the stop
-request, a second signal exits with code 3 whatever its standard streams are, and a SIGTERM while
-it starts exits 0 at once (as PID 1 too)."""
+request, a second signal exits with code 3 whatever its standard streams are, and a SIGTERM or
+SIGINT while it starts exits 0 at once (as PID 1 too)."""
 
 from __future__ import annotations
 
@@ -151,12 +151,15 @@ def _pid_1(args: list[str]) -> list[str] | None:
     return [*unshare, *args] if ok else None
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("pid", ["any", "1"])
-def test_a_sigterm_while_the_worker_starts_exits_at_once_with_code_0(redis_url, queue_name, tmp_path, pid):
+def test_a_stop_signal_while_the_worker_starts_exits_at_once_with_code_0(redis_url, queue_name, tmp_path, pid,
+                                                                          sig):
     """SIGTERM kept its default action until the Runner installed its handlers, after the app was
     imported and the server reached: the worker died of the signal, and as PID 1 (a container's
     worker in exec form, as production.md shows) the kernel dropped it, so the worker started anyway
-    and ran until the supervisor's SIGKILL, its claimed jobs left to lease recovery."""
+    and ran until the supervisor's SIGKILL, its claimed jobs left to lease recovery. SIGINT (Ctrl-C,
+    or a STOPSIGNAL) ended it with code 1 and a blank line on stderr (click's Abort)."""
     module = f"slowimport_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{module}.py").write_text(SLOW_IMPORT_APP)
     out = tmp_path / "out.txt"
@@ -173,11 +176,11 @@ def test_a_sigterm_while_the_worker_starts_exits_at_once_with_code_0(redis_url, 
         while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         target = proc.pid if pid == "any" else int(subprocess.check_output(["pgrep", "-P", str(proc.pid)]))
-        os.kill(target, signal.SIGTERM)
+        os.kill(target, sig)
         _, stderr = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr
-    assert "received SIGTERM before the worker started" in stderr and "Traceback" not in stderr, stderr
+    assert f"received {sig.name} before the worker started" in stderr and "Traceback" not in stderr, stderr
