@@ -158,3 +158,27 @@ def test_a_job_failed_without_calling_its_task_runs_no_hook_and_is_not_counted(r
     outcome = {"queue": queue_name, "outcome": "failed"}
     assert registry.get_sample_value("conveyor_queue_finished_total", outcome) == 2  # type: ignore[attr-defined]
     app.close()
+
+
+def test_only_jobs_a_task_enqueues_carry_the_trace_context(redis_url, queue_name):
+    """production.md said tracing puts the trace context in each job's payload; a Queue (no app)
+    cannot: a job enqueued by task name through it carries none, and its span is a root."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+    exporter, _, _, _ = _instrumented(app)
+    tracer = TracerProvider().get_tracer("test")
+
+    @app.task
+    def work() -> None:
+        pass
+
+    queue = app.queue(queue_name)
+    with tracer.start_as_current_span("request"):
+        by_task = work.enqueue()
+        by_spec = queue.enqueue_many([work.spec()])[0]
+        by_name = queue.enqueue("work", None)
+    payloads = {job.id: queue.get_job(job.id).payload or {} for job in (by_task, by_spec, by_name)}
+    assert ["trace" in payloads[job.id] for job in (by_task, by_spec, by_name)] == [True, True, False]
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    parents = {s.attributes["messaging.message.id"]: s.parent for s in exporter.get_finished_spans()}
+    assert parents[by_name.id] is None and parents[by_task.id] is not None
+    app.close()
