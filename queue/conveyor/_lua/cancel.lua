@@ -14,8 +14,9 @@
 -- one holding the turn, and the key's jobs started out of order. Yet a free slot that no job holds
 -- a turn for (unowed_slots: a job released by the scripts of c70ab76 held one unmarked) releases a
 -- parked job, so none waits for ever.
--- Rate: a removed job that waited for a start it reserved (rs) gives that start back when it is
--- its key's latest reservation, so the key's next job is not held an interval for nothing.
+-- Rate: a removed job that waited for a start it reserved (rs), delayed until then or waiting
+-- once it came, gives that start back when it is its key's latest reservation, so the key's next
+-- job is not held an interval for nothing.
 local waiting, delayed, jobs = KEYS[1], KEYS[2], KEYS[3]
 local id = ARGV[1]
 local key = jobs .. id
@@ -39,6 +40,8 @@ if state == 'w' then
     if removed == 0 and f[2] then removed = redis.call('LREM', parked_list(waiting, f[3]), 1, id) end
     if removed == 1 then redis.call('DECR', waiting .. ':pn') end
   end
+  -- Promoted once its reserved start came, it still holds that start until a worker claims it.
+  if f[6] and f[7] then give_back_start(waiting, f[3], tonumber(f[6]), tonumber(f[7])) end
 elseif state == 'd' then
   local start = redis.call('ZSCORE', delayed, id)
   redis.call('ZREM', delayed, id)
