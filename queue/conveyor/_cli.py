@@ -96,6 +96,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _traceback_if(debug: bool) -> None:
+    """With --debug, the traceback above the error line; not instead of it: re-raised, the error
+    left main() for Python to print, with exit code 1 whatever it was (bad input is 2)."""
+    if debug:
+        traceback.print_exc()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     args = sys.argv[1:] if argv is None else argv
@@ -124,18 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conveyor: error: {_one_line(exc.format_message())}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ConveyorError as exc:  # BadInput included; a ConveyorError's message names the problem
-        if debug:
-            raise
+        _traceback_if(debug)
         print(f"conveyor: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT if isinstance(exc, BadInput) else EXIT_FAILURE
     except OSError as exc:
-        if debug:
-            raise
+        _traceback_if(debug)
         print(f"conveyor: error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:
-        if debug:
-            raise
         traceback.print_exc()  # a fault in Conveyor or in the app's code: where it is matters
         print(f"conveyor: error: internal error (traceback above): {type(exc).__name__}: "
               f"{_one_line(str(exc))}", file=sys.stderr)  # fmt: skip

@@ -4,6 +4,9 @@ conveyor command): each test failed before its fix."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -182,3 +185,28 @@ def test_only_jobs_a_task_enqueues_carry_the_trace_context(redis_url, queue_name
     parents = {s.attributes["messaging.message.id"]: s.parent for s in exporter.get_finished_spans()}
     assert parents[by_name.id] is None and parents[by_task.id] is not None
     app.close()
+
+
+@pytest.mark.parametrize("how", ["--debug", "CONVEYOR_DEBUG=1"])
+@pytest.mark.parametrize(("args", "code"), [
+    (["worker", "missing_module_xyz:app"], 2),  # bad input
+    (["info", "--json", "-c"], 2),  # a usage error (click's)
+    (["info", "APP"], 1),  # a runtime failure: the server cannot be reached
+])
+def test_debug_shows_the_traceback_and_keeps_the_exit_code_and_the_error_line(tmp_path, how, args, code):
+    """With --debug or CONVEYOR_DEBUG=1 (an operator may leave it set in a service's environment)
+    the error was re-raised out of main(): Python printed it and exited 1, so bad input was
+    exit 1 instead of 2 (production.md's exit codes make no exception for --debug), and the
+    'conveyor: error:' line was missing."""
+    (tmp_path / "debugapp.py").write_text(
+        "from conveyor import Conveyor\napp = Conveyor('redis://127.0.0.1:1/0')\n"
+        "@app.task\ndef work() -> None:\n    pass\n"
+    )
+    env = {**os.environ, "CONVEYOR_DEBUG": "1" if how.startswith("CONVEYOR") else "0"}
+    argv = [a.replace("APP", "debugapp:app") for a in args] + (["--debug"] if how == "--debug" else [])
+    result = subprocess.run([sys.executable, "-m", "conveyor", *argv], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == code, result.stderr
+    assert result.stderr.splitlines()[-1].startswith("conveyor: error: "), result.stderr
+    if "missing" in args[1] or args[1] == "APP":
+        assert "Traceback" in result.stderr, result.stderr
