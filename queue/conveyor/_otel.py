@@ -38,10 +38,19 @@ class Tracing:
         propagate.inject(carrier)
         return carrier
 
-    def before(self, job: Job) -> None:
+    @staticmethod
+    def _parent(job: Job) -> otel_context.Context:
+        """The enqueuing span's context from the job's payload; an unreadable one is ignored, as
+        propagators ignore an invalid header: values that are not text (a payload another client
+        wrote) made the propagator raise, failing every attempt of the job only because of tracing."""
         payload = job.payload
         carrier = payload.get("trace") if isinstance(payload, dict) else None
-        parent = propagate.extract(carrier if isinstance(carrier, dict) else {})
+        if not isinstance(carrier, dict):
+            carrier = {}
+        return propagate.extract({k: v for k, v in carrier.items() if isinstance(v, str)})
+
+    def before(self, job: Job) -> None:
+        parent = self._parent(job)
         span = self.tracer.start_span(
             f"conveyor.run {job.task}",
             context=parent,

@@ -210,3 +210,25 @@ def test_debug_shows_the_traceback_and_keeps_the_exit_code_and_the_error_line(tm
     assert result.stderr.splitlines()[-1].startswith("conveyor: error: "), result.stderr
     if "missing" in args[1] or args[1] == "APP":
         assert "Traceback" in result.stderr, result.stderr
+
+
+def test_a_trace_context_that_is_not_text_is_ignored_not_a_failure(redis_url, queue_name):
+    """A payload's trace field is read by the propagator: one whose values are not strings (a
+    producer that does not use Conveyor's tasks, such as another language's client) made the
+    tracing's before hook raise (TypeError: object of type 'int' has no len()), so every attempt
+    failed and the job failed for good, only because tracing was on. An unreadable context is
+    ignored, as propagators ignore an invalid header: the span is a root."""
+    app = Conveyor(redis_url, default_queue=queue_name, max_attempts=1)
+    exporter, _, _, _ = _instrumented(app)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    queue = app.queue(queue_name)
+    job = queue.enqueue("work", {"trace": {"traceparent": 5, "baggage": 7}})
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    assert queue.counts()["total_completed"] == 1, queue.get_job(job.id).error
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
+    assert span.parent is None and span.status.is_ok
+    app.close()
