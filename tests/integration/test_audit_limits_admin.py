@@ -4,12 +4,15 @@ recovery, trim): each test failed before its fix, or pins a documented behaviour
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 
 from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     api_fixture,
     counts,
+    wait_until,
 )
-from conveyor import JobSpec, Limit
+from conveyor import Job, JobSpec, Limit
 
 
 def _due_in(api, q, job_id: str) -> float:
@@ -36,3 +39,52 @@ async def test_cancelling_a_rate_held_job_after_its_start_came_gives_the_start_b
     [started] = await q.claim()  # the start the cancelled job held, given back (it passed: now)
     assert started.id == third
     assert await q.counts() == counts(active=2)
+
+
+def _holding_on(api, seen: list[str], done: threading.Event):
+    """A handler that records its start and runs on until ``done``, though its job is cancelled:
+    a thread cannot be interrupted, and the async one catches its CancelledError."""
+    if api.is_async:
+
+        async def async_holding(job: Job) -> None:
+            seen.append(f"start {job.payload}")
+            while not done.is_set():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.01)
+            seen.append(f"end {job.payload}")
+
+        return async_holding
+
+    def sync_holding(job: Job) -> None:
+        seen.append(f"start {job.payload}")
+        done.wait(10)
+        seen.append(f"end {job.payload}")
+
+    return sync_holding
+
+
+async def test_a_job_cancelled_while_its_handler_runs_on_frees_its_keys_slot(api):
+    """A running job's cancel settles it (cancelled) at once for a thread, and a third of a lease
+    later for an async handler that catches its CancelledError: its handler may still be running,
+    yet its limit key's slot is freed when it is settled, as at a time limit (production.md), so
+    the key's next job starts beside it."""
+    q = api.queue(lease=0.6, maintenance_interval=0.1)
+    seen: list[str] = []
+    done = threading.Event()
+    w = api.worker(q, {"t": _holding_on(api, seen, done)}, concurrency=2)
+    try:
+        limit = Limit("one", concurrency=1)
+        first = await q.enqueue("t", 1, limit=limit)
+        await wait_until(lambda: seen == ["start 1"], timeout=10, what="the first job to start")
+        await q.enqueue("t", 2, limit=limit)
+        await asyncio.sleep(0.3)
+        assert seen == ["start 1"]  # parked behind the first
+        assert await q.cancel(first.id)
+        await wait_until(lambda: "start 2" in seen, timeout=10, what="the next job of the key to start")
+        assert seen == ["start 1", "start 2"]  # the first handler still runs
+        assert (await q.get_job(first.id)).state == "cancelled"
+    finally:
+        done.set()
+    w.stop()
+    await w.join(10)
+    assert await q.counts() == counts(total_completed=1, cancelled=1)
