@@ -41,14 +41,17 @@ def common(command: F) -> F:
     return click.argument("app_path", metavar="APP")(command)
 
 
-def _queues(app: Conveyor, option: str | None) -> list[str]:
-    """The queues named by -q (default: every queue of the app); each must have a task of the app,
-    so that a misspelt name is an error instead of an empty queue's zeros."""
-    if option is None:  # not '-q ""' (an unset variable in a script): that is an empty name
+def _queues(app: Conveyor, options: tuple[str, ...]) -> list[str]:
+    """The queues named by -q, each a list A,B, given once or more: ``-q a -q b`` is ``-q a,b``
+    (click kept only the last); default: every queue of the app. Each must have a task of the
+    app, so that a misspelt name is an error instead of an empty queue's zeros."""
+    if not options:  # not '-q ""' (an unset variable in a script): that is an empty name
         return app.queue_names()
-    names = [name.strip() for name in option.split(",")]
-    if "" in names:
-        raise BadInput(f"queue list {option!r} has an empty name")
+    names = []
+    for option in options:
+        names += [name.strip() for name in option.split(",")]
+        if "" in names:
+            raise BadInput(f"queue list {option!r} has an empty name")
     return _known_queues(app, names)
 
 
@@ -69,7 +72,8 @@ def cli() -> None:
 
 @cli.command()
 @common
-@click.option("-q", "--queues", "queues_option", metavar="A,B", help="Queues to serve (default: all).")
+@click.option("-q", "--queues", "queues_option", metavar="A,B", multiple=True,
+              help="Queues to serve (default: all); repeatable.")  # fmt: skip
 @click.option("-c", "--concurrency", type=click.IntRange(1, 1000), default=8, show_default=True,
               help="Handler slots per queue.")  # fmt: skip
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
@@ -86,7 +90,7 @@ def cli() -> None:
 def worker(
     *,
     app_path: str,
-    queues_option: str | None,
+    queues_option: tuple[str, ...],
     concurrency: int,
     burst: bool,
     shutdown_timeout: float,
@@ -154,9 +158,10 @@ def _serve_metrics(app: Conveyor, address: str, port: int) -> None:
 
 @cli.command()
 @common
-@click.option("-q", "--queues", "queues_option", metavar="A,B", help="Queues to show (default: all).")
+@click.option("-q", "--queues", "queues_option", metavar="A,B", multiple=True,
+              help="Queues to show (default: all); repeatable.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
-def info(*, app_path: str, queues_option: str | None, as_json: bool, debug: bool, log_level: str) -> int:
+def info(*, app_path: str, queues_option: tuple[str, ...], as_json: bool, debug: bool, log_level: str) -> int:
     """Jobs per state in each queue of APP."""
     _setup_logging(log_level)
     app = load_app(app_path)

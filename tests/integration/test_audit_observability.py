@@ -4,6 +4,7 @@ conveyor command): each test failed before its fix."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -232,3 +233,26 @@ def test_a_trace_context_that_is_not_text_is_ignored_not_a_failure(redis_url, qu
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
     assert span.parent is None and span.status.is_ok
     app.close()
+
+
+@pytest.mark.parametrize("command", ["worker", "info"])
+def test_a_repeated_queues_option_adds_its_queues(redis_url, queue_name, tmp_path, command):
+    """`-q a -q b` kept only the last (click's default for an option given twice): the worker
+    served queue b alone, without a word about a, and info showed b alone."""
+    (tmp_path / "twoqueues.py").write_text(
+        "import os\nfrom conveyor import Conveyor\n"
+        "app = Conveyor(os.environ['TEST_URL'])\nQ = os.environ['TEST_QUEUE']\n"
+        "@app.task(queue=Q + '-a')\ndef first() -> None:\n    pass\n"
+        "@app.task(queue=Q + '-b')\ndef second() -> None:\n    pass\n"
+    )
+    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name}
+    a, b = f"{queue_name}-a", f"{queue_name}-b"
+    args = [sys.executable, "-m", "conveyor", command, "twoqueues:app", "-q", a, "-q", b]
+    args += ["--burst", "--no-scheduler"] if command == "worker" else ["--json"]
+    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+                            check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    if command == "worker":
+        assert f"starting: queues {a}, {b}," in result.stderr, result.stderr
+    else:
+        assert [json.loads(line)["queue"] for line in result.stdout.splitlines()] == [a, b]
