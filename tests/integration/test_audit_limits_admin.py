@@ -88,3 +88,17 @@ async def test_a_job_cancelled_while_its_handler_runs_on_frees_its_keys_slot(api
     w.stop()
     await w.join(10)
     assert await q.counts() == counts(total_completed=1, cancelled=1)
+
+
+async def test_a_rate_limited_job_given_back_unstarted_reserves_the_keys_next_start(api):
+    """A claim takes the key's start (the worker is to start the job at once): a job given back
+    before its handler took it (a shutdown, or a prefetched job past its time limit) gets its
+    attempt back but not that start, and claimed again waits for the key's next one."""
+    q = api.queue()
+    limit = Limit("rated", rate=0.5)  # starts 2 s apart
+    job = await q.enqueue("t", 1, limit=limit)
+    [held] = await q.claim()
+    assert await q.release([held], started=False) == [1]
+    assert await q.claim() == []
+    assert 1500 < _due_in(api, q, job.id) <= 2000
+    assert (await q.get_job(job.id)).attempts == 0
