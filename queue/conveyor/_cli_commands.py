@@ -61,6 +61,19 @@ def _known_queues(app: Conveyor, names: list[str]) -> list[str]:
         return check_queues(app, names)
 
 
+def one_queue(help_text: str) -> Callable[[F], F]:
+    """The -q of a command on one queue (jobs, retry, purge): given twice it is refused, where
+    click kept the last, so ``purge -q a -q b --all`` purged b's failed jobs alone."""
+
+    def once(_ctx: click.Context, _param: click.Parameter, given: tuple[str, ...]) -> str:
+        if len(given) > 1:
+            raise click.BadParameter(f"names one queue, given {len(given)} times ({', '.join(given)})")
+        return given[0]
+
+    return click.option("-q", "--queue", "queue_name", required=True, multiple=True, callback=once,
+                        help=help_text)  # fmt: skip
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
 
@@ -191,7 +204,7 @@ def info(*, app_path: str, queues_option: tuple[str, ...], as_json: bool, debug:
 
 @cli.command()
 @common
-@click.option("-q", "--queue", "queue_name", required=True, help="The queue to list.")
+@one_queue("The queue to list.")
 @click.option("-s", "--state", type=click.Choice(LISTABLE), default="failed", show_default=True)
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Jobs to skip.")
@@ -236,7 +249,7 @@ def failed_job_command(
             "Given ids that are not failed are named and skipped (exit code 1).",
         )
         @common
-        @click.option("-q", "--queue", "queue_name", required=True, help="The queue of the failed jobs.")
+        @one_queue("The queue of the failed jobs.")
         @click.option("--all", "every", is_flag=True, help="Every job failed when the command starts.")
         @click.argument("job_ids", nargs=-1)
         def command(

@@ -14,7 +14,7 @@ import time
 import conveyor
 import pytest
 from _support import run_in_thread
-from conveyor import Conveyor, instrument_tracing
+from conveyor import Conveyor, Queue, instrument_tracing
 from conveyor._runner import Runner
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -235,24 +235,60 @@ def test_a_trace_context_that_is_not_text_is_ignored_not_a_failure(redis_url, qu
     app.close()
 
 
+TWO_QUEUES_APP = """
+import os
+from conveyor import Conveyor
+
+app = Conveyor(os.environ["TEST_URL"])
+Q = os.environ["TEST_QUEUE"]
+
+@app.task(queue=Q + "-a")
+def first() -> None:
+    pass
+
+@app.task(queue=Q + "-b")
+def second() -> None:
+    pass
+"""
+
+
+def _command(args: list[str], cwd, url: str, queue: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEST_URL": url, "TEST_QUEUE": queue}
+    return subprocess.run([sys.executable, "-m", "conveyor", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+
+
 @pytest.mark.parametrize("command", ["worker", "info"])
 def test_a_repeated_queues_option_adds_its_queues(redis_url, queue_name, tmp_path, command):
     """`-q a -q b` kept only the last (click's default for an option given twice): the worker
     served queue b alone, without a word about a, and info showed b alone."""
-    (tmp_path / "twoqueues.py").write_text(
-        "import os\nfrom conveyor import Conveyor\n"
-        "app = Conveyor(os.environ['TEST_URL'])\nQ = os.environ['TEST_QUEUE']\n"
-        "@app.task(queue=Q + '-a')\ndef first() -> None:\n    pass\n"
-        "@app.task(queue=Q + '-b')\ndef second() -> None:\n    pass\n"
-    )
-    env = {**os.environ, "TEST_URL": redis_url, "TEST_QUEUE": queue_name}
+    (tmp_path / "twoqueues.py").write_text(TWO_QUEUES_APP)
     a, b = f"{queue_name}-a", f"{queue_name}-b"
-    args = [sys.executable, "-m", "conveyor", command, "twoqueues:app", "-q", a, "-q", b]
+    args = [command, "twoqueues:app", "-q", a, "-q", b]
     args += ["--burst", "--no-scheduler"] if command == "worker" else ["--json"]
-    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-                            check=False)  # fmt: skip
+    result = _command(args, tmp_path, redis_url, queue_name)
     assert result.returncode == 0, result.stderr
     if command == "worker":
         assert f"starting: queues {a}, {b}," in result.stderr, result.stderr
     else:
         assert [json.loads(line)["queue"] for line in result.stdout.splitlines()] == [a, b]
+
+
+@pytest.mark.parametrize("command", [["purge", "--all"], ["retry", "--all"], ["jobs"]])
+def test_a_one_queue_command_given_two_queues_is_bad_input_and_changes_nothing(
+    redis_url, queue_name, tmp_path, command
+):
+    """`purge -q a -q b --all` purged queue b's failed jobs alone, nothing said about a (click keeps
+    only the last of an option given twice): a command of one queue now refuses a second -q."""
+    (tmp_path / "twoqueues.py").write_text(TWO_QUEUES_APP)
+    a, b = f"{queue_name}-a", f"{queue_name}-b"
+    queue = Queue.from_url(redis_url, b)
+    queue.enqueue("second", None)
+    assert queue.fail(queue.claim()[0], "broken", retry=False) == "failed"
+    name, *rest = command
+    result = _command([name, "twoqueues:app", "-q", a, "-q", b, *rest], tmp_path, redis_url, queue_name)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("conveyor: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert f"one queue, given 2 times ({a}, {b})" in result.stderr, result.stderr
+    assert result.stdout == "" and queue.counts()["failed"] == 1
+    queue.close()
