@@ -102,3 +102,31 @@ async def test_a_rate_limited_job_given_back_unstarted_reserves_the_keys_next_st
     assert await q.claim() == []
     assert 1500 < _due_in(api, q, job.id) <= 2000
     assert (await q.get_job(job.id)).attempts == 0
+
+
+async def test_a_key_with_both_limits_starts_its_jobs_in_the_order_they_came(api):
+    """With Limit(concurrency=1, rate=...), a job claimed while the key's slot was free but
+    another job of the key waited for the start it had reserved reserved the start after it;
+    when that start came, the first job was running, and it was parked behind the jobs parked
+    since (claimed after it, once the first had started): they started before it. A job
+    reserving a start now holds the key's slot, so the one claimed meanwhile parks in order."""
+    q = api.queue()
+    limit = Limit("ordered", concurrency=1, rate=2)  # one at a time, starts 0.5 s apart
+    await q.enqueue_many([JobSpec("t", 1, limit=limit)])
+    [held] = await q.claim()
+    await q.ack(held)  # the key is idle, its next start 0.5 s ahead
+    second, third = await q.enqueue_many([JobSpec("t", i, limit=limit) for i in (2, 3)])
+    assert await q.claim(count=2) == []  # the second reserves that start, the third waits behind
+    await asyncio.sleep(_due_in(api, q, second.id) / 1000 + 0.05)
+    [running] = await q.claim()
+    assert running.id == second.id  # and runs long
+    await q.enqueue("t", 4, limit=limit)
+    assert await q.claim() == []  # parked: the key's slot is taken
+    await asyncio.sleep(0.55)  # past the start the third would have reserved
+    assert await q.claim() == []
+    started = [j.id for j in await q.ack(running, claim=1)]
+    if not started:  # (the released job waits for the key's next start, if it has not come)
+        await asyncio.sleep(0.55)
+        started = [j.id for j in await q.claim()]
+    assert started == [third.id]
+    assert await q.counts() == counts(waiting=1, active=1, total_completed=2)  # the fourth, next

@@ -214,7 +214,8 @@ async def test_a_reserved_job_parked_at_the_concurrency_limit_reserves_again_whe
     """A job that reserved a start under the rate, then was parked at the concurrency limit, kept
     its reservation. Released by the freed slot long after that start, it started without the
     rate check and without recording its start, so the key's next job started right after it:
-    two starts closer than 1 / rate. Claim times are read on the server clock (lease deadline)."""
+    two starts closer than 1 / rate. Claim times are read on the server clock (lease deadline).
+    (A job reserving a start now holds its key's slot: c parks at its claim, behind b.)"""
     q = api.queue()
     limit, interval, lease = Limit("tenant-rs", concurrency=1, rate=10), 100, 30.0  # 100 ms apart
     started: dict[str, int] = {}
@@ -235,10 +236,10 @@ async def test_a_reserved_job_parked_at_the_concurrency_limit_reserves_again_whe
     assert [j.id for j in await claim()] == [a.id]
     await q.ack(held[a.id])
     b, c = await q.enqueue_many([JobSpec("t", p, limit=limit) for p in "bc"])
-    assert await claim() == []  # both reserve their starts: b 100 ms after a, c 200 ms after a
-    assert await q.counts() == counts(delayed=2, total_completed=1)
+    assert await claim() == []  # b reserves its start 100 ms after a and holds the key's slot
+    assert await q.counts() == counts(waiting=1, delayed=1, total_completed=1)  # c parks behind b
     await wait_until(lambda: claimed(b.id), timeout=5, what="b at its reserved start")
-    await asyncio.sleep(0.3)  # c's reserved start has passed: claimed now, it parks behind b
+    await asyncio.sleep(0.3)
     assert await claim() == []
     assert await q.counts() == counts(waiting=1, active=1, total_completed=1)
     await asyncio.sleep(0.3)  # long after c's reservation (and the key's next start) passed

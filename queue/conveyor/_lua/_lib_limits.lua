@@ -12,24 +12,13 @@
 -- jobs holding a turn (gt, below; id -> 1; cancel.lua reads it). A parked job is never polled: each
 -- freed slot (ack, fail, release, lease recovery) moves one parked job of its key, the oldest of
 -- its highest level, back to the claim end of its level. A rate-limited job reserves the next
--- start of its key and waits in the delayed set until then; a job starts only at or after a start
--- it reserved, and reservations of a key are gr ms apart (a parked job reserves again).
+-- start of its key and waits in the delayed set until then (with a concurrency too, holding a
+-- turn, counted by the key's claims with its running jobs: reserving_of); a job starts only at or
+-- after a start it reserved, and reservations of a key are gr ms apart (a parked job reserves
+-- again).
 
 -- How long past its reserved start a rate-limited job may still start on that reservation (ms).
 local RESERVATION_GRACE_MS = 1000
-
--- One claim call's view of its limit keys, batched: a key's running count and next start are
--- read once per call, then counted here, and written once at its end (flush_limits), however
--- many of its jobs the call handles (a script is atomic: nobody sees the counts in between).
-local function limit_state(limits, waiting, g, gc)
-  local s = limits[g]
-  if not s then
-    s = {started = 0, parked = {}, returned = {}, nparked = 0}
-    limits[g] = s
-  end
-  if gc and not s.running then s.running = tonumber(redis.call('HGET', waiting .. ':g', g)) or 0 end
-  return s
-end
 
 -- The hash (id -> 1) of limit key g's jobs that hold a turn (gt): released from parked, not yet
 -- started or parked again. An entry may be stale (a job started by a worker of c70ab76, whose
@@ -45,6 +34,46 @@ local function clear_hold(waiting, key, id, f)
   if f[11] then redis.call('HDEL', turns_of(waiting, f[7]), id) end
 end
 
+-- The jobs of limit key g (with both limits) holding a turn and a start they reserved (rs):
+-- delayed until it, or waiting once it came (id -> true), and how many. Each takes a slot at its
+-- start, so a claim counts them with the running jobs: a job claimed meanwhile is parked (in
+-- order) instead of reserving a later start, to be parked, once it came, behind the jobs parked
+-- since. O(turns held).
+local function reserving_of(waiting, jobs, g)
+  local ids, n = {}, 0
+  local holders = redis.call('HGETALL', turns_of(waiting, g))
+  for i = 1, #holders, 2 do
+    local h = redis.call('HMGET', jobs .. holders[i], 's', 'gt', 'rs')
+    if h[2] and h[3] and (h[1] == 'w' or h[1] == 'd') then ids[holders[i]], n = true, n + 1 end
+  end
+  return ids, n
+end
+
+-- One claim call's view of its limit keys, batched: a key's running count, its jobs reserving a
+-- start and its next start are read once per call, then counted here, and written once at its
+-- end (flush_limits), however many of its jobs the call handles (a script is atomic: nobody sees
+-- the counts in between).
+local function limit_state(limits, waiting, jobs, f)
+  local g, s = f[7], limits[f[7]]
+  if not s then
+    s = {started = 0, parked = {}, returned = {}, nparked = 0}
+    limits[g] = s
+  end
+  if f[8] and not s.running then
+    s.running = tonumber(redis.call('HGET', waiting .. ':g', g)) or 0
+    s.reserving, s.nreserving = {}, 0
+    if f[9] then s.reserving, s.nreserving = reserving_of(waiting, jobs, g) end
+  end
+  return s
+end
+
+-- Count job `id` among its key's jobs reserving a start (true) or no longer (false).
+local function set_reserving(s, id, on)
+  if not s.reserving or (s.reserving[id] or false) == on then return end
+  s.reserving[id] = on or nil
+  s.nreserving = s.nreserving + (on and 1 or -1)
+end
+
 -- Hold back a popped job that may not start now; true when it was held back (parked at the
 -- concurrency limit, or delayed until the reserved start of a rate-limited key). f: the claim's
 -- HMGET (7 limit key, 8 concurrency, 9 ms between starts, 10 reserved start (ms), 11 holds a turn:
@@ -55,8 +84,9 @@ end
 -- its reservation, it would start unchecked, recorded nowhere, and the key's next job could start
 -- right after it).
 local function held_back(limits, waiting, delayed, key, id, f, now)
-  local s = limit_state(limits, waiting, f[7], f[8])
-  if f[8] and s.running + s.started >= tonumber(f[8]) then
+  local s = limit_state(limits, waiting, string.sub(key, 1, #key - #id), f)
+  local ahead = (s.nreserving or 0) - (s.reserving and s.reserving[id] and 1 or 0)
+  if f[8] and s.running + s.started + ahead >= tonumber(f[8]) then
     -- A job that held its key's turn (released from parked, then beaten to the slot: say by the
     -- recovered job put back in front of it) goes back to the old end of the parked, keeping its
     -- place; had it joined the young end, the jobs parked after it would start before it.
@@ -64,6 +94,7 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     side[level] = side[level] or {}
     table.insert(side[level], id)
     s.nparked = s.nparked + 1
+    set_reserving(s, id, false)
     clear_hold(waiting, key, id, f)
     return true
   end
@@ -82,11 +113,17 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     s.next_start = start + tonumber(f[9])
     if start > now then
       redis.call('HSET', key, 's', 'd', 'rs', start)
+      if f[8] and not f[11] then  -- with a concurrency, it holds a turn until then (reserving_of)
+        redis.call('HSET', key, 'gt', 1)
+        redis.call('HSET', turns_of(waiting, f[7]), id, 1)
+      end
+      set_reserving(s, id, true)
       redis.call('ZADD', delayed, start, id)
       return true
     end
   end
   s.started = s.started + 1
+  set_reserving(s, id, false)
   clear_hold(waiting, key, id, f)
   return false
 end
