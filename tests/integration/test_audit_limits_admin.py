@@ -130,3 +130,31 @@ async def test_a_key_with_both_limits_starts_its_jobs_in_the_order_they_came(api
         started = [j.id for j in await q.claim()]
     assert started == [third.id]
     assert await q.counts() == counts(waiting=1, active=1, total_completed=2)  # the fourth, next
+
+
+async def test_cancelling_a_job_holding_a_reserved_start_hands_its_slot_and_start_on(api):
+    """With both limits, a job waiting for the start it reserved holds its key's slot; cancelled,
+    delayed or already promoted to the waiting list, it hands the slot to the job parked behind
+    it and gives its start back, so that job starts at that start (at once, once it passed)."""
+    q = api.queue()
+    limit = Limit("handed-on", concurrency=1, rate=2)  # one at a time, starts 0.5 s apart
+    for promoted in (False, True):
+        await q.enqueue_many([JobSpec("t", 1, limit=limit)])
+        [held] = await q.claim()
+        await q.ack(held)  # the key is idle, its next start 0.5 s ahead
+        reserving, parked = await q.enqueue_many([JobSpec("t", i, limit=limit) for i in (2, 3)])
+        assert await q.claim(count=2) == []
+        assert await q.counts() == counts(waiting=1, delayed=1, total_completed=2 * promoted + 1)
+        due = _due_in(api, q, reserving.id)
+        if promoted:
+            await asyncio.sleep(due / 1000 + 0.05)
+            assert await q.promote() == 1
+        assert await q.cancel(reserving.id)
+        if not promoted:
+            assert await q.claim() == []  # released, it waits for the start given back
+            assert abs(_due_in(api, q, parked.id) - due) < 100
+            await asyncio.sleep(due / 1000 + 0.05)
+        [started] = await q.claim()
+        assert started.id == parked.id
+        await q.ack(started)
+        await asyncio.sleep(0.55)  # the key's next start passes
