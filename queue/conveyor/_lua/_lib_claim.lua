@@ -66,7 +66,7 @@ local function claim_jobs(out, claimed, meta, waiting, delayed, active, marker, 
     if f[7] then
       f[8], f[9], f[10], f[11], f[12] = unpack(redis.call('HMGET', key, 'gc', 'gr', 'rs', 'gt', 'p'))
     end
-    if f[1] and not (f[7] and held_back(limits, waiting, delayed, key, id, f, now)) then
+    if f[1] and not (f[7] and held_back(limits, waiting, delayed, jobs, id, f, now)) then
       local attempts = (tonumber(f[3]) or 0) + 1
       local token = tostring(first_token + i)
       if f[6] then

@@ -83,8 +83,8 @@ end
 -- parked, and when a freed slot releases it, it reserves a start again like any job (had it kept
 -- its reservation, it would start unchecked, recorded nowhere, and the key's next job could start
 -- right after it).
-local function held_back(limits, waiting, delayed, key, id, f, now)
-  local s = limit_state(limits, waiting, string.sub(key, 1, #key - #id), f)
+local function held_back(limits, waiting, delayed, jobs, id, f, now)
+  local key, s = jobs .. id, limit_state(limits, waiting, jobs, f)
   local ahead = (s.nreserving or 0) - (s.reserving and s.reserving[id] and 1 or 0)
   if f[8] and s.running + s.started + ahead >= tonumber(f[8]) then
     -- A job that held its key's turn (released from parked, then beaten to the slot: say by the
@@ -112,10 +112,11 @@ local function held_back(limits, waiting, delayed, key, id, f, now)
     local start = math.max(s.next_start, now)
     s.next_start = start + tonumber(f[9])
     if start > now then
-      redis.call('HSET', key, 's', 'd', 'rs', start)
       if f[8] and not f[11] then  -- with a concurrency, it holds a turn until then (reserving_of)
-        redis.call('HSET', key, 'gt', 1)
+        redis.call('HSET', key, 's', 'd', 'rs', start, 'gt', 1)
         redis.call('HSET', turns_of(waiting, f[7]), id, 1)
+      else
+        redis.call('HSET', key, 's', 'd', 'rs', start)
       end
       set_reserving(s, id, true)
       redis.call('ZADD', delayed, start, id)
