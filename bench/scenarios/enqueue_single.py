@@ -16,7 +16,10 @@ jobs/s over each, ``vs_ping_client`` and ``vs_ping_held``. Where the difference 
 ``ping_held_client_cpu_us`` (this process's CPU per held PING) next to ``client_cpu_us_per_job``,
 and ``server_script_us_per_call``, the server's own time per enqueue script call (the EVALSHA
 ``usec`` of ``INFO commandstats`` over the timed calls, read from a separate connection; absent
-where the server does not report it).
+where the server does not report it). The cost of one plain write, against which an enqueue's
+three writes can be read: a ``SET`` of the payload's JSON to one key on a held connection, for a
+quarter of ``min_seconds`` after each bracket's PINGs, ``set_held_ops_per_s`` and
+``set_held_vs_ping_held`` (its rate over the held PINGs'; absent for a client without a pool).
 Params: ``min_seconds``, ``payload_bytes``, ``callers``, ``batching``, ``sweep_seconds``
 (the ``min_seconds`` of the concurrent cases, 2 s like the lone one; the quick run shortens both).
 Exactly-once here means stored once: after the clock stops, the waiting list must hold exactly the
@@ -26,6 +29,7 @@ returned ids, each once (``acked`` counts ids found in the waiting list).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -49,6 +53,7 @@ from bench.scenarios.reference import ping_of
 from bench.stats import latency_summary
 
 NAME = "enqueue-single"
+SET_PROBE = "conveyor-bench:set-probe"  # the held SETs' key, deleted after them
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
 HEADLINE_CASE = {"metric": "jobs_per_s",
@@ -123,20 +128,22 @@ def one_at_a_time(queue: Any, params: dict[str, Any], against_ping: bool = False
     payload = payload_of(params["payload_bytes"])
     queue.cancel(queue.enqueue("noop", payload).id)  # connect, check server, load script
     quarter = params["min_seconds"] / 4
-    before = ping_rates(queue.client, quarter) if against_ping else {}
+    before = ping_rates(queue.client, quarter, payload) if against_ping else {}
     scripts_before = script_time(stats)
     result = timed_calls(queue, params["min_seconds"], lambda: [queue.enqueue("noop", payload)],
                          close=False)
     calls, usec = (now - was for now, was in zip(script_time(stats), scripts_before, strict=True))
     if against_ping:
-        after, rate = ping_rates(queue.client, quarter), result["metrics"]["jobs_per_s"][0]
-        for way, (pings, seconds, _) in before.items():
+        after, rate = ping_rates(queue.client, quarter, payload), result["metrics"]["jobs_per_s"][0]
+        for way in ("client", "held"):
+            pings, seconds, _ = before[way]
             pings_per_s = (pings + after[way][0]) / (seconds + after[way][1])
             result["metrics"] |= {f"ping_{way}_ops_per_s": metric(pings_per_s, "1/s"),
                                   f"vs_ping_{way}": metric(rate / pings_per_s, "ratio")}
         held = [before["held"], after["held"]]
         result["metrics"]["ping_held_client_cpu_us"] = cpu_per_job(sum(h[2] for h in held),
                                                                    sum(h[0] for h in held))
+        result["metrics"] |= set_metrics(before, after)
     if calls > 0:
         result["metrics"]["server_script_us_per_call"] = metric(usec / calls, "us")
     queue.close()
@@ -152,11 +159,28 @@ def script_time(stats: Any) -> tuple[int, int]:
     return int(row.get("calls", 0)), int(row.get("usec", 0))
 
 
-def ping_rates(client: Any, seconds: float) -> dict[str, tuple[int, float, float]]:
-    """(PINGs, seconds, process CPU seconds) of each way of sending bare PINGs (see the module
-    docstring)."""
-    return {"client": with_cpu(lambda: run_calls(seconds, ping_of(client))),
+def ping_rates(client: Any, seconds: float, payload: Any = None) -> dict[str, tuple[int, float, float]]:
+    """(calls, seconds, process CPU seconds) of each way of sending bare PINGs, then of the held
+    SETs of ``payload`` where the client has a pool (see the module docstring)."""
+    ways = {"client": with_cpu(lambda: run_calls(seconds, ping_of(client))),
             "held": with_cpu(lambda: ping_held(client, seconds))}
+    if getattr(client, "connection_pool", None) is not None:
+        command = ("SET", SET_PROBE, json.dumps(payload))
+        ways["set"] = with_cpu(lambda: held_calls(client, seconds, command))
+        client.delete(SET_PROBE)
+    return ways
+
+
+def set_metrics(*brackets: dict[str, tuple[int, float, float]]) -> dict[str, Any]:
+    """The held SETs' rate and its ratio to the held PINGs' over the same brackets; {} where no
+    SET was sent."""
+    if any("set" not in ways for ways in brackets):
+        return {}
+    sets, pings = ([ways[way] for ways in brackets] for way in ("set", "held"))
+    rate = sum(s[0] for s in sets) / sum(s[1] for s in sets)
+    ping_rate = sum(p[0] for p in pings) / sum(p[1] for p in pings)
+    return {"set_held_ops_per_s": metric(rate, "1/s"),
+            "set_held_vs_ping_held": metric(rate / ping_rate, "ratio")}
 
 
 def with_cpu(measure: Callable[[], tuple[int, float]]) -> tuple[int, float, float]:
@@ -170,12 +194,18 @@ def ping_held(client: Any, seconds: float) -> tuple[int, float]:
     """Bare PINGs one at a time for ``seconds`` on one connection of ``client``'s pool, held for
     the whole loop (no pool checkout per call): (PINGs, seconds). valkey-glide's client has one
     multiplexed connection and no pool: its ``ping`` is that already."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is None:
+    if getattr(client, "connection_pool", None) is None:
         return run_calls(seconds, ping_of(client))
+    return held_calls(client, seconds, ("PING",))
+
+
+def held_calls(client: Any, seconds: float, command: tuple[str, ...]) -> tuple[int, float]:
+    """``command`` one at a time for ``seconds`` on one connection of ``client``'s pool, held for
+    the whole loop: (calls, seconds)."""
+    pool = client.connection_pool
     conn = pool.get_connection()
     try:
-        return run_calls(seconds, lambda: (conn.send_command("PING"), conn.read_response()))
+        return run_calls(seconds, lambda: (conn.send_command(*command), conn.read_response()))
     finally:
         pool.release(conn)
 

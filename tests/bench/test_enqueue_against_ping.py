@@ -83,3 +83,25 @@ def test_held_pings_use_one_connection_and_give_it_back(url: str) -> None:
         assert client.ping()  # the pool's only connection is back
     finally:
         client.close()
+
+
+def test_a_lone_caller_measures_a_plain_write_against_the_same_pings(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        result = enqueue_single.one_at_a_time(Queue.from_url(url, "vs-set"), PARAMS, against_ping=True)
+        sets = value(result, "set_held_ops_per_s")
+        assert sets > 100  # a real round trip each
+        pings = value(result, "ping_held_ops_per_s")
+        assert value(result, "set_held_vs_ping_held") == pytest.approx(sets / pings)
+        assert result["metrics"]["set_held_vs_ping_held"][1] == "ratio"
+        assert client.exists(enqueue_single.SET_PROBE) == 0  # the probe key is not left behind
+    finally:
+        client.close()
+
+
+def test_held_sets_are_skipped_for_a_client_without_a_pool() -> None:
+    both = {"client": (10, 1.0, 0.1), "held": (20, 1.0, 0.1)}
+    assert enqueue_single.set_metrics(both, both) == {}
+    with_set = {**both, "set": (10, 1.0, 0.1)}
+    found = enqueue_single.set_metrics(with_set, with_set)
+    assert found["set_held_vs_ping_held"][0] == pytest.approx(0.5)

@@ -257,7 +257,9 @@ def test_lone_enqueue_is_shown_against_the_pings_of_its_own_case_per_server(tmp_
         row["metrics"] |= {"ping_client_ops_per_s": metric(5000, "1/s"),
                            "vs_ping_client": metric(rate / 5000, "ratio"),
                            "ping_held_ops_per_s": metric(8000, "1/s"),
-                           "vs_ping_held": metric(rate / 8000, "ratio")}
+                           "vs_ping_held": metric(rate / 8000, "ratio"),
+                           "set_held_ops_per_s": metric(6800, "1/s"),
+                           "set_held_vs_ping_held": metric(0.85, "ratio")}
     out = render(dataset(tmp_path / "new", doc), "enqueue_section")
     lines = out.splitlines()
     header = lines.index(next(line for line in lines if "enqueue ÷ client.ping()" in line))
@@ -266,8 +268,9 @@ def test_lone_enqueue_is_shown_against_the_pings_of_its_own_case_per_server(tmp_
     assert "| off " in ratios[0] and "| on " in ratios[1]
     assert "enqueue ÷ PING held" in lines[header]
     assert "0.600" in ratios[0] and "0.375" in ratios[0]  # 3,000 jobs/s over 5,000 and 8,000 PINGs/s
+    assert "SET held ÷ PING held" in lines[header] and "0.850" in ratios[0]  # one plain write
     rates = next(line for line in lines if "client.ping() (calls/s)" in line)
-    assert "PING, held (calls/s)" in rates and "enqueue (jobs/s)" in rates
+    assert "PING, held (calls/s)" in rates and "enqueue (jobs/s)" in rates and "SET, held (calls/s)" in rates
 
 
 def test_bulk_takeaway_compares_one_producer_with_one_producer(tmp_path: Path) -> None:
