@@ -8,13 +8,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._app import Conveyor
 
+SCRAPE_TIMEOUT = 3.0  # seconds: well under Prometheus's default scrape timeout (10 s)
 
-def instrument(app: Conveyor, registry: Any = None) -> object:
+
+def instrument(app: Conveyor, registry: Any = None, *, scrape_timeout: float = SCRAPE_TIMEOUT) -> object:
     """Count task calls (completed, retried, failed, duration) by queue and task through the app's
     hooks, and report queue depth per state read from the server at each scrape.
 
-    Metrics go to the prometheus_client ``registry`` (default: its global registry). Returns the
-    app's metrics bookkeeping, an internal object (typed ``object``: nothing in it is public).
+    Metrics go to the prometheus_client ``registry`` (default: its global registry). A scrape
+    reads every queue of the app in one round trip, waiting at most ``scrape_timeout`` seconds:
+    queues not read by then have ``conveyor_queue_up`` 0 and no depth, and the rest of the
+    scrape is served. Once per app and registry: called again, it returns the same object, with
+    the first call's settings. Returns the app's metrics bookkeeping, an internal object (typed
+    ``object``: nothing in it is public).
     """
     try:
         from ._prometheus import instrument as register  # noqa: PLC0415 - optional extra
@@ -22,4 +28,4 @@ def instrument(app: Conveyor, registry: Any = None) -> object:
         raise ImportError(
             f"metrics need the 'prometheus' extra: pip install 'conveyor[prometheus]' ({exc})"
         ) from exc
-    return register(app, registry)
+    return register(app, registry, scrape_timeout=scrape_timeout)

@@ -2,81 +2,29 @@
 
 Counters and the duration histogram are fed by the app's hooks in the worker process, labelled by
 queue and task. Queue depth per state is read from the server when the registry is collected
-(one pipeline per queue), so it is the same whichever worker is scraped.
+(``QueueDepth``: one pipeline for all queues, within ``scrape_timeout``), so it is the same
+whichever worker is scraped.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from ._dispatch import RECOVERABLE, log
+from ._metrics import SCRAPE_TIMEOUT
 from ._models import Job
+from ._queue_depth import QueueDepth
 
 if TYPE_CHECKING:
     from ._app import Conveyor
-
-DEPTH_STATES = ("waiting", "delayed", "active", "completed", "failed", "cancelled")
-
-
-class QueueDepth(Collector):
-    """Read from the server on collect: ``conveyor_queue_jobs{queue, state}`` (jobs per state),
-    ``conveyor_queue_finished_total{queue, outcome}`` (jobs completed or failed since the queue was
-    created, all workers together) and ``conveyor_queue_lease_recoveries_total{queue}`` (expired
-    leases settled by lease recovery since then: redelivered, failed or cancelled)."""
-
-    def __init__(self, app: Conveyor) -> None:
-        self.app = app
-
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily]:
-        depth = GaugeMetricFamily(
-            "conveyor_queue_jobs", "Jobs per queue and state.", labels=["queue", "state"]
-        )
-        finished = CounterMetricFamily(
-            "conveyor_queue_finished", "Jobs finished per queue, all workers.", labels=["queue", "outcome"]
-        )
-        recoveries = CounterMetricFamily(
-            "conveyor_queue_lease_recoveries",
-            "Expired leases recovered per queue, all workers.",
-            labels=["queue"],
-        )
-        return depth, finished, recoveries
-
-    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        """The names, without samples: without it the global registry (auto_describe) calls
-        collect() as it registers the collector, reading every queue from the server."""
-        yield from self._families()
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        depth, finished, recoveries = self._families()
-        for queue in self.app.queue_names():
-            try:
-                q = self.app.queue(queue)
-                counts = q.counts()
-                (recovered,) = q.client.hmget(q.core.keys.meta, ["recovered"])
-            except RECOVERABLE as exc:
-                log.warning("queue depth of %s unavailable (%s)", queue, exc)
-                continue
-            for state in DEPTH_STATES:
-                depth.add_metric([queue, state], counts[state])
-            finished.add_metric([queue, "completed"], counts["total_completed"])
-            finished.add_metric([queue, "failed"], counts["total_failed"])
-            recoveries.add_metric([queue], int(recovered or 0))
-        yield depth
-        yield finished
-        yield recoveries
 
 
 class Metrics:
     """The app's metrics in ``registry``; created by ``instrument()``."""
 
-    def __init__(self, app: Conveyor, registry: CollectorRegistry) -> None:
+    def __init__(self, app: Conveyor, registry: CollectorRegistry, scrape_timeout: float) -> None:
         self.app, self.registry = app, registry
         labels = ["queue", "task"]
         self.enqueued = Counter(
@@ -98,7 +46,7 @@ class Metrics:
             labels,
             registry=registry,
         )
-        registry.register(QueueDepth(app))
+        registry.register(QueueDepth(app, scrape_timeout))
         self._started: dict[Job, float] = {}  # by attempt, as Tracing._open (see there)
 
     def _labels(self, job: Job) -> tuple[str, str]:
@@ -132,12 +80,18 @@ class Metrics:
         self._started.pop(job, None)
 
 
-def instrument(app: Conveyor, registry: CollectorRegistry | None = None) -> Metrics:
+def instrument(
+    app: Conveyor, registry: CollectorRegistry | None = None, *, scrape_timeout: float = SCRAPE_TIMEOUT
+) -> Metrics:
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one).
-    Once per app and registry: again, it returns the same metrics (registering the names twice
-    fails)."""
+    Once per app and registry: again, it returns the same metrics, with the first call's settings
+    (registering the names twice fails)."""
+    if not scrape_timeout > 0:  # (NaN too) a read no deadline allows would report every queue down
+        raise ValueError(f"scrape_timeout must be > 0 seconds, got {scrape_timeout!r}")
     registry = REGISTRY if registry is None else registry
-    return app._instrumented(("prometheus", registry), lambda: _install(app, Metrics(app, registry)))
+    return app._instrumented(
+        ("prometheus", registry), lambda: _install(app, Metrics(app, registry, scrape_timeout))
+    )
 
 
 def _install(app: Conveyor, metrics: Metrics) -> Metrics:

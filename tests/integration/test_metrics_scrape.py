@@ -1,0 +1,80 @@
+"""The Prometheus scrape is bounded and says what it could not read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import conveyor
+import pytest
+from conveyor import Conveyor
+
+from bench.servers import start_server
+
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+
+def _samples(registry: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = prometheus_client.generate_latest(registry).decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+@pytest.fixture
+def own_server(server):
+    """A fresh server of the session's kind, this test's to pause (never the shared one)."""
+    with start_server(server.kind) as srv:
+        yield srv
+
+
+def test_a_scrape_of_a_server_that_does_not_answer_is_bounded_and_says_so(own_server):
+    """Each queue's depth was read at scrape time with the client's socket_timeout (10 s): two
+    queues on a stopped server took 20 s, past Prometheus's 10 s scrape timeout, so the whole scrape
+    failed, the process's own counters with it. Now one deadline bounds the reads, and
+    conveyor_queue_up says which queues were not read."""
+    app = Conveyor(own_server.url, default_queue="a")
+    registry = prometheus_client.CollectorRegistry()
+    conveyor.instrument(app, registry)
+
+    @app.task
+    def first() -> None:
+        pass
+
+    @app.task(queue="b")
+    def second() -> None:
+        pass
+
+    first.enqueue()
+    second.enqueue()
+    up = {q: ("conveyor_queue_up", (("queue", q),)) for q in ("a", "b")}
+    enqueued = ("conveyor_jobs_enqueued_total", (("queue", "a"), ("task", "first")))
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        samples = _samples(registry)
+        took = time.monotonic() - started
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    assert took < 5, f"the scrape took {took:.1f} s"
+    assert samples.get(up["a"]) == 0 and samples.get(up["b"]) == 0, samples
+    assert samples[enqueued] == 1  # this process's counters are still reported
+    waiting = ("conveyor_queue_jobs", (("queue", "a"), ("state", "waiting")))
+    assert waiting not in samples  # not read: no depth at all rather than a stale or zero one
+    deadline = time.monotonic() + 15
+    while samples.get(up["a"]) != 1 and time.monotonic() < deadline:  # answering again: read again
+        time.sleep(0.1)
+        samples = _samples(registry)
+    assert samples[up["a"]] == 1 and samples[up["b"]] == 1 and samples[waiting] == 1, samples
+    app.close()
+
+
+def test_scrape_timeout_must_be_positive(redis_url, queue_name):
+    app = Conveyor(redis_url, default_queue=queue_name)
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="scrape_timeout must be > 0"):
+            conveyor.instrument(app, prometheus_client.CollectorRegistry(), scrape_timeout=bad)
