@@ -107,10 +107,10 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         if self._direct is not None:
             await self._direct.put_back()
 
-    def _error(self, exc: BaseException, closes: int) -> Exception:
+    def _error(self, exc: BaseException, closes: int, read_only: bool = False) -> Exception:
         if isinstance(exc, RuntimeError):  # asyncio's, met on a connection of an earlier loop
             return closed_loop_error(self.name) if "Event loop is closed" in str(exc) else exc
-        return super()._error(exc, closes)
+        return super()._error(exc, closes, read_only)
 
     # -- execution --------------------------------------------------------------------------------
     async def _evalsha(self, call: Call[Any], direct: AsyncDirectScripts | None) -> Any:
@@ -196,7 +196,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
                 await self._check_server(writes(call))
             return call.parse(await self._evalsha(call, direct))
         except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, not writes(call)) from exc
 
     async def _check_server(self, write: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -346,7 +346,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         try:
             return self.core.parse_counts(await pipe.execute())
         except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
 
     async def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
@@ -359,7 +359,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             fields = self._checked_read(await pipe.execute(raise_on_error=False))
             return self.core.parse_job(job_id, fields)
         except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
 
     async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
@@ -379,7 +379,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
                 pipe.hgetall(self.core.keys.job(job_id))
             found = await pipe.execute() if ids else []
         except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
         return listed_jobs(self.core, state, ids, found)
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
@@ -401,7 +401,7 @@ class AsyncQueue(QueueBase[aredis.Redis]):
             try:
                 limit = int(await self.client.zcard(self.core.keys.failed))
             except ASYNC_ERRORS as exc:
-                raise self._error(exc, closes) from exc
+                raise self._error(exc, closes, read_only=True) from exc
         total = 0
         try:
             if batches is not None:

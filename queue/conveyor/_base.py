@@ -129,13 +129,15 @@ class QueueBase(Generic[ClientT]):
     def settings(self) -> QueueSettings:
         return self.core.settings
 
-    def _error(self, exc: BaseException, closes: int) -> Exception:
+    def _error(self, exc: BaseException, closes: int, read_only: bool = False) -> Exception:
         """Conveyor's error for ``exc``, raised by a call that started when ``_closes`` was
         ``closes``. A connection lost while close() / aclose() ran (redis-py closes the connections
         of calls in flight) is QueueClosedError: the call may have been applied, and 'cannot reach
-        the server' (ConnectionFailedError) is neither true nor something to retry."""
+        the server' (ConnectionFailedError) is neither true nor something to retry. ``read_only``:
+        the call only reads, and a timeout's message says that nothing was changed."""
         pool: Any = getattr(self.client, "connection_pool", None)
-        error = translate_error(where(self.client), exc, getattr(pool, "max_connections", None))
+        size = getattr(pool, "max_connections", None)
+        error = translate_error(where(self.client), exc, size, read_only)
         if (closes != self._closes or self._closes % 2) and isinstance(error, ConnectionFailedError):
             return closed_in_flight(where(self.client))
         return error

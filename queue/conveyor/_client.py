@@ -152,7 +152,7 @@ class Queue(QueueBase[redis.Redis]):
                 self._check_server(writes(call))
             return call.parse(self._evalsha(call, direct))
         except REDIS_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, not writes(call)) from exc
 
     def _check_server(self, write: bool = True) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -301,7 +301,7 @@ class Queue(QueueBase[redis.Redis]):
         try:
             return self.core.parse_counts(pipe.execute())
         except REDIS_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
 
     def get_job(self, job_id: str) -> Job | None:
         """The job with this id, or None."""
@@ -313,7 +313,7 @@ class Queue(QueueBase[redis.Redis]):
             fields = self._checked_read(pipe.execute(raise_on_error=False))
             return self.core.parse_job(job_id, fields)
         except REDIS_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
 
     def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
         """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
@@ -332,7 +332,7 @@ class Queue(QueueBase[redis.Redis]):
                 pipe.hgetall(self.core.keys.job(job_id))
             found = pipe.execute() if ids else []
         except REDIS_ERRORS as exc:
-            raise self._error(exc, closes) from exc
+            raise self._error(exc, closes, read_only=True) from exc
         return listed_jobs(self.core, state, ids, found)
 
     def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
@@ -353,7 +353,7 @@ class Queue(QueueBase[redis.Redis]):
             try:
                 limit = int(self.client.zcard(self.core.keys.failed))
             except REDIS_ERRORS as exc:
-                raise self._error(exc, closes) from exc
+                raise self._error(exc, closes, read_only=True) from exc
         total = 0
         try:
             if batches is not None:

@@ -122,7 +122,14 @@ _LOST_MID_CALL = ("Connection closed by server.", "Error while reading from")
 _DEMOTED = "The previous master is now a slave"
 
 
-def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
+def outcome_unknown(read_only: bool) -> str:
+    """What a call whose reply never came did: a read changed nothing, a write may have run."""
+    if read_only:
+        return "the call only reads, so nothing was changed (safe to repeat)"
+    return "the call may have been applied or not (an enqueue with a job_id is safe to repeat)"
+
+
+def connection_failed(where: str, exc: BaseException, read_only: bool = False) -> ConnectionFailedError:
     if isinstance(exc, redis_errors.AuthenticationError) or any(m in str(exc) for m in _REFUSED_LOGIN):
         return CredentialsRefusedError(
             f"the server at {where} refused the credentials: {exc} (check the URL's user and password)"
@@ -134,8 +141,8 @@ def connection_failed(where: str, exc: BaseException) -> ConnectionFailedError:
         )
     if any(m in str(exc) for m in _LOST_MID_CALL):  # a server that died, or a failover's CLIENT KILL
         return ConnectionFailedError(
-            f"lost the connection to the server at {where} during the call ({exc}): it may have been "
-            "applied or not (an enqueue with a job_id is safe to repeat)"
+            f"lost the connection to the server at {where} during the call ({exc}): "
+            + outcome_unknown(read_only)
         )
     return ConnectionFailedError(f"cannot reach the server at {where}: {exc}")
 
@@ -194,8 +201,12 @@ def _pairs(reply: Any) -> list[tuple[Any, Any]]:
     return list(zip(items[::2], items[1::2], strict=True))
 
 
-def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Exception:
-    """Map redis-py errors to Conveyor's, naming the address (``where``) and never the credentials."""
+def translate_error(
+    where: str, exc: BaseException, pool_size: int | None, read_only: bool = False
+) -> Exception:
+    """Map redis-py errors to Conveyor's, naming the address (``where``) and never the credentials.
+    ``read_only``: the call only reads (counts, get_job, jobs), so a lost reply changed nothing;
+    said so, an operator need not check what a timed out ``conveyor info`` may have applied."""
     message = str(exc)
     if INFLIGHT in message:  # valkey-glide has no pool to wait for: one client, calls capped
         return PoolExhaustedError(
@@ -229,11 +240,12 @@ def translate_error(where: str, exc: BaseException, pool_size: int | None) -> Ex
             )
         return ConnectionFailedError(f"{where}: {exc}")
     if isinstance(exc, redis_errors.ConnectionError):
-        return connection_failed(where, exc)
+        return connection_failed(where, exc, read_only)
     if isinstance(exc, redis_errors.TimeoutError):  # not a ConnectionError in redis-py
+        what = " the read" if read_only else ""
         return ConnectionFailedError(
-            f"the server at {where} did not answer within socket_timeout ({exc}): the call may have "
-            "been applied or not (an enqueue with a job_id is safe to repeat)"
+            f"the server at {where} did not answer{what} within socket_timeout ({exc}): "
+            f"{outcome_unknown(read_only)}"
         )
     denied = permission_denied(exc)
     if denied:

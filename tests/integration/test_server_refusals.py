@@ -62,6 +62,41 @@ def test_a_server_that_does_not_answer_in_time_is_a_conveyor_error(own_server):
     q.close()
 
 
+@pytest.mark.parametrize("read", ["counts", "get_job", "failed page", "waiting page"])
+def test_a_read_that_times_out_says_nothing_was_changed(own_server, read):
+    """A read (counts, get_job, a page of jobs: what 'conveyor info' and 'jobs' send) that timed out
+    said the call "may have been applied or not (an enqueue with a job_id is safe to repeat)",
+    where a read changes nothing: an operator was sent to check what it did."""
+    q = Queue.from_url(own_server.url, "frozen", socket_timeout=0.3)
+    q.enqueue("t", 1)  # connected, the layout checked
+    calls = {"counts": q.counts, "get_job": lambda: q.get_job("some-id"),
+             "failed page": lambda: q.jobs("failed"), "waiting page": lambda: q.jobs("waiting")}  # fmt: skip
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(ConnectionFailedError, match="did not answer the read within") as caught:
+            calls[read]()
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    assert "nothing was changed" in str(caught.value) and "may have been applied" not in str(caught.value)
+    q.close()
+
+
+async def test_an_async_read_that_times_out_says_nothing_was_changed(own_server):
+    """As for Queue: AsyncQueue.counts() and jobs() on a frozen server said a read may have been applied."""
+    from conveyor import AsyncQueue  # noqa: PLC0415
+
+    q = AsyncQueue.from_url(own_server.url, "frozen", socket_timeout=0.3)
+    await q.enqueue("t", 1)
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        for read in (q.counts(), q.jobs("waiting")):
+            with pytest.raises(ConnectionFailedError, match="nothing was changed"):
+                await read
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    await q.aclose()
+
+
 def test_an_async_queue_used_after_its_event_loop_closed_says_so(redis_url, queue_name):
     """A module-level AsyncQueue used in two asyncio.run() calls failed in the second with
     RuntimeError('Event loop is closed'): no Conveyor error, nothing saying what to do."""
