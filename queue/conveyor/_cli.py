@@ -4,7 +4,9 @@ Exit codes: 0 done (a worker that stopped on SIGTERM/SIGINT or drained in ``--bu
 1 a runtime failure (for example the server could not be reached, or the metrics port is in use)
 or an internal error, 2 bad input (a usage error, an app path that does not import, an unknown
 queue or task, an invalid option), 3 a second signal forced the worker to exit without waiting
-for its jobs (their leases expire and they are redelivered). Only ``BadInput`` is exit 2: the
+for its jobs (their leases expire and they are redelivered), 130 (128 + SIGINT, as a shell reports
+it) Ctrl-C ended an inspection or admin command (info, jobs, retry, purge), saying so in one line
+(retry and purge: how many jobs were already done). Only ``BadInput`` is exit 2: the
 commands turn their checks of the command line into it, so a ValueError raised anywhere else (a
 bug, bad data on the server) is not taken for a typo.
 Errors are one line on stderr, with the traceback above it for an internal error (an exception
@@ -14,20 +16,23 @@ that is not a ConveyorError or OSError); ``--debug`` (or CONVEYOR_DEBUG=1) alway
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from ._app import Conveyor
 from ._errors import ConveyorError
 from ._runner import FORCED_EXIT_CODE
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_FORCED = 0, 1, 2, FORCED_EXIT_CODE
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class BadInput(ConveyorError, ValueError):
@@ -37,6 +42,25 @@ class BadInput(ConveyorError, ValueError):
 class StoppedBeforeStart(BaseException):
     """SIGTERM or SIGINT (its name the argument) came while the worker command started (its app
     importing, ...): exit 0 at once."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (KeyboardInterrupt) ended a command; the argument says what it had done, if anything.
+    Not a KeyboardInterrupt: click turns those into Abort, which ended the command with code 1
+    and a blank line, as a failure."""
+
+
+def interruptible(command: F) -> F:
+    """``command`` with its KeyboardInterrupt made ``Interrupted`` (exit 130, one line)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise Interrupted() from exc
+
+    return run  # type: ignore[return-value]
 
 
 def _stopped_before_start(signum: int, _frame: object) -> None:
@@ -121,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     except StoppedBeforeStart as exc:
         print(f"conveyor: received {exc} before the worker started: exiting", file=sys.stderr)
         return EXIT_OK
-    except click.exceptions.Abort:
-        return EXIT_FAILURE
+    except Interrupted as exc:
+        print(f"conveyor: interrupted (SIGINT){f': {exc}' if str(exc) else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Abort as exc:  # Ctrl-C outside a command (its arguments parsing) too
+        return EXIT_INTERRUPTED if isinstance(exc.__cause__, KeyboardInterrupt) else EXIT_FAILURE
     except click.UsageError as exc:
         if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):  # click >= 8.2
             exc.show()  # the help, as it is: squeezed into one error line it could not be read

@@ -12,11 +12,20 @@ from typing import Any, TypeVar
 import click
 
 from ._app import Conveyor
-from ._cli import EXIT_FAILURE, EXIT_OK, BadInput, given_input, load_app, stop_signals_exit_until_started
+from ._cli import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    BadInput,
+    Interrupted,
+    given_input,
+    interruptible,
+    load_app,
+    stop_signals_exit_until_started,
+)
 from ._client import Queue
 from ._dispatch import WorkerOptions
 from ._errors import ConveyorError
-from ._inspect import LISTABLE
+from ._inspect import LISTABLE, BatchesInterrupted
 from ._keys import validate_name
 from ._models import Job
 from ._runner import Runner, check_queues
@@ -27,7 +36,8 @@ log = logging.getLogger("conveyor.cli")
 
 
 def common(command: F) -> F:
-    """Options every command takes: the app path, --debug and --log-level."""
+    """Options every command takes: the app path, --debug and --log-level; and Ctrl-C's exit 130."""
+    command = interruptible(command)
     command = click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")(
         command
     )
@@ -269,8 +279,11 @@ def failed_job_command(
             _setup_logging(log_level)
             app = load_app(app_path)
             queue = app.queue(_known_queues(app, [queue_name])[0])
-            skipped = not_failed(queue, job_ids)
-            done = operation(queue, list(job_ids) or None)
+            try:
+                skipped = not_failed(queue, job_ids)
+                done = operation(queue, list(job_ids) or None)
+            except KeyboardInterrupt as exc:
+                raise Interrupted(interrupted_after(exc, verb, queue_name)) from exc
             app.close()
             click.echo(f"{verb} {done} failed job(s) of queue {queue_name}")
             if skipped:  # named, and exit 1: a script must not mistake a typo for success
@@ -281,6 +294,13 @@ def failed_job_command(
         return command
 
     return decorate
+
+
+def interrupted_after(exc: KeyboardInterrupt, verb: str, queue_name: str) -> str:
+    """What retry / purge had done when Ctrl-C came (the batches whose reply came, if any)."""
+    if isinstance(exc, BatchesInterrupted):
+        return str(exc)
+    return f"no failed job of queue {queue_name} was {verb}"  # interrupted before its first batch
 
 
 def not_failed(queue: Queue, job_ids: tuple[str, ...]) -> list[str]:

@@ -19,6 +19,7 @@ from ._direct import DirectScripts, HeldScripts
 from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import (
+    BatchesInterrupted,
     batches_failed,
     id_batches,
     list_range,
@@ -365,6 +366,8 @@ class Queue(QueueBase[redis.Redis]):
             return total
         except ConveyorError as exc:
             raise batches_failed(exc, build, total) from exc.__cause__
+        except KeyboardInterrupt as exc:  # Ctrl-C: say what the batches that returned did
+            raise BatchesInterrupted(build, total, self.name) from exc
 
     def close(self) -> None:
         """Close the client and its pool (and stop waiting for results).

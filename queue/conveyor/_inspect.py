@@ -93,3 +93,16 @@ def batches_failed(exc: ConveyorError, build: Any, done: int) -> ConveyorError:
             " so the same call again skips them)",
         )
     return exc
+
+
+class BatchesInterrupted(KeyboardInterrupt):
+    """Ctrl-C (KeyboardInterrupt) during retry_failed / purge_failed, with what the batches whose
+    reply came had done (``done`` jobs re-queued or deleted): the batch in flight may have run too.
+    Still a KeyboardInterrupt, so code that catches one is unchanged; the CLI reports the count."""
+
+    def __init__(self, build: Any, done: int, queue: str) -> None:
+        self.done = done
+        super().__init__(
+            f"{done} failed job(s) of queue {queue} were already {DONE[build]} by the batches that "
+            "completed (the batch in flight may have been applied too)"
+        )
