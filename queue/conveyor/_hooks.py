@@ -11,7 +11,7 @@ cancelled, and the app's hooks after them skipped, not the metrics' and tracing'
 cancel() learnt then is ignored (the hooks run on). A ``before`` hook that raises
 fails the attempt like the task would (the task is not called, the failure hooks run); an exception
 in any other hook is logged and ignored (the job's outcome is already decided). Without hooks the
-handler is the bare call: no hook cost.
+handler is the bare call, after one check per call (hooks may be added once workers are built).
 """
 
 from __future__ import annotations
@@ -179,10 +179,11 @@ def sync_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | N
         _CURRENT_JOB.set(job)  # each slot thread has its own context: no reset needed
         return fn(*args, **kwargs)
 
-    if not hooks:
-        return bare
-
     def hooked(job: Job) -> Any:
+        # Checked per call, not when the handler is built: an app with no hook yet got a bare
+        # handler, and instrument() called after its workers were built counted nothing for them.
+        if not hooks:
+            return bare(job)
         # A thread worker abandons a stopped attempt's thread and settles it as failed, never
         # retried: what the task returns or raises after that is reported as that failure.
         try:
@@ -234,10 +235,9 @@ def async_handler(task: Task[..., Any], hooks: Hooks, settings: QueueSettings | 
             return await asyncio.to_thread(_in_a_thread, job, fn, args, kwargs)
         return await fn(*args, **kwargs)
 
-    if not hooks:
-        return in_thread(bare, not task.is_async)
-
     async def hooked(job: Job) -> Any:
+        if not hooks:  # checked per call, as in sync_handler
+            return await bare(job)
         if not task.is_async:  # no thread runs it during the before hooks: stopped then, it never
             job._thread_running = False  # ran, and is retried (it was failed as still running)
         try:

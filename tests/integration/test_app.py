@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 import pytest
-from conveyor import Backoff, Conveyor, Job, Task, UnknownTaskError
+from conveyor import Backoff, Conveyor, Job, Task, UnknownTaskError, Worker
 from conveyor._runner import Runner
 
 
@@ -224,16 +224,23 @@ def test_sync_tasks_in_an_asyncio_worker_get_a_thread_per_slot(redis_url, queue_
     app.close()
 
 
-def test_without_hooks_a_handler_is_the_bare_task_call(redis_url, queue_name):
+def test_a_handler_built_before_any_hook_runs_the_hooks_added_later(redis_url, queue_name):
+    """Without hooks a handler is the bare task call, decided at each call: it was decided when the
+    handler was built, so hooks added after a worker was built (instrument() among them) never ran
+    for that worker."""
     app = _app(redis_url, queue_name)
 
     @app.task
     def work() -> None:
         pass
 
-    assert app.handlers(queue_name)["work"].__name__ == "bare"
-    app.before(lambda job: None)
-    assert app.handlers(queue_name)["work"].__name__ == "hooked"
+    handlers = app.handlers(queue_name)  # no hook yet
+    seen: list[str] = []
+    app.before(lambda job: seen.append(job.task))
+    work.enqueue()
+    assert Worker(app.queue(queue_name), handlers, burst=True).run()["processed"] == 1
+    assert seen == ["work"]
+    app.close()
 
 
 

@@ -1,14 +1,19 @@
-"""The Prometheus scrape is bounded and says what it could not read."""
+"""The Prometheus scrape is bounded and says what it could not read; instrument() applies to
+workers built before it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
 
 import conveyor
 import pytest
-from conveyor import Conveyor
+from conveyor import AsyncWorker, Conveyor, Worker
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from bench.servers import start_server
 
@@ -78,3 +83,43 @@ def test_scrape_timeout_must_be_positive(redis_url, queue_name):
     for bad in (0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="scrape_timeout must be > 0"):
             conveyor.instrument(app, prometheus_client.CollectorRegistry(), scrape_timeout=bad)
+
+
+@pytest.mark.parametrize("mode", ["threads", "asyncio"])
+def test_instrument_after_a_worker_was_built_counts_its_calls(redis_url, queue_name, mode):
+    """A Worker built from app.handlers() before instrument() (an app with no hook yet) ran bare
+    handlers: instrument() then counted none of its calls, and said nothing (instrument_tracing()
+    traced none either)."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+
+    @app.task
+    def work() -> None:
+        pass
+
+    registry = prometheus_client.CollectorRegistry()
+    if mode == "threads":
+        worker = Worker(app.queue(queue_name), app.handlers(queue_name), burst=True)
+        conveyor.instrument(app, registry)
+        conveyor.instrument_tracing(app, provider)
+        work.enqueue()
+        worker.run()
+    else:
+
+        async def main() -> None:
+            worker = AsyncWorker(app.async_queue(queue_name), app.async_handlers(queue_name), burst=True)
+            conveyor.instrument(app, registry)
+            conveyor.instrument_tracing(app, provider)
+            await work.aenqueue()
+            await worker.run()
+            await app.aclose()
+
+        asyncio.run(main())
+    labels = (("queue", queue_name), ("task", "work"))
+    samples = _samples(registry)
+    assert samples.get(("conveyor_jobs_completed_total", labels)) == 1
+    assert samples.get(("conveyor_job_duration_seconds_count", labels)) == 1
+    assert [span.name for span in spans.get_finished_spans()] == ["conveyor.run work"]
+    app.close()
