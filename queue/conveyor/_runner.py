@@ -79,6 +79,7 @@ class Runner:
         self._stoppers: list[Callable[[], None]] = []
         self._stopping = threading.Event()
         self.signals = 0
+        self._handlers = contextlib.ExitStack()  # see _started
 
     def stop(self) -> None:
         """Graceful stop: workers stop claiming, finish or release their jobs, then run() returns."""
@@ -101,11 +102,19 @@ class Runner:
         log.info("received %s: stopping gracefully (again to exit at once)", name)
 
     def run(self) -> Stats:
-        """Serve the queues until stopped; returns each queue's worker stats."""
-        with stop_on_signals(self.stop, self._on_signal), self._scheduler_thread():
+        """Serve the queues until stopped; returns each queue's worker stats. SIGTERM and SIGINT
+        stop the workers gracefully once each queue's start-up call answered (``_started``)."""
+        with self._handlers, self._scheduler_thread():  # the handlers last out, as the scheduler stops
             if self.use_asyncio:
                 return asyncio.run(self._run_async())
             return self._run_threads()
+
+    def _started(self) -> None:
+        """The start-up calls answered: the Runner's SIGTERM/SIGINT handlers from now until run()
+        returns. During those calls the caller's apply (the CLI's: exit 0 at once); installed
+        before them, a signal only asked the workers, not started yet, to stop, and a server that
+        did not answer held the command for socket_timeout, then it exited 1."""
+        self._handlers.enter_context(stop_on_signals(self.stop, self._on_signal))
 
     @contextlib.contextmanager
     def _scheduler_thread(self) -> Iterator[None]:
@@ -143,6 +152,7 @@ class Runner:
         queues = [self.app.queue(q) for q in self.queues]
         for queue in queues:
             queue.counts()  # see _run_async
+        self._started()
         waiters = self._waiters(SYNC, queues, MarkerWaiter)
         try:
             return self._serve_threads(queues, waiters)
@@ -192,6 +202,7 @@ class Runner:
         except BaseException:
             await self.app.aclose()
             raise
+        self._started()
         waiters = self._waiters(ASYNC, queues, AsyncMarkerWaiter)
         try:
             return await self._serve_async(queues, waiters)

@@ -67,12 +67,18 @@ def _has_socket(proc: subprocess.Popen[str]) -> bool:
     return any(link.startswith("socket:") for link in links)
 
 
-def _interrupted(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    """SIGINT once the command waits on the server: its exit code and stderr."""
-    _wait(lambda: _has_socket(proc), 30, "the command to connect")
-    time.sleep(0.3)  # into its read
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=10)
+def _signalled(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> tuple[int, str]:
+    """``sig`` once the command waits on the server: its exit code and stderr (killed if it did
+    not exit within 10 s)."""
+    try:
+        _wait(lambda: _has_socket(proc), 30, "the command to connect")
+        time.sleep(0.3)  # into its read
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     return proc.returncode, stderr
 
 
@@ -103,7 +109,7 @@ def test_ctrl_c_while_the_server_does_not_answer_exits_130_saying_so(paused, app
     on stderr, as a failure would, and nothing said what was done."""
     cwd, path = app
     args = [command[0], path, *(["-q", queue_name] if command[0] != "info" else []), *command[1:]]
-    code, stderr = _interrupted(_start(args, cwd, paused.url, queue_name, socket_timeout=60))
+    code, stderr = _signalled(_start(args, cwd, paused.url, queue_name, socket_timeout=60))
     assert code == 130, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("conveyor: interrupted (SIGINT)"), stderr
@@ -181,3 +187,28 @@ def test_ctrl_c_between_batches_says_how_many_jobs_were_done(own_server, app, qu
         "by the batches that completed (the batch in flight may have been applied too)"
     )
     q.close()
+
+
+ASYNC_TASK = """
+@app.task
+async def later() -> None:
+    pass
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("mode", ["threads", "asyncio"])
+def test_a_stop_signal_during_the_workers_server_check_exits_at_once_with_code_0(paused, app, queue_name,
+                                                                                 mode, sig):
+    """The worker's start-up call to each queue (a server that does not answer) ran under the
+    Runner's handlers: SIGTERM or SIGINT only asked the workers, not started yet, to stop, so the
+    command waited out socket_timeout and then exited 1 ('did not answer the read'), where a signal
+    before the worker started exits 0 at once."""
+    cwd, path = app
+    if mode == "asyncio":
+        module = cwd / f"{path.partition(':')[0]}.py"
+        module.write_text(module.read_text() + ASYNC_TASK)
+    code, stderr = _signalled(_start(["worker", path], cwd, paused.url, queue_name, socket_timeout=60), sig)
+    assert code == 0, stderr
+    assert f"received {sig.name} before the worker started" in stderr and "Traceback" not in stderr, stderr
+    assert f"({mode})" in stderr  # the mode asked for (the 'worker ... starting' line)
