@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 class Tracing:
     """Span bookkeeping for one app: the open span and context token of each running attempt."""
 
-    def __init__(self, tracer: trace.Tracer) -> None:
-        self.tracer = tracer
+    def __init__(self, app: Conveyor, tracer: trace.Tracer) -> None:
+        self.app, self.tracer = app, tracer
         # By Job object (one per attempt, hashed by identity), not job id: a job redelivered while
         # an older attempt of it still runs in this process (a thread left running at a Worker's
         # shutdown deadline) has two attempts open, whose spans must not be crossed.
@@ -49,18 +49,28 @@ class Tracing:
             carrier = {}
         return propagate.extract({k: v for k, v in carrier.items() if isinstance(v, str)})
 
+    def _attributes(self, job: Job) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {
+            "messaging.system": "conveyor",
+            "messaging.message.id": job.id,
+            "conveyor.task": job.task,
+            "conveyor.attempt": job.attempts,
+        }
+        # The task's queue (OpenTelemetry messaging conventions' name for it), as the metrics'
+        # queue label: an app's worker on a queue runs that queue's tasks only, so it is the
+        # queue the job was claimed from (a claimed Job does not carry it).
+        task = self.app.tasks.get(job.task)
+        if task is not None:
+            attributes["messaging.destination.name"] = task.queue
+        return attributes
+
     def before(self, job: Job) -> None:
         parent = self._parent(job)
         span = self.tracer.start_span(
             f"conveyor.run {job.task}",
             context=parent,
             kind=SpanKind.CONSUMER,
-            attributes={
-                "messaging.system": "conveyor",
-                "messaging.message.id": job.id,
-                "conveyor.task": job.task,
-                "conveyor.attempt": job.attempts,
-            },
+            attributes=self._attributes(job),
         )
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         self._open[job] = (span, token)
@@ -94,7 +104,7 @@ class Tracing:
 def instrument(app: Conveyor, tracer_provider: Any = None) -> Tracing:
     """Once per app and tracer provider (None: the global one): again, the same Tracing."""
     tracer = trace.get_tracer("conveyor", tracer_provider=tracer_provider)
-    return app._instrumented(("tracing", tracer_provider), lambda: _install(app, Tracing(tracer)))
+    return app._instrumented(("tracing", tracer_provider), lambda: _install(app, Tracing(app, tracer)))
 
 
 def _install(app: Conveyor, tracing: Tracing) -> Tracing:

@@ -80,3 +80,24 @@ def test_instrumenting_an_app_twice_gives_one_span_per_task_call(redis_url, queu
     runs = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
     assert [s.attributes["messaging.message.id"] for s in runs] == [job.id]
     app.close()
+
+
+def test_a_task_calls_span_names_the_queue_it_came_from(redis_url, queue_name):
+    """Spans carried the task and job id but not the queue: traces of several queues' workers
+    could not be told apart or filtered by queue. They now carry the OpenTelemetry messaging
+    attribute messaging.destination.name, the queue the worker claimed the job from."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = Conveyor(redis_url, default_queue=queue_name)
+    instrument_tracing(app, provider)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    work.enqueue()
+    Runner(app, [queue_name], burst=True, concurrency=1).run()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "conveyor.run work"]
+    assert span.attributes.get("messaging.destination.name") == queue_name
+    app.close()
