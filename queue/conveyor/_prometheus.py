@@ -9,11 +9,12 @@ whichever worker is scraped.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 
-from ._metrics import SCRAPE_TIMEOUT
+from ._metrics import DURATION_BUCKETS, SCRAPE_TIMEOUT
 from ._models import Job
 from ._queue_depth import QueueDepth
 
@@ -24,9 +25,19 @@ if TYPE_CHECKING:
 class Metrics:
     """The app's metrics in ``registry``; created by ``instrument()``."""
 
-    def __init__(self, app: Conveyor, registry: CollectorRegistry, scrape_timeout: float) -> None:
+    def __init__(
+        self, app: Conveyor, registry: CollectorRegistry, scrape_timeout: float, buckets: Sequence[float]
+    ) -> None:
         self.app, self.registry = app, registry
         labels = ["queue", "task"]
+        # First: buckets prometheus_client refuses (unsorted) leave no name registered behind.
+        self.duration = Histogram(
+            "conveyor_job_duration_seconds",
+            "Task call duration, success or failure.",
+            labels,
+            registry=registry,
+            buckets=buckets,
+        )
         self.enqueued = Counter(
             "conveyor_jobs_enqueued",
             "Jobs created by task.enqueue / aenqueue in this process.",
@@ -40,12 +51,6 @@ class Metrics:
             "conveyor_jobs_retried", "Failed attempts that will be retried.", labels, registry=registry
         )
         self.failed = Counter("conveyor_jobs_failed", "Jobs that failed for good.", labels, registry=registry)
-        self.duration = Histogram(
-            "conveyor_job_duration_seconds",
-            "Task call duration, success or failure.",
-            labels,
-            registry=registry,
-        )
         registry.register(QueueDepth(app, scrape_timeout))
         self._started: dict[Job, float] = {}  # by attempt, as Tracing._open (see there)
 
@@ -81,7 +86,11 @@ class Metrics:
 
 
 def instrument(
-    app: Conveyor, registry: CollectorRegistry | None = None, *, scrape_timeout: float = SCRAPE_TIMEOUT
+    app: Conveyor,
+    registry: CollectorRegistry | None = None,
+    *,
+    scrape_timeout: float = SCRAPE_TIMEOUT,
+    duration_buckets: Sequence[float] = DURATION_BUCKETS,
 ) -> Metrics:
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one).
     Once per app and registry: again, it returns the same metrics, with the first call's settings
@@ -90,7 +99,8 @@ def instrument(
         raise ValueError(f"scrape_timeout must be > 0 seconds, got {scrape_timeout!r}")
     registry = REGISTRY if registry is None else registry
     return app._instrumented(
-        ("prometheus", registry), lambda: _install(app, Metrics(app, registry, scrape_timeout))
+        ("prometheus", registry),
+        lambda: _install(app, Metrics(app, registry, scrape_timeout, duration_buckets)),
     )
 
 

@@ -169,3 +169,43 @@ def test_a_job_given_back_at_worker_shutdown_leaves_no_start_time_behind(redis_u
     durations = [v for (name, _), v in samples.items() if name == "conveyor_job_duration_seconds_count"]
     assert not any(durations)
     app.close()
+
+
+def _buckets(registry: object, queue: str) -> list[str]:
+    labels = (("queue", queue), ("task", "work"))
+    return [dict(key[1])["le"] for key in _samples(prometheus_client.generate_latest(registry).decode())
+            if key[0] == "conveyor_job_duration_seconds_bucket"
+            and tuple(kv for kv in key[1] if kv[0] != "le") == labels]  # fmt: skip
+
+
+def _one_call(redis_url: str, queue_name: str, **options: object) -> object:
+    """The registry of an app instrumented with ``options`` after one call of its task."""
+    app = Conveyor(redis_url, default_queue=queue_name)
+    registry = prometheus_client.CollectorRegistry()
+    conveyor.instrument(app, registry, **options)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    work.enqueue()
+    Runner(app, [queue_name], burst=True).run()
+    app.close()
+    return registry
+
+
+def test_job_durations_have_buckets_for_background_jobs(redis_url, queue_name):
+    """The duration histogram had prometheus_client's default buckets (up to 10 s): every job
+    longer than that landed in +Inf. The default buckets now reach an hour."""
+    registry = _one_call(redis_url, queue_name)
+    assert {"0.01", "10.0", "60.0", "300.0", "3600.0", "+Inf"} <= set(_buckets(registry, queue_name))
+
+
+def test_job_duration_buckets_can_be_chosen(redis_url, queue_name):
+    registry = _one_call(redis_url, queue_name, duration_buckets=(0.5, 90))
+    assert _buckets(registry, queue_name) == ["0.5", "90.0", "+Inf"]
+    app = Conveyor(redis_url, default_queue=queue_name)
+    unsorted = prometheus_client.CollectorRegistry()
+    with pytest.raises(ValueError, match="sorted"):  # prometheus_client's own check
+        conveyor.instrument(app, unsorted, duration_buckets=(90, 0.5))
+    conveyor.instrument(app, unsorted)  # nothing was left registered by the refused call
