@@ -37,12 +37,12 @@ def own_server(server):
         yield srv
 
 
-def test_a_scrape_of_a_server_that_does_not_answer_is_bounded_and_says_so(own_server):
+def test_a_scrape_of_a_server_that_does_not_answer_is_bounded_and_says_so(own_server, driver):
     """Each queue's depth was read at scrape time with the client's socket_timeout (10 s): two
     queues on a stopped server took 20 s, past Prometheus's 10 s scrape timeout, so the whole scrape
     failed, the process's own counters with it. Now one deadline bounds the reads, and
     conveyor_queue_up says which queues were not read."""
-    app = Conveyor(own_server.url, default_queue="a")
+    app = Conveyor(own_server.url, default_queue="a", driver=driver)
     registry = prometheus_client.CollectorRegistry()
     conveyor.instrument(app, registry)
 
