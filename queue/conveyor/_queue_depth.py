@@ -44,7 +44,7 @@ def read_depths(app: Conveyor, names: Sequence[str]) -> dict[str, Depth]:
     try:
         replies = pipe.execute(raise_on_error=False)
     except REDIS_ERRORS as exc:  # as counts() raises it: a ConveyorError naming the server
-        raise queues[0]._error(exc, closes) from exc
+        raise queues[0]._error(exc, closes, read_only=True) from exc
     size = len(replies) // len(queues)
     depths: dict[str, Depth] = {}
     for n, q in enumerate(queues):

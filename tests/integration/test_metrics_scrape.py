@@ -123,3 +123,27 @@ def test_instrument_after_a_worker_was_built_counts_its_calls(redis_url, queue_n
     assert samples.get(("conveyor_job_duration_seconds_count", labels)) == 1
     assert [span.name for span in spans.get_finished_spans()] == ["conveyor.run work"]
     app.close()
+
+
+def test_a_depth_read_that_times_out_is_logged_as_a_read(own_server, caplog):
+    """A scrape's read that failed before the deadline (socket_timeout shorter than scrape_timeout)
+    was logged with a write's wording, 'the call may have been applied or not': it only reads."""
+    app = Conveyor(own_server.url, default_queue="a", socket_timeout=0.3)
+    registry = prometheus_client.CollectorRegistry()
+    conveyor.instrument(app, registry, scrape_timeout=3)
+
+    @app.task
+    def first() -> None:
+        pass
+
+    first.enqueue()
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level("WARNING", logger="conveyor.worker"):
+            samples = _samples(registry)
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    assert samples[("conveyor_queue_up", (("queue", "a"),))] == 0
+    warning = next(r.getMessage() for r in caplog.records if "queue depth" in r.getMessage())
+    assert "nothing was changed" in warning and "may have been applied" not in warning, warning
+    app.close()
