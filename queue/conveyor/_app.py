@@ -229,6 +229,7 @@ class Conveyor:
             if task.is_async:
                 raise TypeError(f"task {task.name!r} is async: run queue {queue!r} on an AsyncWorker")
             handlers[task.name] = sync_handler(task, self.hooks, self.settings)
+        self.hooks.sync_handlers_built = True
         return handlers
 
     def async_handlers(self, queue: str) -> dict[str, AsyncHandler]:

@@ -79,11 +79,19 @@ class Hooks:
     # Internal: the sync after / on_retry / on_failure hooks of instrument() and
     # instrument_tracing(). They run even when the worker cuts the hooks (see _run_uncut).
     uncut: list[Hook] = field(default_factory=list)
+    # Set once a thread Worker's handlers were built (App.handlers): they call hooks without
+    # awaiting them, so an async hook added later would be called and never awaited.
+    sync_handlers_built: bool = False
 
-    @staticmethod
-    def add(kind: list[Hook], hook: H) -> H:
+    def add(self, kind: list[Hook], hook: H) -> H:
         if not callable(hook):
             raise TypeError(f"a hook must be callable, got {hook!r}")
+        if self.sync_handlers_built and inspect.iscoroutinefunction(hook):
+            raise TypeError(
+                f"async hook {getattr(hook, '__qualname__', hook)!r} added after a thread Worker's "
+                "handlers were built (app.handlers()), which would never await it: register async "
+                "hooks before building workers, and run their queues on an AsyncWorker"
+            )
         kind.append(hook)
         return hook
 

@@ -243,6 +243,49 @@ def test_a_handler_built_before_any_hook_runs_the_hooks_added_later(redis_url, q
     app.close()
 
 
+@pytest.mark.parametrize("kind", ["before", "after", "on_retry", "on_failure"])
+def test_an_async_hook_added_once_a_thread_worker_was_built_is_refused(redis_url, queue_name, kind):
+    """A thread Worker's handlers call hooks without awaiting them: an async hook registered after
+    they were built would have been called and never awaited (skipped, a RuntimeWarning at most),
+    where registering it before makes handlers() refuse. It is refused when added, and nothing is
+    registered; sync hooks are still taken."""
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    handlers = app.handlers(queue_name)
+
+    async def late(*_: object) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"async hook .*late.* thread Worker"):
+        getattr(app, kind)(late)
+    assert not app.hooks.any_async()
+    seen: list[str] = []
+    app.before(lambda job: seen.append(job.task))
+    work.enqueue()
+    assert Worker(app.queue(queue_name), handlers, burst=True).run()["processed"] == 1
+    assert seen == ["work"]
+    app.close()
+
+
+def test_an_async_hook_is_taken_when_only_asyncio_handlers_were_built(redis_url, queue_name):
+    app = _app(redis_url, queue_name)
+
+    @app.task
+    def work() -> None:
+        pass
+
+    app.async_handlers(queue_name)
+
+    async def late(job: Job) -> None:
+        pass
+
+    assert app.before(late) is late and app.hooks.any_async()
+    app.close()
+
 
 def test_a_task_enqueued_through_the_app_returns_its_result(redis_url, queue_name):
     app = _app(redis_url, queue_name, store_results=True)
