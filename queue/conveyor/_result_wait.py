@@ -42,7 +42,10 @@ log = logging.getLogger("conveyor.results")
 def _lost(client: Any, exc: Exception) -> None:
     """Warn that the reader lost the server, in Conveyor's words: redis-py's own can quote the
     repr of every Sentinel's client, pool and connection (over 1,000 characters each)."""
-    log.warning("result reader lost the server (%s); retrying", translate_error(where(client), exc, None))
+    log.warning(
+        "result reader lost the server (%s); retrying",
+        translate_error(where(client), exc, None, read_only=True),
+    )  # XREAD and result reads
 
 
 class _Slot:

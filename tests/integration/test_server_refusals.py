@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
+from _support import run_in_thread
 from conveyor import ConnectionFailedError, ConveyorError, Queue, Worker
 from conveyor._connection import redact_url
 
@@ -95,6 +97,27 @@ async def test_an_async_read_that_times_out_says_nothing_was_changed(own_server)
     finally:
         os.kill(own_server.pid, signal.SIGCONT)
     await q.aclose()
+
+
+def test_the_result_reader_losing_a_frozen_server_logs_a_read(own_server, caplog):
+    """The result reader only reads (XREAD of the events, then the results): when the server did
+    not answer it warned that 'the call may have been applied or not (an enqueue with a job_id is
+    safe to repeat)', a write's wording, in a log an operator reads during an outage."""
+    q = Queue.from_url(own_server.url, "frozen", socket_timeout=0.3, store_results=True)
+    job = q.enqueue("t", 1)
+    caplog.set_level("WARNING", logger="conveyor.results")
+    thread, outcome = run_in_thread(lambda: q.result(job.id, timeout=2.5))
+    time.sleep(0.5)  # the reader is in its blocking XREAD
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.0)  # past the socket timeout: the reader loses the server
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError)  # the job never ran
+    lost = [r.getMessage() for r in caplog.records if "result reader lost the server" in r.getMessage()]
+    assert lost and all("nothing was changed" in m and "may have been applied" not in m for m in lost)
+    q.close()
 
 
 def test_an_async_queue_used_after_its_event_loop_closed_says_so(redis_url, queue_name):
