@@ -117,12 +117,12 @@ def _ping_why(c: Cells, batching: bool) -> str:
     text = (f"A held PING took {fmt(ping_us)} µs per round trip, so 0.85x allows an enqueue "
             f"{fmt(ping_us / 0.85)} µs, {fmt(ping_us / 0.85 - ping_us)} µs more than a PING; it took "
             f"{fmt(call_us)} µs, {fmt(call_us - ping_us)} µs more.")
-    text += _set_floor(c, batching)
     script = c.get(1, batching, "server_script_us_per_call")
     cpu, ping_cpu = c.get(1, batching, "client_cpu_us_per_job"), c.get(1, batching, "ping_held_client_cpu_us")
     if script is None or cpu is None or ping_cpu is None:
         return text + (" Where the difference goes (the server's script time, the producer's CPU per PING) "
-                       "was not recorded in this run: a run with the current suite records it.")
+                       "was not recorded in this run: a run with the current suite records it."
+                       ) + _set_floor(c, batching)
     extra, rest = cpu - ping_cpu, call_us - ping_us - script - (cpu - ping_cpu)
     how = "building, encoding and checking the job, a longer request and reply"
     floor = ping_us / (ping_us + script + max(rest, 0.0))
@@ -131,7 +131,7 @@ def _ping_why(c: Cells, batching: bool) -> str:
                    f"per call than per PING ({fmt(cpu)} against {fmt(ping_cpu)} µs: {how}); "
                    f"{fmt(rest)} µs remain (the server reading and writing the larger command, wake-ups). "
                    f"With no producer CPU beyond a PING's, the script and that remainder alone would leave "
-                   f"{times(floor)}.")
+                   f"{times(floor)}.") + _set_floor(c, batching)
 
 
 def _set_floor(c: Cells, batching: bool) -> str:
@@ -140,7 +140,7 @@ def _set_floor(c: Cells, batching: bool) -> str:
     if sets is None:
         return ""
     return (f" One plain write sent the same way, a `SET` of the same payload to one key on the held "
-            f"connection, reached {times(sets)} a held PING in the same case, "
+            f"connection, ran at {times(sets)} the held PINGs' rate in the same case, "
             f"{'above' if sets >= 0.85 else 'below'} the goal's 0.85x; an enqueue writes three keys in "
             "one script call (the id counter, the job's hash and the waiting list).")
 

@@ -86,7 +86,7 @@ def test_the_ping_goal_sets_a_plain_write_beside_it_where_measured(tmp_path: Pat
             result["metrics"]["set_held_vs_ping_held"] = metric(0.84, "ratio")
     out = render(dataset(tmp_path, doc), "batching_goals")
     note = next(line for line in out.splitlines() if line.startswith("**one caller, batching on"))
-    assert "reached 0.84x a held PING in the same case, below the goal's 0.85x" in note
+    assert "ran at 0.84x the held PINGs' rate in the same case, below the goal's 0.85x" in note
     # a run from before the SET was measured says nothing of it
     assert "plain write" not in render(dataset(tmp_path / "old", sweep_run()), "batching_goals")
 
