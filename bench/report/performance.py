@@ -57,6 +57,8 @@ def enqueue_section(ds: Dataset, prefix: str = "") -> str:
     parts = [found for found in (single_part(ds), bulk_part(ds)) if found]
     if not parts:
         return no_data("the `enqueue-single` or `enqueue-bulk` scenario")
+    if len({run for run, _ in parts}) > 1:  # each part names its own run (and machine)
+        return "\n\n".join(f"{text}\n\n{source(ds, run, prefix)}" for run, text in parts) + "\n"
     return "\n\n".join(text for _, text in parts) + f"\n\n{source(ds, parts[-1][0], prefix)}\n"
 
 
@@ -207,15 +209,23 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
         for _, row in rows[rows.metric == CPU_METRIC].iterrows():
             case = ", ".join(f"{k} {('on' if v else 'off') if isinstance(v, bool) else fmt(v)}"
                              for k in keys if (v := row.get(k)) is not None and not pd.isna(v))
-            table.append({"scenario": title, "case": case or "default", "server": server,
+            table.append({"scenario": title, "case": case or "default", "server": server, "run": run,
                           "client CPU per job (µs)": stat_cell(row),
                           "jobs/s": stat_cell(rates.loc[row.case] if row.case in rates.index else None),
                           "jobs/s one client core could sustain": stat_cell(per_core(row))})
         runs.append(run)
     if not table:
         return no_data(f"the client CPU per job (`{CPU_METRIC}`)")
-    sources = "\n\n".join(source(ds, r, prefix) for r in dict.fromkeys(runs))
-    return f"{md_table(pd.DataFrame(table))}\n\n{sources}\n"
+    frame, runs = pd.DataFrame(table), list(dict.fromkeys(runs))
+    sources = "\n\n".join(source(ds, r, prefix) for r in runs)
+    if len(runs) == 1:
+        return f"{md_table(frame.drop(columns='run'))}\n\n{sources}\n"
+    # Rows of several runs (each scenario's newest full one): say which, and that only rows of
+    # one run compare, since the runs may come from other machines or commits.
+    frame["run"] = frame["run"].map(lambda r: f"`{r.rsplit('-', 1)[-1]}`")
+    note = ("The rows come from more than one run (column *run*, the end of its id; the sources below "
+            "name each run's machine and commit): compare rows of the same run only.\n\n")
+    return f"{note}{md_table(frame)}\n\n{sources}\n"
 
 
 def features_section(ds: Dataset, prefix: str = "") -> str:

@@ -720,3 +720,37 @@ def test_the_servers_page_defines_both_labels_its_table_uses() -> None:
     intro = " ".join(page.split("{{ servers_section() }}")[0].split())
     assert "*noise*: the repetitions' ranges overlap;" in intro
     assert "*within 10%*: the ranges are apart" in intro
+
+
+def test_enqueue_parts_from_two_runs_each_name_their_own_run(tmp_path: Path) -> None:
+    """A newer enqueue-single run (made alone, here on another machine) feeds the one-job-per-call
+    part while enqueue-bulk still comes from the full run: the section named only the last part's
+    run, so the newer run's figures were attributed to the older run and its machine."""
+    older = make_run()
+    newer = make_run(run_id="20261206T170300Z-cd34ef", created="2026-12-06T17:03:00Z")
+    newer["results"] = [r for r in newer["results"] if r["scenario"] == "enqueue-single"]
+    newer["environment"]["cpu_model"] = "AMD EPYC"
+    out = render(dataset(tmp_path, older, newer), "enqueue_section")
+    single, bulk = out.split("### In batches")
+    assert "20261206T170300Z-cd34ef" in single and "AMD EPYC" in single and "ab12cd" not in single
+    assert "20261129T201500Z-ab12cd" in bulk and "cd34ef" not in bulk
+    # one run behind both parts: one source line
+    assert render(dataset(tmp_path / "one", older), "enqueue_section").count("Source: run") == 1
+
+
+def test_client_cpu_rows_from_two_runs_say_which_run_each_came_from(tmp_path: Path) -> None:
+    """One table held the enqueue rows of a newer enqueue-single run (another machine) and the
+    process rows of the full run, with nothing telling which row came from which."""
+    older = make_run()
+    newer = make_run(run_id="20261206T170300Z-cd34ef", created="2026-12-06T17:03:00Z")
+    newer["results"] = [r for r in newer["results"] if r["scenario"] == "enqueue-single"]
+    for row in older["results"] + newer["results"]:
+        if row["scenario"] in ("enqueue-single", "process"):
+            row["metrics"]["client_cpu_us_per_job"] = metric(20.0, "us", spread=0.0)
+    out = render(dataset(tmp_path, older, newer), "client_cpu_section")
+    assert "compare rows of the same run only" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| `enqueue`", "| AsyncWorker"))]
+    assert rows and all(("`cd34ef`" in r) == r.startswith("| `enqueue`") for r in rows)
+    assert all("`ab12cd`" in r for r in rows if not r.startswith("| `enqueue`"))
+    one = render(dataset(tmp_path / "one", older), "client_cpu_section")
+    assert "| run " not in one  # one run: no column
