@@ -43,6 +43,12 @@ def servers(ds: Dataset, run_id: str) -> list[dict[str, Any]]:
     return sorted(ds.runs.loc[run_id].doc["servers"], key=lambda e: server_rank(e["id"]))
 
 
+def machine(ds: Dataset, run: str) -> str:
+    """``vm, AMD EPYC, 2 cores``: what a run's absolute figures depend on."""
+    found = ds.runs.loc[run]
+    return f"{found.machine}, {found.cpu}, {found.cores} cores"
+
+
 def server_label(ds: Dataset, run_id: str, server: str) -> str:
     """``valkey-9.1 (9.1.2, libc malloc)``."""
     entry = next((e for e in servers(ds, run_id) if e["id"] == server), {})

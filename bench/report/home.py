@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.common import REFERENCE_SERVER, run_rows, server_label, source, stat_cell
+from bench.report.common import REFERENCE_SERVER, machine, run_rows, server_label, source, stat_cell
 from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
@@ -80,12 +80,6 @@ def dragonfly_line(ds: Dataset) -> str:
     return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run "
             f"(`{runs[-1]}`, {machine(ds, runs[-1])}): {cell(hashtag, both[0])} with `--lock_on_hashtags`, "
             f"{cell(glob, both[0])} with global locking{caveat} ([Servers](servers.md#dragonfly)).")
-
-
-def machine(ds: Dataset, run: str) -> str:
-    """``vm, AMD EPYC, 2 cores``: what a run's absolute figures depend on."""
-    found = ds.runs.loc[run]
-    return f"{found.machine}, {found.cpu}, {found.cores} cores"
 
 
 def other_machine_note(ds: Dataset, run: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.common import (
+    machine,
     primary_run,
     primary_server,
     run_rows,
@@ -94,9 +95,25 @@ def single_part(ds: Dataset) -> tuple[str, str] | None:
                             "enqueue-single-variants"))
     first = ds.cases[(ds.cases.run_id == run) & (ds.cases.scenario == "enqueue-single")].iloc[0]
     text = (f"### One job per call (`enqueue`)\n\n{server_label(ds, run, rows.iloc[0].server)}, "
-            f"{params_text(first.params, skip=SWEEP_SKIP)}; latency per call.\n\n{md_table(table)}\n\n"
+            f"{params_text(first.params, skip=SWEEP_SKIP)}; latency per call.\n\n{ceilings_note(ds, run)}"
+            f"{md_table(table)}\n\n"
             + "\n\n".join(charts) + ping_floor(ds, run))
     return run, text
+
+
+def ceilings_note(ds: Dataset, run: str) -> str:
+    """Where the one-job-per-call rates do not come from the reference ceilings' run: say so, with
+    both runs' machines, since the page reads queue figures as a fraction of those ceilings (a
+    faster host's enqueue then read as faster than the other host's bare PING)."""
+    ref = run_rows(ds, "reference", **BASELINE)
+    if ref is None or ref[0] == run:
+        return ""
+    beside = select(ds.summary, run_id=run, scenario="enqueue-single", metric="vs_ping_held")
+    against = ("against the PINGs measured beside them in the same cases (below)" if len(beside)
+               else "against no figure of that run")
+    return (f"Measured in run `{run}` ({machine(ds, run)}), not in the run of the reference ceilings "
+            f"above (`{ref[0]}`, {machine(ds, ref[0])}): read these rates {against}, not against the "
+            "reference ceilings.\n\n")
 
 
 def bulk_part(ds: Dataset) -> tuple[str, str] | None:

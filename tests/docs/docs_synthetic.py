@@ -7,11 +7,24 @@ and chart of the site without a benchmark run.
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
+from bench import report
+from bench.report.load import Dataset
 from bench.stats import summarize
 
 BASE = 1000.0
+
+
+def load_docs(root: Path, *docs: dict[str, Any]) -> Dataset:
+    """Write ``docs`` as result files below ``root`` (one per run id) and load them."""
+    for doc in docs:
+        path = root / "v1" / "conveyor-0.1.0" / f"{doc['run_id']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc))
+    return report.load(root)
 
 
 def metric(median: float, unit: str, spread: float = 0.02, reps: int = 3) -> dict[str, Any]:

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
+from docs_synthetic import load_docs as dataset
 from docs_synthetic import make_run, metric
 
 from bench import report
 from bench.report.load import Dataset
 from bench.report.peers_goals import ratio_range, verdict
-
-
-def dataset(tmp_path: Path, *docs: dict[str, Any]) -> Dataset:
-    for doc in docs:
-        path = tmp_path / "v1" / "conveyor-0.1.0" / f"{doc['run_id']}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc))
-    return report.load(tmp_path)
 
 
 def render(ds: Dataset, name: str) -> str:

@@ -1,0 +1,58 @@
+"""Pages whose sections read more than one run: each figure set against another must come from the
+same run, or the text must say which runs (and machines) it joins.
+
+Result documents come from docs_synthetic; the newer run measured ``enqueue-single`` alone on
+another machine, as run 3fccf3 (AMD EPYC) beside the full run 9140ad (Intel Xeon).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from docs_synthetic import load_docs, make_run
+
+from bench import report
+from bench.report.load import Dataset
+from bench.stats import summarize
+
+NEWER = "20261206T170300Z-cd34ef"
+OLDER = "20261129T201500Z-ab12cd"
+
+
+def newer_run(speed: float = 1.0) -> dict[str, Any]:
+    """An enqueue-single-only run on an AMD EPYC, its rates ``speed`` times the full run's."""
+    newer = make_run(run_id=NEWER, created="2026-12-06T17:03:00Z")
+    newer["results"] = [r for r in newer["results"] if r["scenario"] == "enqueue-single"]
+    for row in newer["results"]:
+        row["metrics"] = {k: scaled(m, speed) if k == "jobs_per_s" else m for k, m in row["metrics"].items()}
+    newer["environment"]["cpu_model"] = "AMD EPYC"
+    return newer
+
+
+def two_machines(tmp_path: Path, speed: float = 1.0) -> Dataset:
+    """The full run (Test CPU) and the newer enqueue-single-only run (AMD EPYC)."""
+    return load_docs(tmp_path, make_run(), newer_run(speed))
+
+
+def scaled(record: dict[str, Any], k: float) -> dict[str, Any]:
+    return summarize([v * k for v in record["values"]], record["unit"])
+
+
+def render(ds: Dataset, name: str) -> str:
+    return report.SECTIONS[name](ds, "")
+
+
+def test_one_job_per_call_from_another_machine_is_not_read_against_the_reference_ceilings(
+        tmp_path: Path) -> None:
+    """The Performance page tells the reader to read the queue figures as a fraction of the
+    reference ceilings; with the one-job-per-call table from another machine (an enqueue at 9,160
+    jobs/s on the AMD host against a PING at 7,870 calls/s on the Intel one) a lone enqueue read
+    as faster than a bare PING, and nothing said the two came from different machines."""
+    single = render(two_machines(tmp_path, speed=3.0), "enqueue_section").split("### In batches")[0]
+    note = " ".join(next(p for p in single.split("\n\n") if p.startswith("Measured in run")).split())
+    assert f"run `{NEWER}`" in note and "AMD EPYC" in note
+    assert f"`{OLDER}`" in note and "Test CPU" in note
+    assert "not against the reference ceilings" in note
+    # one run behind both: no such note
+    assert "reference ceilings" not in render(load_docs(tmp_path / "one", make_run()), "enqueue_section")
