@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.common import (
+    machine,
     primary_run,
     primary_server,
     run_rows,
@@ -138,8 +139,19 @@ def bulk(ds: Dataset, run: str) -> list[str]:
     single = prefer(single, {"callers": 1, "batching": False})  # one call at a time, like for like
     found = versus(many[~many.payload_bytes.duplicated(keep=False)], single, "payload_bytes")
     return [f"With one producer and {r.payload_bytes} B payloads, enqueueing in batches of {r.batch} gives "
-            f"{times(r.ratio)} the jobs/s of one enqueue call at a time."
+            f"{times(r.ratio)} the jobs/s of one enqueue call at a time ({fmt(r.median)} against "
+            f"{fmt(r.median_base)} jobs/s{elsewhere(ds, run)})."
             for r in found[~found.noise].itertuples()]
+
+
+def elsewhere(ds: Dataset, run: str) -> str:
+    """Where the one-job-per-call table above comes from another run than ``run``: say so, since
+    a reader divides the figures shown and gets another ratio than the one stated."""
+    shown = run_rows(ds, "enqueue-single")
+    if shown is None or shown[0] == run:
+        return ""
+    return (f", both in run `{run}`; the one-job-per-call table above comes from run `{shown[0]}` "
+            f"({machine(ds, shown[0])}) and is not the one compared here")
 
 
 def performance_takeaways(ds: Dataset, prefix: str = "") -> str:

@@ -56,3 +56,15 @@ def test_one_job_per_call_from_another_machine_is_not_read_against_the_reference
     assert "not against the reference ceilings" in note
     # one run behind both: no such note
     assert "reference ceilings" not in render(load_docs(tmp_path / "one", make_run()), "enqueue_section")
+
+
+def test_the_batching_takeaway_says_its_single_rate_is_not_the_one_in_the_table_above(tmp_path: Path) -> None:
+    """The takeaway (batches of 50 against one call at a time, both in the full run: 11.9x) sat under
+    a one-job-per-call table from another run and machine, from which a reader computes another
+    ratio (88,400 / 9,160 = 9.65x), with nothing saying which one-call rate the takeaway used."""
+    out = render(two_machines(tmp_path, speed=3.0), "performance_takeaways")
+    line = next(s for s in out.splitlines() if "enqueueing in batches" in s)
+    assert "gives 10.0x the jobs/s" in line and "30,000 against 3,000 jobs/s" in line
+    assert f"run `{OLDER}`" in line and f"run `{NEWER}`" in line and "AMD EPYC" in line
+    one = render(load_docs(tmp_path / "one", make_run()), "performance_takeaways")
+    assert "30,000 against 3,000 jobs/s" in one and "table above" not in one
