@@ -18,11 +18,24 @@ from bench.report.text import admonition, commit_note, fmt, md_table, no_data, w
 MAIN_SCENARIO = "process"
 
 
+# Where a scenario's figures are shown when a run other than the baseline is its newest full one
+# (failover has its own High availability entry).
+SHOWN = {"enqueue-single": "Performance: one job per call, its PING table and client CPU rows"}
+
+
+def moved(ds: Dataset) -> dict[str, str]:
+    """Scenario -> the run its sections show, for scenarios not shown from the baseline run."""
+    main = primary_run(ds, MAIN_SCENARIO)
+    picks = {s: primary_run(ds, s) for s in sorted(set(ds.summary.scenario)) if s != "failover"}
+    return {s: r for s, r in picks.items() if r is not None and r != main}
+
+
 def role(ds: Dataset, run: str) -> str:
     """What the site uses a run for, in words: the baseline, or each section that picks it."""
     main = primary_run(ds, MAIN_SCENARIO)
     if run == main:
-        return "the figures on every page"
+        return ("the baseline: the figures of every section that no other row names" if moved(ds)
+                else "the figures on every page")
     if run in dragonfly_runs(ds):
         return "Dragonfly, as ratios to its own Valkey 9.1"
     if ds.runs.loc[run].quick:
@@ -37,7 +50,7 @@ def role(ds: Dataset, run: str) -> str:
 
 def sections_reading(ds: Dataset, run: str) -> list[str]:
     """The sections other than the baseline's that pick ``run`` (each names it in its source line)."""
-    uses = []
+    uses = [SHOWN.get(s, f"the `{s}` figures") for s, r in moved(ds).items() if r == run]
     peers = peers_run(ds)
     if peers is not None and peers.name == run:
         uses.append("Peers, and its ratios on Home")
@@ -60,8 +73,12 @@ def baseline_note(ds: Dataset) -> str:
     servers = [e["id"] for e in run.doc["servers"] if e["measured"]]
     fresh = method.get("process_per_case") and method.get("flush_per_case")
     others = len(same_method_runs(ds, main)) - 1
+    elsewhere = "; ".join(f"{'; '.join(sections_reading(ds, r))} (run `{r}`)"
+                          for r in dict.fromkeys(moved(ds).values()))
+    also = f"; here also {elsewhere}" if elsewhere else ""
     return (f"**The baseline.** The pages' figures come from run `{main}` (a section that reads another "
-            f"run, such as Dragonfly, peers, runtimes or history, names it), measured on {run.created[:10]} "
+            f"run, such as Dragonfly, peers, runtimes or history, names it{also}), measured on "
+            f"{run.created[:10]} "
             f"{commit_note(run.commit)} on {len(servers)} servers ({', '.join(servers)}), "
             f"{method['repetitions']} repetitions after {method['warmup']} warm-up, "
             + ("with the current method (a fresh process and a flush for every case of every "

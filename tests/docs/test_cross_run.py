@@ -27,6 +27,7 @@ def newer_run(speed: float = 1.0) -> dict[str, Any]:
     for row in newer["results"]:
         row["metrics"] = {k: scaled(m, speed) if k == "jobs_per_s" else m for k, m in row["metrics"].items()}
     newer["environment"]["cpu_model"] = "AMD EPYC"
+    del newer["peers"]  # as run 3fccf3: no peers section
     return newer
 
 
@@ -68,3 +69,18 @@ def test_the_batching_takeaway_says_its_single_rate_is_not_the_one_in_the_table_
     assert f"run `{OLDER}`" in line and f"run `{NEWER}`" in line and "AMD EPYC" in line
     one = render(load_docs(tmp_path / "one", make_run()), "performance_takeaways")
     assert "30,000 against 3,000 jobs/s" in one and "table above" not in one
+
+
+def test_methodology_says_which_pages_read_a_newer_run_than_the_baseline(tmp_path: Path) -> None:
+    """Run 3fccf3 feeds the Performance page's one-job-per-call table, yet the runs table called
+    it 'Tuning: the goals for batching' (here, without the sweep: 'History only'), the full run
+    'the figures on every page', and the baseline paragraph listed Dragonfly, peers, runtimes and
+    history as the only sections reading another run."""
+    out = render(two_machines(tmp_path), "runs_section")
+    rows = {line.split("`")[1]: line for line in out.splitlines() if line.startswith("| [`")}
+    assert "Performance: one job per call" in rows[NEWER] and "History only" not in rows[NEWER]
+    assert "the figures on every page" not in rows[OLDER]
+    baseline = " ".join(out.split("\n\n")[0].split())
+    assert f"run `{NEWER}`" in baseline and "Performance: one job per call" in baseline
+    one = render(load_docs(tmp_path / "one", make_run()), "runs_section")
+    assert "the figures on every page" in one and "Performance: one job per call" not in one
