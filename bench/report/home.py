@@ -74,9 +74,9 @@ def dragonfly_line(ds: Dataset) -> str:
     both = [p.label for p in COMPARED if p.label in set(hashtag.point) & set(glob.point)]
     if not both:
         return ""
-    share = loaded_host(ds, runs[-1])
-    caveat = (f"; that run's host was slower or busier ({REFERENCE_SERVER} at {times(share)} the EVALSHA "
-              "rate of the main run), so read it as indicative") if share is not None else ""
+    loaded = loaded_host(ds, runs[-1])
+    caveat = (f"; that run's host was slower or busier ({REFERENCE_SERVER} at {times(loaded[0])} the EVALSHA "
+              f"rate of {loaded[1]}), so read it as indicative") if loaded is not None else ""
     return (f"- **Dragonfly**, {both[0]}, as a ratio to {REFERENCE_SERVER} in its own run "
             f"(`{runs[-1]}`, {machine(ds, runs[-1])}): {cell(hashtag, both[0])} with `--lock_on_hashtags`, "
             f"{cell(glob, both[0])} with global locking{caveat} ([Servers](servers.md#dragonfly)).")

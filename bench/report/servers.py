@@ -11,7 +11,15 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.common import DRAGONFLY, REFERENCE_SERVER, primary_run, server_rank, servers, source
+from bench.report.common import (
+    DRAGONFLY,
+    REFERENCE_SERVER,
+    machine,
+    primary_run,
+    server_rank,
+    servers,
+    source,
+)
 from bench.report.compare import ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, ratio_bars
 from bench.report.load import Dataset, same_method
@@ -137,38 +145,52 @@ CEILING = "evalsha_c1_ops_per_s"  # one EVALSHA at a time: what a loaded host sl
 LOADED_BELOW = 0.6  # a run whose ceiling falls below this share of the main run's is flagged
 
 
+def ceiling(ds: Dataset, run_id: str) -> float | None:
+    """One EVALSHA at a time on Valkey 9.1 in ``run_id`` (median), None when not measured."""
+    rows = select(ds.summary, run_id=run_id, scenario="reference", server=REFERENCE_SERVER,
+                  metric=CEILING, config="default")
+    return float(rows["median"].iloc[0]) if len(rows) else None
+
+
 def host_speed(ds: Dataset, run: str) -> tuple[float, float, str] | None:
-    """(this run's, the main run's) one-at-a-time EVALSHA rate on Valkey 9.1, and the main run;
-    None when either was not measured or ``run`` is the main run."""
+    """(this run's one-at-a-time EVALSHA rate on Valkey 9.1, the yardstick's, the yardstick in
+    words), None when either was not measured or ``run`` is the main run. The yardstick is the
+    median of the other runs of the same method on the same machine: another machine's rate (or
+    another method's) says nothing of whether this host was busy. With none, the main run's,
+    named as another machine."""
     main = primary_run(ds, "reference")
-
-    def ceiling(run_id: str | None) -> float | None:
-        rows = select(ds.summary, run_id=run_id, scenario="reference", server=REFERENCE_SERVER,
-                      metric=CEILING, config="default")
-        return float(rows["median"].iloc[0]) if len(rows) else None
-
-    here, there = ceiling(run), ceiling(main)
-    if main is None or main == run or here is None or there is None:
+    here = ceiling(ds, run)
+    if main is None or main == run or here is None:
         return None
-    return here, there, main
+    peers = {r: c for r in same_method_runs(ds, run) if r != run and (c := ceiling(ds, r)) is not None}
+    if peers:
+        named = ", ".join(f"`{r}`" for r in peers)
+        many = len(peers) > 1
+        return here, float(pd.Series(list(peers.values())).median()), (
+            f"the other run{'s' * many} of this method on this machine ({'median of ' * many}{named})")
+    there = ceiling(ds, main)
+    if there is None:
+        return None
+    return here, there, f"run `{main}`, another machine ({machine(ds, main)})"
 
 
-def loaded_host(ds: Dataset, run: str) -> float | None:
-    """This run's EVALSHA ceiling as a share of the main run's when it is low enough to flag."""
+def loaded_host(ds: Dataset, run: str) -> tuple[float, str] | None:
+    """This run's EVALSHA ceiling as a share of its yardstick's, and the yardstick in words, when
+    it is low enough to flag."""
     speed = host_speed(ds, run)
-    return speed[0] / speed[1] if speed and speed[0] / speed[1] < LOADED_BELOW else None
+    return (speed[0] / speed[1], speed[2]) if speed and speed[0] / speed[1] < LOADED_BELOW else None
 
 
 def loaded_host_note(ds: Dataset, run: str) -> str:
-    """A warning above a run made on a host much slower (or busier) than the main run's."""
+    """A warning above a run made on a host much slower (or busier) than its yardstick."""
     speed = host_speed(ds, run)
     if speed is None or speed[0] / speed[1] >= LOADED_BELOW:
         return ""
-    here, there, main = speed
+    here, there, against = speed
     return admonition(
         "warning", "Measured on a slower or busier host",
         f"In this run {REFERENCE_SERVER} answered {fmt(here)} EVALSHA/s one at a time, against "
-        f"{fmt(there)} in run `{main}` ({times(here / there)}). Ratios within the run still compare like "
+        f"{fmt(there)} for {against} ({times(here / there)}). Ratios within the run still compare like "
         "with like, but a starved host can favour one server's design over another's (Dragonfly runs "
         "several threads, Valkey one): read these ratios as this host's, to be confirmed on a quiet one.")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from docs_synthetic import load_docs, make_run
+from docs_synthetic import load_docs, make_dragonfly_run, make_run
 
 from bench import report
 from bench.report.load import Dataset
@@ -84,3 +84,27 @@ def test_methodology_says_which_pages_read_a_newer_run_than_the_baseline(tmp_pat
     assert f"run `{NEWER}`" in baseline and "Performance: one job per call" in baseline
     one = render(load_docs(tmp_path / "one", make_run()), "runs_section")
     assert "the figures on every page" in one and "Performance: one job per call" not in one
+
+
+def slow_reference(doc: dict[str, Any], k: float) -> dict[str, Any]:
+    """``doc`` with its reference ceilings at ``k`` times their synthetic value."""
+    for row in doc["results"]:
+        if row["scenario"] == "reference":
+            row["metrics"] = {n: scaled(m, k) for n, m in row["metrics"].items()}
+    return doc
+
+
+def test_a_dragonfly_hosts_speed_is_judged_against_its_own_machine(tmp_path: Path) -> None:
+    """The Dragonfly run (AMD EPYC, method A) was called 'a slower or busier host' from its Valkey's
+    EVALSHA rate against the main run's, measured on another machine (Intel Xeon) with another
+    method: a figure of one run set against another's that is not like for like, and nothing said
+    the machines differed. Runs of the same method on its own machine are the yardstick; with none,
+    the main run is, named as another machine."""
+    home_run = make_run("20261129T100000Z-aa0001", "2026-11-29T10:00:00Z")
+    home_run["environment"]["machine_label"] = "dragonfly-host"
+    ds = load_docs(tmp_path, make_run(), slow_reference(home_run, 0.4), make_dragonfly_run(host_speed=0.4))
+    assert "slower or busier" not in render(ds, "dragonfly_section") + render(ds, "headline")
+    ds = load_docs(tmp_path / "alone", make_run(), make_dragonfly_run(host_speed=0.4))
+    note = " ".join(render(ds, "dragonfly_section").split("Dragonfly 1.40.0")[0].split())
+    assert f"run `{OLDER}`" in note and "another machine (synthetic, Test CPU, 2 cores)" in note
+    assert "another machine" in render(ds, "headline")
