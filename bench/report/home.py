@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -56,13 +57,25 @@ def headline_row(ds: Dataset, spec: tuple[str, Point, str, str]) -> tuple[str, d
     marked = select(ds.cases, run_id=run, scenario=point.scenario, server=first.server, case=first.case,
                     **BASELINE).dropna(subset=["headline"])
     if not marked.empty and marked.iloc[0].headline["metric"] == point.metric:
-        words = marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}")
+        words = same_run(ds, run, marked.iloc[0].headline["conditions"].replace("{", "{{").replace("}", "}}"))
     p99 = select(rows, case=first.case, metric="p99_ms")
     values = _Values({k: v for k, v in first.items() if isinstance(k, str) and not isinstance(v, list)
                       and pd.notna(v)}, p99=f"{stat_cell(p99.iloc[0])} ms" if len(p99) else "not measured")
     return run, {"figure": f"[{label}]({link})",
                  STAT_HEADER: f"{stat_cell(first)} {unit_of(point.metric, first.unit)}",
                  "conditions": words.format_map(values) + f"; {server_label(ds, run, first.server)}"}
+
+
+def same_run(ds: Dataset, run: str, words: str) -> str:
+    """The harness's 'like for like with <scenario>' means that scenario's case in the same run:
+    where the site shows that scenario from another run, say which run the words mean and which
+    one the linked page shows, lest a reader compare across runs (and machines)."""
+    found = re.search(r"like for like with ([a-z-]+)", words)
+    shown = run_rows(ds, found[1]) if found else None
+    if found is None or shown is None or shown[0] == run:
+        return words
+    return words.replace(found[0], f"{found[0]} of run `{run}`, not with the figures of run `{shown[0]}` "
+                                   f"({machine(ds, shown[0])}) the linked page shows for it")
 
 
 def dragonfly_line(ds: Dataset) -> str:

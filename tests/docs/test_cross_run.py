@@ -108,3 +108,20 @@ def test_a_dragonfly_hosts_speed_is_judged_against_its_own_machine(tmp_path: Pat
     note = " ".join(render(ds, "dragonfly_section").split("Dragonfly 1.40.0")[0].split())
     assert f"run `{OLDER}`" in note and "another machine (synthetic, Test CPU, 2 cores)" in note
     assert "another machine" in render(ds, "headline")
+
+
+def test_a_headline_like_for_like_with_a_scenario_shown_from_another_run_says_so(tmp_path: Path) -> None:
+    """Home's enqueue_many headline reads 'like for like with enqueue-single' (the harness's words:
+    the one-job-per-call case of its own run), while the page it links to now shows the
+    one-job-per-call figures of another run on another machine: the words invited that comparison."""
+    older = make_run()
+    bulk = next(r for r in older["results"]
+                if r["scenario"] == "enqueue-bulk" and r["params"]["producers"] == 1)
+    bulk["headline"] = {"metric": "jobs_per_s", "conditions": "one caller, batches of 50 jobs per call "
+                        "(like for like with enqueue-single)"}
+    row = next(line for line in render(load_docs(tmp_path, older, newer_run()), "headline").splitlines()
+               if "Jobs enqueued per second" in line)
+    assert f"like for like with enqueue-single of run `{OLDER}`" in row
+    assert f"run `{NEWER}`" in row and "AMD EPYC" in row
+    alone = render(load_docs(tmp_path / "one", older), "headline")
+    assert "(like for like with enqueue-single)" in alone
