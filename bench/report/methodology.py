@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -12,7 +13,8 @@ from bench.report.compare import same_method_runs
 from bench.report.ha import newest
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
-from bench.report.servers import dragonfly_runs, flags
+from bench.report.runtimes import ratios
+from bench.report.servers import dragonfly_runs, flags, yardsticks
 from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
 
 MAIN_SCENARIO = "process"
@@ -23,58 +25,76 @@ MAIN_SCENARIO = "process"
 SHOWN = {"enqueue-single": "Performance: one job per call, its PING table and client CPU rows"}
 
 
-def moved(ds: Dataset) -> dict[str, str]:
-    """Scenario -> the run its sections show, for scenarios not shown from the baseline run."""
+@dataclass(frozen=True)
+class Picks:
+    """Which run each section reads, found once per page (the Runtimes pairing alone takes a
+    second, and every run's row asks)."""
+
+    main: str | None
+    moved: dict[str, str]  # scenario -> the run its sections show, where not the baseline
+    readers: dict[str, list[str]]  # run -> the sections other than the baseline's that read it
+    dragonfly: list[str]
+    spread: list[str]  # full runs of the baseline's method, machine and interpreter
+
+    @property
+    def elsewhere(self) -> list[str]:
+        """The runs that feed a section the baseline feeds on other pages, each once."""
+        return list(dict.fromkeys(self.moved.values()))
+
+
+def picks(ds: Dataset) -> Picks:
+    """What the site reads each run for."""
     main = primary_run(ds, MAIN_SCENARIO)
-    picks = {s: primary_run(ds, s) for s in sorted(set(ds.summary.scenario)) if s != "failover"}
-    return {s: r for s, r in picks.items() if r is not None and r != main}
+    found = {s: primary_run(ds, s) for s in sorted(set(ds.summary.scenario)) if s != "failover"}
+    moved = {s: r for s, r in found.items() if r is not None and r != main}
+    readers: dict[str, list[str]] = {}
+    for scenario, run in moved.items():
+        readers.setdefault(run, []).append(SHOWN.get(scenario, f"the `{scenario}` figures"))
+    peers, sweep = peers_run(ds), sweep_run(ds)
+    if peers is not None:
+        readers.setdefault(str(peers.name), []).append("Peers, and its ratios on Home")
+    if sweep is not None:
+        readers.setdefault(sweep[0], []).append("Tuning: the goals for batching")
+    # an option's own run, and the default-runtime runs the Runtimes page pairs options with
+    paired = {r for per in ratios(ds).values() for v in per.values() for r in (v["run"], *v["base"])}
+    for run in ds.runs.index:
+        if run != main and (run in paired or not default_runtime(ds.runs.loc[run].doc)):
+            readers.setdefault(run, []).append("Runtimes and drivers")
+    for run in {r for d in dragonfly_runs(ds) for r in yardsticks(ds, d)}:
+        readers.setdefault(run, []).append("Servers: the yardstick of the Dragonfly run's host speed")
+    failover = newest(ds, "failover")[0]
+    if failover is not None:
+        readers.setdefault(failover, []).append("High availability: failover")
+    spread = same_method_runs(ds, main) if main is not None else []
+    return Picks(main, moved, readers, dragonfly_runs(ds), spread)
 
 
-def role(ds: Dataset, run: str) -> str:
+def role(ds: Dataset, run: str, found: Picks) -> str:
     """What the site uses a run for, in words: the baseline, or each section that picks it."""
-    main = primary_run(ds, MAIN_SCENARIO)
-    if run == main:
-        return ("the baseline: the figures of every section that no other row names" if moved(ds)
+    if run == found.main:
+        return ("the baseline: the figures of every section that no other row names" if found.moved
                 else "the figures on every page")
-    if run in dragonfly_runs(ds):
+    if run in found.dragonfly:
         return "Dragonfly, as ratios to its own Valkey 9.1"
     if ds.runs.loc[run].quick:
         return "nothing (quick run)"
-    uses = sections_reading(ds, run)
-    if uses:
-        return "; ".join(uses)
-    if main is not None and run in same_method_runs(ds, main):
+    if run in found.readers:
+        return "; ".join(found.readers[run])
+    if run in found.spread:
         return "run-to-run spread only: an older run of the same method, machine and interpreter"
     return "History only: an older run, another method or another machine"
 
 
-def sections_reading(ds: Dataset, run: str) -> list[str]:
-    """The sections other than the baseline's that pick ``run`` (each names it in its source line)."""
-    uses = [SHOWN.get(s, f"the `{s}` figures") for s, r in moved(ds).items() if r == run]
-    peers = peers_run(ds)
-    if peers is not None and peers.name == run:
-        uses.append("Peers, and its ratios on Home")
-    sweep = sweep_run(ds)
-    if sweep is not None and sweep[0] == run:
-        uses.append("Tuning: the goals for batching")
-    if not default_runtime(ds.runs.loc[run].doc):
-        uses.append("Runtimes and drivers")
-    if newest(ds, "failover")[0] == run:
-        uses.append("High availability: failover")
-    return uses
-
-
-def baseline_note(ds: Dataset) -> str:
+def baseline_note(ds: Dataset, found: Picks) -> str:
     """Which run the pages show, when, how and on what it was measured, in one paragraph."""
-    main = primary_run(ds, MAIN_SCENARIO)
+    main = found.main
     if main is None:
         return ""
     run, method = ds.runs.loc[main], ds.runs.loc[main].doc["method"]
     servers = [e["id"] for e in run.doc["servers"] if e["measured"]]
     fresh = method.get("process_per_case") and method.get("flush_per_case")
-    others = len(same_method_runs(ds, main)) - 1
-    elsewhere = "; ".join(f"{'; '.join(sections_reading(ds, r))} (run `{r}`)"
-                          for r in dict.fromkeys(moved(ds).values()))
+    others = len(found.spread) - 1
+    elsewhere = "; ".join(f"{'; '.join(found.readers[r])} (run `{r}`)" for r in found.elsewhere)
     also = f"; here also {elsewhere}" if elsewhere else ""
     return (f"**The baseline.** The pages' figures come from run `{main}` (a section that reads another "
             f"run, such as Dragonfly, peers, runtimes or history, names it{also}), measured on "
@@ -93,12 +113,13 @@ def runs_section(ds: Dataset, prefix: str = "") -> str:
     """Every result file, newest first, with what the site uses it for."""
     if ds.empty:
         return no_data("any run")
+    found = picks(ds)
     table = pd.DataFrame([{
         "run (raw JSON)": f"[`{r.run_id}`]({prefix}{r.url})", "created (UTC)": r.created[:16],
         "commit": f"`{r.commit[:7]}`" + (" dirty" if r.dirty else ""),
         "servers": len([e for e in r.doc["servers"] if e["measured"]]),
-        "used for": role(ds, r.run_id)} for r in ds.runs.iloc[::-1].itertuples()])
-    return baseline_note(ds) + md_table(table) + "\n"
+        "used for": role(ds, r.run_id, found)} for r in ds.runs.iloc[::-1].itertuples()])
+    return baseline_note(ds, found) + md_table(table) + "\n"
 
 
 def environment(run: pd.Series) -> str:
@@ -126,7 +147,8 @@ def environments_section(ds: Dataset, prefix: str = "") -> str:
     """One collapsible block per result file."""
     if ds.empty:
         return no_data("any run")
-    return "\n".join(admonition("abstract", f"Run {run.run_id} ({role(ds, run.run_id)})",
+    found = picks(ds)
+    return "\n".join(admonition("abstract", f"Run {run.run_id} ({role(ds, run.run_id, found)})",
                                 environment(run) + f"\n\n[Raw JSON]({prefix}{run.url})", "???")
                      for _, run in ds.runs.iloc[::-1].iterrows())
 

@@ -152,6 +152,11 @@ def ceiling(ds: Dataset, run_id: str) -> float | None:
     return float(rows["median"].iloc[0]) if len(rows) else None
 
 
+def yardsticks(ds: Dataset, run: str) -> list[str]:
+    """The other runs of ``run``'s method on its machine that measured the EVALSHA ceiling."""
+    return [r for r in same_method_runs(ds, run) if r != run and ceiling(ds, r) is not None]
+
+
 def host_speed(ds: Dataset, run: str) -> tuple[float, float, str] | None:
     """(this run's one-at-a-time EVALSHA rate on Valkey 9.1, the yardstick's, the yardstick in
     words), None when either was not measured or ``run`` is the main run. The yardstick is the
@@ -162,7 +167,7 @@ def host_speed(ds: Dataset, run: str) -> tuple[float, float, str] | None:
     here = ceiling(ds, run)
     if main is None or main == run or here is None:
         return None
-    peers = {r: c for r in same_method_runs(ds, run) if r != run and (c := ceiling(ds, r)) is not None}
+    peers = {r: c for r in yardsticks(ds, run) if (c := ceiling(ds, r)) is not None}
     if peers:
         named = ", ".join(f"`{r}`" for r in peers)
         many = len(peers) > 1

@@ -125,3 +125,30 @@ def test_a_headline_like_for_like_with_a_scenario_shown_from_another_run_says_so
     assert f"run `{NEWER}`" in row and "AMD EPYC" in row
     alone = render(load_docs(tmp_path / "one", older), "headline")
     assert "(like for like with enqueue-single)" in alone
+
+
+def test_a_default_runtime_run_the_runtimes_page_pairs_with_is_named_as_read_there(tmp_path: Path) -> None:
+    """Runs 69a9a6, 0abb91 and c67346 are the baselines the Runtimes page pairs its options with
+    (its status table names them), yet the runs table called them 'History only: an older run,
+    another method or another machine': only runs of another interpreter, loop or driver counted."""
+    base = make_run("20261130T100000Z-bb0010", "2026-11-30T10:00:00Z")
+    base["servers"] = [s for s in base["servers"] if s["id"] == "valkey-9.1"]  # never the main run
+    base["results"] = [r for r in base["results"] if r["server"] == "valkey-9.1"]
+    newer = make_run("20261130T101000Z-bb0011", "2026-11-30T10:10:00Z")
+    newer["environment"]["python"] = "3.12.1"
+    newer["servers"], newer["results"] = base["servers"], base["results"]
+    out = render(load_docs(tmp_path, make_run(), base, newer), "runs_section")
+    rows = {line.split("`")[1]: line for line in out.splitlines() if line.startswith("| [`")}
+    assert "bb0010" in render(load_docs(tmp_path, make_run(), base, newer), "runtimes_table")
+    assert "Runtimes and drivers" in rows["20261130T100000Z-bb0010"]
+
+
+def test_the_runs_a_dragonfly_hosts_speed_is_judged_against_are_named_as_read(tmp_path: Path) -> None:
+    """The runs of the Dragonfly run's method and machine are its host's yardstick on the Servers
+    page: the runs table must not call them 'History only'."""
+    home_run = make_run("20261129T100000Z-aa0001", "2026-11-29T10:00:00Z")
+    home_run["environment"]["machine_label"] = "dragonfly-host"
+    ds = load_docs(tmp_path, make_run(), home_run, make_dragonfly_run(host_speed=0.4))
+    out = render(ds, "runs_section")
+    row = next(line for line in out.splitlines() if line.startswith("| [`20261129T100000Z-aa0001`"))
+    assert "the yardstick of the Dragonfly run's host speed" in row and "History only" not in row
