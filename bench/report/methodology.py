@@ -13,11 +13,15 @@ from bench.report.compare import same_method_runs
 from bench.report.ha import newest
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
+from bench.report.points import COMPARED
 from bench.report.runtimes import ratios
 from bench.report.servers import dragonfly_runs, flags, yardsticks
 from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
+from bench.report.tuning import AOF_SCENARIOS
 
 MAIN_SCENARIO = "process"
+# The scenarios whose verdicts other runs of the baseline's method check (Servers, Tuning).
+VERDICT_SCENARIOS = {p.scenario for p in COMPARED} | set(AOF_SCENARIOS)
 
 
 # Where a scenario's figures are shown when a run other than the baseline is its newest full one
@@ -65,7 +69,9 @@ def picks(ds: Dataset) -> Picks:
     failover = newest(ds, "failover")[0]
     if failover is not None:
         readers.setdefault(failover, []).append("High availability: failover")
-    spread = same_method_runs(ds, main) if main is not None else []
+    # a run of the method that measured none of the verdicts' scenarios (failover alone) checks none
+    held = ds.summary[ds.summary.scenario.isin(VERDICT_SCENARIOS)].run_id
+    spread = [r for r in same_method_runs(ds, main) if r == main or held.eq(r).any()] if main else []
     return Picks(main, moved, readers, dragonfly_runs(ds), spread)
 
 

@@ -152,3 +152,13 @@ def test_the_runs_a_dragonfly_hosts_speed_is_judged_against_are_named_as_read(tm
     out = render(ds, "runs_section")
     row = next(line for line in out.splitlines() if line.startswith("| [`20261129T100000Z-aa0001`"))
     assert "the yardstick of the Dragonfly run's host speed" in row and "History only" not in row
+
+
+def test_the_baseline_paragraph_counts_only_runs_that_feed_a_verdict(tmp_path: Path) -> None:
+    """'8 other full runs of that method on that machine feed the run-to-run checks of the
+    verdicts', where one of them (5a8f3b) measured failover alone and feeds none: the Servers page
+    counts 7 and the AOF table 8 with the baseline itself."""
+    failover = make_run("20261129T100000Z-aa0002", "2026-11-29T10:00:00Z")
+    failover["results"] = [r for r in failover["results"] if r["scenario"] == "failover"]
+    out = render(load_docs(tmp_path, make_run(), failover), "runs_section")
+    assert "rests on this run alone" in out and "1 other full run" not in out
