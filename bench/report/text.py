@@ -28,7 +28,7 @@ UNITS = {"lifecycles_per_s": "lifecycles/s", "items_per_s": "jobs/s", "jobs_per_
          "batches_per_s": "batches/s", "ops_per_s": "calls/s", "offered_per_s": "jobs/s",
          "bytes_per_job": "B/job", "bytes_per_connection": "B/connection"}
 LABELS = {"jobs": "throughput", "lifecycles": "throughput", "capacity_jobs": "capacity", "items": "promoted",
-          "job": "memory"}
+          "job": "memory", "evalsha_c1_ops": "EVALSHA, one at a time"}
 SI_UNITS = {"1/s": "/s", "ms": "ms", "s": "s", "B": "B", "count": "", "connections": ""}
 WORDS = {"payload_bytes": "payload {} B", "producers": "{} producers", "concurrency": "concurrency {}",
          "batch": "batch {}", "pool_size": "pool {}"}

@@ -53,3 +53,11 @@ def test_every_y_axis_names_what_it_measures_not_only_its_unit(tmp_path: Path) -
     for spec in _charts(tmp_path):
         text = spec["layout"]["yaxis"]["title"]["text"].removesuffix(" (log axis)")
         assert text not in bare_units, (spec["layout"]["title"]["text"], text)
+
+
+def test_no_axis_is_titled_with_a_metric_s_field_name(tmp_path: Path) -> None:
+    """The History page's machine-check chart read 'evalsha c1 ops (calls/s)' on its y axis: the
+    result file's field name, where the title says what it is (one EVALSHA at a time)."""
+    titles = [spec["layout"][axis].get("title", {}).get("text") or ""
+              for spec in _charts(tmp_path) for axis in ("xaxis", "yaxis")]
+    assert titles and not [t for t in titles if re.search(r"\bc1\b|\bcN\b|ops \(", t)]
