@@ -172,7 +172,8 @@ def host_speed(ds: Dataset, run: str) -> tuple[float, float, str] | None:
         named = ", ".join(f"`{r}`" for r in peers)
         many = len(peers) > 1
         return here, float(pd.Series(list(peers.values())).median()), (
-            f"the other run{'s' * many} of this method on this machine ({'median of ' * many}{named})")
+            f"the other run{'s' * many} of the same method on the same machine "
+            f"({'median of ' * many}{named})")
     there = ceiling(ds, main)
     if there is None:
         return None

@@ -94,16 +94,28 @@ def slow_reference(doc: dict[str, Any], k: float) -> dict[str, Any]:
     return doc
 
 
+def dragonfly_machine_run(k: float) -> dict[str, Any]:
+    """A full run on the Dragonfly run's machine, its reference ceilings at ``k`` times the main
+    run's."""
+    doc = make_run("20261129T100000Z-aa0001", "2026-11-29T10:00:00Z")
+    doc["environment"]["machine_label"] = "dragonfly-host"
+    return slow_reference(doc, k)
+
+
 def test_a_dragonfly_hosts_speed_is_judged_against_its_own_machine(tmp_path: Path) -> None:
     """The Dragonfly run (AMD EPYC, method A) was called 'a slower or busier host' from its Valkey's
     EVALSHA rate against the main run's, measured on another machine (Intel Xeon) with another
     method: a figure of one run set against another's that is not like for like, and nothing said
     the machines differed. Runs of the same method on its own machine are the yardstick; with none,
     the main run is, named as another machine."""
-    home_run = make_run("20261129T100000Z-aa0001", "2026-11-29T10:00:00Z")
-    home_run["environment"]["machine_label"] = "dragonfly-host"
-    ds = load_docs(tmp_path, make_run(), slow_reference(home_run, 0.4), make_dragonfly_run(host_speed=0.4))
+    ds = load_docs(tmp_path, make_run(), dragonfly_machine_run(0.4), make_dragonfly_run(host_speed=0.4))
     assert "slower or busier" not in render(ds, "dragonfly_section") + render(ds, "headline")
+    # its machine's other run twice as fast: flagged, and on Home, whose figures come from another
+    # machine, the yardstick is not called 'this machine'
+    runs = (make_run(), dragonfly_machine_run(0.8), make_dragonfly_run(host_speed=0.4))
+    ds = load_docs(tmp_path / "fast", *runs)
+    line = next(li for li in render(ds, "headline").splitlines() if "Dragonfly" in li)
+    assert "0.50x the EVALSHA rate of the other run of the same method on the same machine" in line
     ds = load_docs(tmp_path / "alone", make_run(), make_dragonfly_run(host_speed=0.4))
     note = " ".join(render(ds, "dragonfly_section").split("Dragonfly 1.40.0")[0].split())
     assert f"run `{OLDER}`" in note and "another machine (synthetic, Test CPU, 2 cores)" in note
@@ -146,9 +158,7 @@ def test_a_default_runtime_run_the_runtimes_page_pairs_with_is_named_as_read_the
 def test_the_runs_a_dragonfly_hosts_speed_is_judged_against_are_named_as_read(tmp_path: Path) -> None:
     """The runs of the Dragonfly run's method and machine are its host's yardstick on the Servers
     page: the runs table must not call them 'History only'."""
-    home_run = make_run("20261129T100000Z-aa0001", "2026-11-29T10:00:00Z")
-    home_run["environment"]["machine_label"] = "dragonfly-host"
-    ds = load_docs(tmp_path, make_run(), home_run, make_dragonfly_run(host_speed=0.4))
+    ds = load_docs(tmp_path, make_run(), dragonfly_machine_run(1.0), make_dragonfly_run(host_speed=0.4))
     out = render(ds, "runs_section")
     row = next(line for line in out.splitlines() if line.startswith("| [`20261129T100000Z-aa0001`"))
     assert "the yardstick of the Dragonfly run's host speed" in row and "History only" not in row
