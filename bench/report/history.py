@@ -101,16 +101,22 @@ def history_figure(h: Point, frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+# A group's runs may span commits: its spread then holds code changes as well as noise.
+SPREAD_INTRO = ("Spread across runs beside within-run noise (where a group's runs span several commits, "
+                "its spread holds the changes between them as well as run-to-run noise):")
+
+
 def spread_table(frame: pd.DataFrame) -> str:
     """Per group: runs, range of the run medians and typical within-run MAD, both as % of the median."""
     within = frame["mad"] / frame["median"].abs() * 100
     groups = frame.assign(within=within).groupby(["group", "case"], sort=False)
-    out = groups.agg(runs=("median", "size"), lo=("median", "min"), hi=("median", "max"),
-                     centre=("median", "median"), within=("within", "median")).reset_index()
+    out = groups.agg(runs=("median", "size"), commits=("commit", "nunique"), lo=("median", "min"),
+                     hi=("median", "max"), centre=("median", "median"),
+                     within=("within", "median")).reset_index()
     across = ((out.hi - out.lo) / out.centre.abs() * 100).map(lambda v: f"{v:.1f}%")
     return md_table(pd.DataFrame({
         "machine and method": out.group, "case": [params_text(json.loads(c)) for c in out.case],
-        "runs": out.runs,
+        "runs": out.runs, "commits": out.commits,
         "spread across runs (range of medians)": across.where(out.runs > 1, "one run only"),
         "within-run MAD (median over runs)": out.within.map(lambda v: f"{v:.1f}%")}))
 
@@ -139,7 +145,7 @@ def headline_section(ds: Dataset, h: Point) -> str:
     if frame.empty:
         return f"### {title(h)}\n\n" + no_data(f"`{h.scenario}` {h.metric} on {SERVER}")
     return "\n\n".join([f"### {title(h)}", chart(history_figure(h, frame), f"history-{h.scenario}"),
-                        "Run-to-run noise beside within-run noise:", spread_table(frame),
+                        SPREAD_INTRO, spread_table(frame),
                         admonition("note", "Every run", runs_table(h, frame), "???").rstrip("\n")])
 
 

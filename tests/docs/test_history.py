@@ -117,3 +117,18 @@ def test_every_run_row_and_method_name_what_sets_them_apart(tmp_path: Path) -> N
             if "bbbbbb" in line and "`bbbbbbb`" in line]
     assert len(rows) == 2 and len({r.split("|")[4] for r in rows}) == 2, rows
     assert any("loop uvloop" in r for r in rows)
+
+
+def test_a_spread_across_runs_of_several_commits_is_not_called_run_to_run_noise(tmp_path: Path) -> None:
+    """The tables were headed 'Run-to-run noise beside within-run noise' and grouped runs by
+    machine and method only: the AMD EPYC group's 44.5% held runs at 6458ff9, 91629f3 and
+    c5d684f, with code changes between them, read as noise a version change must exceed."""
+    ds = dataset(tmp_path, run("20261201T100000Z-aa0001", "2026-12-01T10:00:00Z", "1111111aaaa"),
+                 run("20261202T100000Z-aa0002", "2026-12-02T10:00:00Z", "2222222bbbb", scale=1.6))
+    out = SECTIONS["history_section"](ds, "")
+    section = out.split("### Process")[1].split("??? note")[0]
+    assert "Run-to-run noise beside" not in section
+    header = next(line for line in section.splitlines() if line.startswith("| machine and method"))
+    row = next(line for line in section.splitlines() if line.startswith("| synthetic"))
+    cells = dict(zip(header.strip("|").split("|"), row.strip("|").split("|"), strict=True))
+    assert cells[next(k for k in cells if "commits" in k)].strip() == "2"
