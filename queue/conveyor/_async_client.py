@@ -17,7 +17,7 @@ from ._base import REDIS_ERRORS, QueueBase, resolve_settings, writes
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
-from ._errors import ConveyorError, ReplicationError
+from ._errors import ConveyorError, QueueClosedError, ReplicationError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import (
     batches_failed,
@@ -40,8 +40,9 @@ from ._topology import ASYNC, ask_for_primary, connect
 T = TypeVar("T")
 
 
-# RuntimeError: asyncio's "Event loop is closed", met on a connection of an earlier loop (_error)
-ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError)
+# RuntimeError: asyncio's "Event loop is closed", met on a connection of an earlier loop (_error);
+# QueueClosedError: glide's client's, for a call aclose() cut off, which _error words for a read.
+ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError, QueueClosedError)
 
 
 class AsyncQueue(QueueBase[aredis.Redis]):
@@ -422,7 +423,8 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         A call still in flight (another task's) either completes or raises
         [QueueClosedError][conveyor.QueueClosedError] with ``maybe_applied`` True: it may have been
         sent, so an enqueue may have created its job or not (repeat it only with a ``job_id``),
-        with either driver; never ConnectionFailedError. A call made after ``aclose()`` opens a new
+        with either driver (``maybe_applied`` False for a read: counts, get_job, jobs change nothing);
+        never ConnectionFailedError. A call made after ``aclose()`` opens a new
         connection with redis-py; with glide it raises QueueClosedError, ``maybe_applied`` False
         (nothing was sent: a closed glide client cannot reconnect). A result wait ends with
         QueueClosedError too (a wait changes nothing on the server)."""

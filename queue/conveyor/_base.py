@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -10,7 +11,7 @@ from typing import Any, Generic, TypeVar
 from redis import exceptions as redis_errors
 
 from ._connection import translate_error
-from ._errors import ConnectionFailedError, ReplicationError
+from ._errors import ConnectionFailedError, QueueClosedError, ReplicationError
 from ._glide_common import closed_in_flight
 from ._models import MAX_PRIORITY, Job, JobSpec, QueueSettings
 from ._ops import LAYOUT_VERSION, Call, QueueCore
@@ -134,12 +135,14 @@ class QueueBase(Generic[ClientT]):
         ``closes``. A connection lost while close() / aclose() ran (redis-py closes the connections
         of calls in flight) is QueueClosedError: the call may have been applied, and 'cannot reach
         the server' (ConnectionFailedError) is neither true nor something to retry. ``read_only``:
-        the call only reads, and a timeout's message says that nothing was changed."""
+        the call only reads, and a timeout's or a close's message says that nothing was changed."""
+        if isinstance(exc, QueueClosedError):  # glide's own (its client knows no read from a write)
+            return closed_in_flight(where(self.client), read_only) if exc.maybe_applied else copy.copy(exc)
         pool: Any = getattr(self.client, "connection_pool", None)
         size = getattr(pool, "max_connections", None)
         error = translate_error(where(self.client), exc, size, read_only)
         if (closes != self._closes or self._closes % 2) and isinstance(error, ConnectionFailedError):
-            return closed_in_flight(where(self.client))
+            return closed_in_flight(where(self.client), read_only)
         return error
 
     def _queue_startup(self, pipe: Any, write: bool = True) -> None:

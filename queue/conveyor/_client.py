@@ -375,7 +375,8 @@ class Queue(QueueBase[redis.Redis]):
         A call still in flight in another thread either completes or, with redis-py (which closes
         its connection), raises [QueueClosedError][conveyor.QueueClosedError] with
         ``maybe_applied`` True: it may have been applied or not (repeat an enqueue only with a
-        ``job_id``); never ConnectionFailedError. Such a call may take up to ``socket_timeout`` to
+        ``job_id``), or ``maybe_applied`` False for a read (counts, get_job, jobs: nothing was
+        changed); never ConnectionFailedError. Such a call may take up to ``socket_timeout`` to
         raise: a thread just entering its read as its socket is closed can wait on the closed
         descriptor's number, already reused by another connection (CPython's sockets give no way
         to close a socket another thread reads without that race). glide's close() waits for such

@@ -66,7 +66,8 @@ class QueueClosedError(ConveyorError):
     while the call was in flight, after it may have been sent, so it may have been applied or not
     (an enqueue may have created its job: as after a timeout, repeat it only with a ``job_id``).
     False: nothing was sent (a call after ``close()`` on a glide client, which cannot reconnect),
-    or a result wait was ended while it waited (a wait changes nothing on the server)."""
+    the call only reads (counts, get_job, jobs: nothing was changed), or a result wait was ended
+    while it waited (a wait changes nothing on the server)."""
 
     def __init__(self, message: str, maybe_applied: bool) -> None:
         super().__init__(message)

@@ -215,10 +215,17 @@ def closed_error(address: str) -> QueueClosedError:
     )
 
 
-def closed_in_flight(where: str) -> QueueClosedError:
+def closed_in_flight(where: str, read_only: bool = False) -> QueueClosedError:
     """A call in flight when close() / aclose() closed its connection (either driver): it may have
-    been sent, so it may have been applied or not. Not 'cannot reach the server' (a
-    ConnectionFailedError, which a worker or a result wait would retry for ever)."""
+    been sent, so it may have been applied or not; a read (``read_only``) changed nothing either
+    way. Not 'cannot reach the server' (a ConnectionFailedError, which a worker or a result wait
+    would retry for ever)."""
+    if read_only:
+        return QueueClosedError(
+            f"the queue was closed (close() or aclose()) while this read from {where} was in flight: "
+            "the call only reads, so nothing was changed (safe to repeat, on an open queue)",
+            maybe_applied=False,
+        )
     return QueueClosedError(
         f"the queue was closed (close() or aclose()) while this call to {where} was in flight: it "
         "may have been applied or not (an enqueue with a job_id is safe to repeat, on an open queue)",
