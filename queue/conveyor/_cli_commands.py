@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,9 +21,9 @@ from ._cli import (
     load_app,
     stop_signals_exit_until_started,
 )
+from ._cli_metrics import scrape_timeout_option, serve_metrics
 from ._client import Queue
 from ._dispatch import WorkerOptions
-from ._errors import ConveyorError
 from ._inspect import LISTABLE, BatchesInterrupted
 from ._keys import validate_name
 from ._models import Job
@@ -108,6 +107,7 @@ def cli() -> None:
               help="Serve Prometheus metrics on this port (needs the 'prometheus' extra).")  # fmt: skip
 @click.option("--metrics-addr", default=None,
               help="Address of the metrics server (with --metrics-port; default 127.0.0.1).")  # fmt: skip
+@scrape_timeout_option
 @click.option("--block-timeout", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Longest idle wait on the server, in seconds.")  # fmt: skip
 def worker(
@@ -121,6 +121,7 @@ def worker(
     scheduler: bool,
     metrics_port: int | None,
     metrics_addr: str | None,
+    metrics_scrape_timeout: float | None,
     debug: bool,
     log_level: str,
 ) -> int:
@@ -146,9 +147,9 @@ def worker(
         with given_input():  # click lets nan and inf through its ranges
             WorkerOptions(**options)
         if metrics_port is not None:
-            _serve_metrics(app, metrics_addr or "127.0.0.1", metrics_port)
-        elif metrics_addr is not None:
-            raise BadInput("--metrics-addr is given without --metrics-port: no metrics would be served")
+            serve_metrics(app, metrics_addr or "127.0.0.1", metrics_port, metrics_scrape_timeout)
+        else:
+            _no_metrics_port(metrics_addr, metrics_scrape_timeout)
         runner = Runner(app, queues, scheduler=scheduler, **options)
         mode = "asyncio" if runner.use_asyncio else "threads"
         log.info("worker %d starting: queues %s, %d slots per queue (%s)", os.getpid(),
@@ -162,21 +163,11 @@ def worker(
     return EXIT_OK
 
 
-def _serve_metrics(app: Conveyor, address: str, port: int) -> None:
-    try:
-        from prometheus_client import start_http_server  # noqa: PLC0415 - optional extra
-
-        from ._prometheus import instrument  # noqa: PLC0415
-    except ImportError as exc:
-        raise BadInput(f"--metrics-port needs the 'prometheus' extra ({exc})") from exc
-    instrument(app)
-    try:
-        start_http_server(port, addr=address)
-    except socket.gaierror as exc:  # an address no resolver knows: the option is wrong
-        raise BadInput(f"cannot serve metrics on {address}:{port}: {exc.strerror}") from exc
-    except OSError as exc:  # in use, not permitted, not up yet: the same command may work later
-        raise ConveyorError(f"cannot serve metrics on {address}:{port}: {exc.strerror}") from exc
-    log.info("metrics on http://%s:%d/metrics", address, port)
+def _no_metrics_port(address: str | None, scrape_timeout: float | None) -> None:
+    """A metrics option without --metrics-port would do nothing: refused, as a typo may be."""
+    for name, value in (("--metrics-addr", address), ("--metrics-scrape-timeout", scrape_timeout)):
+        if value is not None:
+            raise BadInput(f"{name} is given without --metrics-port: no metrics would be served")
 
 
 @cli.command()

@@ -51,7 +51,8 @@ class Metrics:
             "conveyor_jobs_retried", "Failed attempts that will be retried.", labels, registry=registry
         )
         self.failed = Counter("conveyor_jobs_failed", "Jobs that failed for good.", labels, registry=registry)
-        registry.register(QueueDepth(app, scrape_timeout))
+        self.depth = QueueDepth(app, scrape_timeout)  # its timeout: see _cli_metrics.serve_metrics
+        registry.register(self.depth)
         self._started: dict[Job, float] = {}  # by attempt, as Tracing._open (see there)
 
     def _labels(self, job: Job) -> tuple[str, str]:
