@@ -20,8 +20,7 @@ from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
 from ._errors import ConveyorError, QueueClosedError, ReplicationError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._inspect import (
-    batches_failed,
-    id_batches,
+    FailedBatches,
     list_range,
     listed_ids,
     listed_jobs,
@@ -385,37 +384,36 @@ class AsyncQueue(QueueBase[aredis.Redis]):
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
-        when the call starts; one script call per ``batch``. Returns how many were re-queued."""
+        when the call starts; one script call per ``batch``. Returns how many were re-queued.
+        Cancelled between batches, its CancelledError (re-raised as it is) has a note and a
+        ``batches_done`` attribute giving how many the batches that completed re-queued."""
         return await self._failed_batches(retry_failed, job_ids, batch)
 
     async def purge_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Delete failed jobs: the given ids, or (None) every job failed when the call starts; one
-        script call per ``batch``. Returns how many were deleted."""
+        script call per ``batch``. Returns how many were deleted. Cancelled between batches, as
+        ``retry_failed`` (``batches_done``: how many were deleted)."""
         return await self._failed_batches(purge_failed, job_ids, batch)
 
     async def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
         closes = self._closes  # see _error
-        batches = id_batches(job_ids, batch)
+        plan = FailedBatches(self.core, build, job_ids, batch)
         self._own_loop()
-        if batches is None:
+        if plan.batches is None:
             # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
             try:
-                limit = int(await self.client.zcard(self.core.keys.failed))
+                plan.limit = int(await self.client.zcard(self.core.keys.failed))
             except ASYNC_ERRORS as exc:
                 raise self._error(exc, closes, read_only=True) from exc
-        total = 0
         try:
-            if batches is not None:
-                for ids in batches:
-                    total += await self._run(build(self.core, ids, batch))
-                return total
-            while total < limit and (
-                done := await self._run(build(self.core, [], min(batch, limit - total)))
-            ):
-                total += done
-            return total
+            while (call := plan.next_call()) is not None:
+                plan.applied(await self._run(call))
+            return plan.done
         except ConveyorError as exc:
-            raise batches_failed(exc, build, total) from exc.__cause__
+            raise plan.failed(exc) from exc.__cause__
+        except asyncio.CancelledError as exc:  # a timeout, a shutdown: the same error, with the count
+            plan.cancelled(exc)
+            raise
 
     async def aclose(self) -> None:
         """Close the client and its pool (and stop waiting for results).

@@ -19,9 +19,7 @@ from ._direct import DirectScripts, HeldScripts
 from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, Rounds
 from ._inspect import (
-    BatchesInterrupted,
-    batches_failed,
-    id_batches,
+    FailedBatches,
     list_range,
     listed_ids,
     listed_jobs,
@@ -348,26 +346,21 @@ class Queue(QueueBase[redis.Redis]):
 
     def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
         closes = self._closes  # see _error
-        batches = id_batches(job_ids, batch)
-        if batches is None:
+        plan = FailedBatches(self.core, build, job_ids, batch)
+        if plan.batches is None:
             # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
             try:
-                limit = int(self.client.zcard(self.core.keys.failed))
+                plan.limit = int(self.client.zcard(self.core.keys.failed))
             except REDIS_ERRORS as exc:
                 raise self._error(exc, closes, read_only=True) from exc
-        total = 0
         try:
-            if batches is not None:
-                for ids in batches:
-                    total += self._run(build(self.core, ids, batch))
-                return total
-            while total < limit and (done := self._run(build(self.core, [], min(batch, limit - total)))):
-                total += done
-            return total
+            while (call := plan.next_call()) is not None:
+                plan.applied(self._run(call))
+            return plan.done
         except ConveyorError as exc:
-            raise batches_failed(exc, build, total) from exc.__cause__
+            raise plan.failed(exc) from exc.__cause__
         except KeyboardInterrupt as exc:  # Ctrl-C: say what the batches that returned did
-            raise BatchesInterrupted(build, total, self.name) from exc
+            raise plan.interrupted() from exc
 
     def close(self) -> None:
         """Close the client and its pool (and stop waiting for results).

@@ -95,6 +95,14 @@ def batches_failed(exc: ConveyorError, build: Any, done: int) -> ConveyorError:
     return exc
 
 
+def done_before_stop(build: Any, done: int, queue: str) -> str:
+    """What retry_failed / purge_failed (``build``) had done when stopped between batches."""
+    return (
+        f"{done} failed job(s) of queue {queue} were already {DONE[build]} by the batches that "
+        "completed (the batch in flight may have been applied too)"
+    )
+
+
 class BatchesInterrupted(KeyboardInterrupt):
     """Ctrl-C (KeyboardInterrupt) during retry_failed / purge_failed, with what the batches whose
     reply came had done (``done`` jobs re-queued or deleted): the batch in flight may have run too.
@@ -102,7 +110,51 @@ class BatchesInterrupted(KeyboardInterrupt):
 
     def __init__(self, build: Any, done: int, queue: str) -> None:
         self.done = done
-        super().__init__(
-            f"{done} failed job(s) of queue {queue} were already {DONE[build]} by the batches that "
-            "completed (the batch in flight may have been applied too)"
-        )
+        super().__init__(done_before_stop(build, done, queue))
+
+
+class FailedBatches:
+    """retry_failed / purge_failed without the I/O, run by Queue and AsyncQueue alike: the script
+    call of each batch in turn (``next_call``), the count of what the batches whose reply came did
+    (``done``), and how an error or a stop between batches reports it."""
+
+    def __init__(self, core: QueueCore, build: Any, job_ids: Sequence[str] | None, batch: int) -> None:
+        self.core, self.build, self.batch = core, build, batch
+        self.batches = id_batches(job_ids, batch)  # None: every job failed at the start (``limit``)
+        self.limit = 0
+        self.done = 0
+        self._sent = 0
+        self._last: int | None = None
+
+    def next_call(self) -> Call[int] | None:
+        """The next batch's call; None once every batch ran (for 'all': ``limit`` jobs done, or a
+        batch that found none, so jobs failing again meanwhile do not keep it going)."""
+        if self.batches is not None:
+            if self._sent == len(self.batches):
+                return None
+            ids, size = self.batches[self._sent], self.batch
+        elif self.done >= self.limit or self._last == 0:
+            return None
+        else:
+            ids, size = [], min(self.batch, self.limit - self.done)
+        self._sent += 1
+        return self.build(self.core, ids, size)  # type: ignore[no-any-return]
+
+    def applied(self, count: int) -> None:
+        self.done += count
+        self._last = count
+
+    def failed(self, exc: ConveyorError) -> ConveyorError:
+        return batches_failed(exc, self.build, self.done)
+
+    def interrupted(self) -> BatchesInterrupted:
+        """Ctrl-C between batches (sync): a KeyboardInterrupt that carries the count."""
+        return BatchesInterrupted(self.build, self.done, self.core.name)
+
+    def cancelled(self, exc: BaseException) -> None:
+        """A cancellation between batches (asyncio: a timeout, a shutdown) told the count, the
+        CancelledError itself kept (re-raised as it is, so asyncio's bookkeeping of the task's
+        cancellation and asyncio.timeout()'s TimeoutError are unchanged): a note, shown with its
+        traceback, and ``batches_done``, for code that catches it (or a TimeoutError's cause)."""
+        exc.batches_done = self.done  # type: ignore[attr-defined]
+        exc.add_note(done_before_stop(self.build, self.done, self.core.name))

@@ -6,15 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _proxy import HoldingProxy
 from conveyor import Queue
 from conveyor._models import JobSpec
 from test_cli import COMMAND, _wait
@@ -115,43 +114,6 @@ def test_ctrl_c_while_the_server_does_not_answer_exits_130_saying_so(paused, app
     assert len(lines) == 1 and lines[0].startswith("conveyor: interrupted (SIGINT)"), stderr
     if command[0] == "purge":
         assert f"no failed job of queue {queue_name} was deleted" in lines[0]
-
-
-class HoldingProxy:
-    """Forwards a local port to a server, each chunk a client sends 0.1 s late (a batch of
-    retry/purge takes that long at least); after ``hold()`` what clients send is dropped, so a
-    call sent then never runs."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.listener.getsockname()[1])
-        self.held = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.upstream)
-            threading.Thread(target=self._pipe, args=(client, upstream, 0.1), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, 0.0), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, target: socket.socket, delay: float) -> None:
-        with source, target:
-            try:
-                while data := source.recv(65536):
-                    time.sleep(delay)
-                    if delay and self.held.is_set():
-                        continue  # held: never delivered
-                    target.sendall(data)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.mark.parametrize(("action", "verb"), [("retry", "re-queued"), ("purge", "deleted")])
