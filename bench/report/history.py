@@ -113,7 +113,8 @@ def spread_table(frame: pd.DataFrame) -> str:
     out = groups.agg(runs=("median", "size"), commits=("commit", "nunique"), lo=("median", "min"),
                      hi=("median", "max"), centre=("median", "median"),
                      within=("within", "median")).reset_index()
-    across = ((out.hi - out.lo) / out.centre.abs() * 100).map(lambda v: f"{v:.1f}%")
+    # three significant digits at most, as every measured figure on the site (not "112.5%")
+    across = ((out.hi - out.lo) / out.centre.abs() * 100).map(lambda v: f"{v:.{1 if v < 100 else 0}f}%")
     return md_table(pd.DataFrame({
         "machine and method": out.group, "case": [params_text(json.loads(c)) for c in out.case],
         "runs": out.runs, "commits": out.commits,

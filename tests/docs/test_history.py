@@ -132,3 +132,14 @@ def test_a_spread_across_runs_of_several_commits_is_not_called_run_to_run_noise(
     row = next(line for line in section.splitlines() if line.startswith("| synthetic"))
     cells = dict(zip(header.strip("|").split("|"), row.strip("|").split("|"), strict=True))
     assert cells[next(k for k in cells if "commits" in k)].strip() == "2"
+
+
+def test_a_spread_across_runs_of_100_percent_or_more_has_three_significant_digits(tmp_path: Path) -> None:
+    """'112.5%': a range of three runs' medians written to four significant digits, one more than
+    the site writes any measured figure with."""
+    ds = dataset(tmp_path, run("20261201T100000Z-aa0001", "2026-12-01T10:00:00Z", "1111111aaaa"),
+                 run("20261202T100000Z-aa0002", "2026-12-02T10:00:00Z", "2222222bbbb", scale=3.25))
+    section = SECTIONS["history_section"](ds, "").split("### Process")[1].split("??? note")[0]
+    row = next(line for line in section.splitlines() if line.startswith("| synthetic"))
+    # medians 1,900 and 6,175 about their median 4,037.5: (6,175 - 1,900) / 4,037.5 = 105.9%
+    assert "| 106%" in row and "105.9%" not in row
