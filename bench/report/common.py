@@ -49,6 +49,17 @@ def machine(ds: Dataset, run: str) -> str:
     return f"{found.machine}, {found.cpu}, {found.cores} cores"
 
 
+def by_run(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A table whose rows carry their run (column ``run``) and the note above it: the column
+    (the end of each run's id) and a note to compare rows of one run only when the rows come from
+    several runs, since those may be other machines or commits; neither for one run."""
+    if frame["run"].nunique() == 1:
+        return frame.drop(columns="run"), ""
+    note = ("The rows come from more than one run (column *run*, the end of its id; the sources below "
+            "name each run's machine and commit): compare rows of the same run only.\n\n")
+    return frame.assign(run=frame["run"].map(lambda r: f"`{r.rsplit('-', 1)[-1]}`")), note
+
+
 def server_label(ds: Dataset, run_id: str, server: str) -> str:
     """``valkey-9.1 (9.1.2, libc malloc)``."""
     entry = next((e for e in servers(ds, run_id) if e["id"] == server), {})

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.common import REFERENCE_SERVER, machine, run_rows, server_label, source, stat_cell
+from bench.report.common import REFERENCE_SERVER, by_run, machine, run_rows, server_label, source, stat_cell
 from bench.report.compare import BASELINE, select
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
@@ -113,7 +113,9 @@ def headline(ds: Dataset, prefix: str = "") -> str:
     runs = list(dict.fromkeys(run for run, _ in found))
     servers = (verdict(ds, runs[0], brief=True).replace("**From this run:** ", "")
                if server_columns(ds, runs[0]) else "")
-    return (f"{md_table(pd.DataFrame([row for _, row in found]))}\n\n{other_machine_note(ds, runs[0])}"
+    # headlines of several runs (each scenario's newest full one) say which run each came from
+    table, note = by_run(pd.DataFrame([{**row, "run": run} for run, row in found]))
+    return (f"{note}{md_table(table)}\n\n{other_machine_note(ds, runs[0])}"
             f"- **Servers**: {servers} "
             f"([Servers](servers.md))\n{dragonfly_line(ds)}\n\n"
             + "\n\n".join(source(ds, r, prefix) for r in runs) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.report.common import (
+    by_run,
     machine,
     primary_run,
     primary_server,
@@ -233,15 +234,9 @@ def client_cpu_section(ds: Dataset, prefix: str = "") -> str:
         runs.append(run)
     if not table:
         return no_data(f"the client CPU per job (`{CPU_METRIC}`)")
-    frame, runs = pd.DataFrame(table), list(dict.fromkeys(runs))
-    sources = "\n\n".join(source(ds, r, prefix) for r in runs)
-    if len(runs) == 1:
-        return f"{md_table(frame.drop(columns='run'))}\n\n{sources}\n"
-    # Rows of several runs (each scenario's newest full one): say which, and that only rows of
-    # one run compare, since the runs may come from other machines or commits.
-    frame["run"] = frame["run"].map(lambda r: f"`{r.rsplit('-', 1)[-1]}`")
-    note = ("The rows come from more than one run (column *run*, the end of its id; the sources below "
-            "name each run's machine and commit): compare rows of the same run only.\n\n")
+    # rows of several runs (each scenario's newest full one) say which run each came from
+    frame, note = by_run(pd.DataFrame(table))
+    sources = "\n\n".join(source(ds, r, prefix) for r in dict.fromkeys(runs))
     return f"{note}{md_table(frame)}\n\n{sources}\n"
 
 

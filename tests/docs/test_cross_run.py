@@ -181,3 +181,19 @@ def test_the_methodology_page_says_a_page_can_show_several_runs() -> None:
     assert "Pages show the newest full run" not in page
     assert "Each section shows the newest full run that measured its scenario on the most servers" in page
     assert "one page can show several runs" in page
+
+
+def test_home_headlines_from_two_runs_say_which_run_each_came_from(tmp_path: Path) -> None:
+    """Each headline picks its scenario's newest full run: a newer memory-only run on another
+    machine would put its figure in the table beside the full run's, with only the source lines
+    below the table (one per run) to tell, and nothing saying which row is which."""
+    newer = make_run(run_id=NEWER, created="2026-12-06T17:03:00Z")
+    newer["results"] = [r for r in newer["results"] if r["scenario"] == "memory"]
+    newer["environment"]["cpu_model"] = "AMD EPYC"
+    del newer["peers"]
+    out = render(load_docs(tmp_path, make_run(), newer), "headline")
+    assert "compare rows of the same run only" in out
+    rows = [line for line in out.splitlines() if line.startswith("| [")]
+    assert rows and all(("`cd34ef`" in r) == ("Memory per waiting job" in r) for r in rows)
+    assert all("`ab12cd`" in r for r in rows if "Memory" not in r)
+    assert "| run " not in render(load_docs(tmp_path / "one", make_run()), "headline")
