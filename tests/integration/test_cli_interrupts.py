@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _proxy import HoldingProxy
+from _holding_proxy import HoldingProxy
 from conveyor import Queue
 from conveyor._models import JobSpec
 from test_cli import COMMAND, _wait

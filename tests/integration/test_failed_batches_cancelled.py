@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from _proxy import HoldingProxy
+from _holding_proxy import HoldingProxy
 from conveyor import AsyncQueue, Queue
 from conveyor._models import JobSpec
 
