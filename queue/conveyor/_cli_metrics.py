@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import socket
 
 import click
@@ -12,6 +11,7 @@ from ._app import Conveyor
 from ._cli import BadInput
 from ._errors import ConveyorError
 from ._metrics import SCRAPE_TIMEOUT
+from ._settings_checks import finite
 
 log = logging.getLogger("conveyor.cli")
 
@@ -19,7 +19,7 @@ log = logging.getLogger("conveyor.cli")
 def finite_seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
     """click's FloatRange lets nan and inf through: nan disables every deadline check (a scrape
     would report each queue down), inf is no deadline at all."""
-    if value is not None and not math.isfinite(value):
+    if value is not None and not finite(value):
         raise click.BadParameter(f"must be a finite number of seconds > 0, got {value}")
     return value
 

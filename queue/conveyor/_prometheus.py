@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from ._metrics import DURATION_BUCKETS, SCRAPE_TIMEOUT
 from ._models import Job
 from ._queue_depth import QueueDepth
+from ._settings_checks import finite
 
 if TYPE_CHECKING:
     from ._app import Conveyor
@@ -96,8 +97,9 @@ def instrument(
     """Register metric hooks on ``app``; metrics go to ``registry`` (default: the global one).
     Once per app and registry: again, it returns the same metrics, with the first call's settings
     (registering the names twice fails)."""
-    if not scrape_timeout > 0:  # (NaN too) a read no deadline allows would report every queue down
-        raise ValueError(f"scrape_timeout must be > 0 seconds, got {scrape_timeout!r}")
+    if not (finite(scrape_timeout) and scrape_timeout > 0):  # NaN: every queue reported down; inf:
+        # a scrape waits for a server that does not answer for good
+        raise ValueError(f"scrape_timeout must be a finite number of seconds > 0, got {scrape_timeout!r}")
     registry = REGISTRY if registry is None else registry
     return app._instrumented(
         ("prometheus", registry),

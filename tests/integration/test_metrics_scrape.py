@@ -80,8 +80,9 @@ def test_a_scrape_of_a_server_that_does_not_answer_is_bounded_and_says_so(own_se
 
 def test_scrape_timeout_must_be_positive(redis_url, queue_name):
     app = Conveyor(redis_url, default_queue=queue_name)
-    for bad in (0, -1.0, float("nan")):
-        with pytest.raises(ValueError, match="scrape_timeout must be > 0"):
+    # inf (or 10**400) was taken: a scrape then waited for a server that does not answer for good
+    for bad in (0, -1.0, float("nan"), float("inf"), 10**400):
+        with pytest.raises(ValueError, match="scrape_timeout must be a finite number of seconds > 0"):
             conveyor.instrument(app, prometheus_client.CollectorRegistry(), scrape_timeout=bad)
 
 
