@@ -7,7 +7,9 @@ and chart of the site without a benchmark run.
 from __future__ import annotations
 
 import copy
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,16 @@ def load_docs(root: Path, *docs: dict[str, Any]) -> Dataset:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc))
     return report.load(root)
+
+
+def render(ds: Dataset, name: str) -> str:
+    """Section ``name`` rendered from ``ds`` with links relative to the site root."""
+    return report.SECTIONS[name](ds, "")
+
+
+def chart_specs(markdown: str) -> list[dict[str, Any]]:
+    """The plotly specs of the charts in rendered ``markdown``, in order."""
+    return [json.loads(html.unescape(m)) for m in re.findall(r'data-cv-chart="([^"]*)"', markdown)]
 
 
 def metric(median: float, unit: str, spread: float = 0.02, reps: int = 3) -> dict[str, Any]:

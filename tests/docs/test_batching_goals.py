@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from docs_synthetic import make_run, metric, row
-from test_docs_report import dataset, render
+from docs_synthetic import load_docs as dataset
+from docs_synthetic import make_run, metric, render, row
 
 # (callers, batching): jobs/s, p50 ms, p99 ms, producer CPU µs per job
 SWEEP = {(1, False): (8000, 0.12, 0.20, 60.0), (1, True): (8400, 0.11, 0.19, 55.0),

@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from docs_synthetic import load_docs, make_dragonfly_run, make_run
+from docs_synthetic import load_docs, make_dragonfly_run, make_run, render
 
-from bench import report
 from bench.report.load import Dataset
 from bench.stats import summarize
 
@@ -39,10 +38,6 @@ def two_machines(tmp_path: Path, speed: float = 1.0) -> Dataset:
 
 def scaled(record: dict[str, Any], k: float) -> dict[str, Any]:
     return summarize([v * k for v in record["values"]], record["unit"])
-
-
-def render(ds: Dataset, name: str) -> str:
-    return report.SECTIONS[name](ds, "")
 
 
 def test_one_job_per_call_from_another_machine_is_not_read_against_the_reference_ceilings(

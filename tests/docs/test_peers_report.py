@@ -7,15 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from docs_synthetic import load_docs as dataset
-from docs_synthetic import make_run, metric
+from docs_synthetic import make_run, metric, render
 
-from bench import report
-from bench.report.load import Dataset
 from bench.report.peers_goals import ratio_range, verdict
-
-
-def render(ds: Dataset, name: str) -> str:
-    return report.SECTIONS[name](ds, "")
 
 
 def test_peers_sections_give_ratios_and_the_crash_table(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from docs_synthetic import make_run
-from test_docs_report import dataset, render
+from docs_synthetic import load_docs as dataset
+from docs_synthetic import make_run, render
 
 from bench.report import common, runtimes
 
