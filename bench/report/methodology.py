@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.report.batching import sweep_run
-from bench.report.common import default_runtime, primary_run
+from bench.report.common import primary_run
 from bench.report.compare import same_method_runs
 from bench.report.ha import newest
 from bench.report.load import Dataset
 from bench.report.peers import peers_run
 from bench.report.points import COMPARED
-from bench.report.runtimes import ratios
+from bench.report.runtimes import install_sizes, ratios
 from bench.report.servers import dragonfly_runs, flags, yardsticks
 from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
 from bench.report.tuning import AOF_SCENARIOS
@@ -59,11 +59,15 @@ def picks(ds: Dataset) -> Picks:
         readers.setdefault(str(peers.name), []).append("Peers, and its ratios on Home")
     if sweep is not None:
         readers.setdefault(sweep[0], []).append("Tuning: the goals for batching")
-    # an option's own run, and the default-runtime runs the Runtimes page pairs options with
+    # an option's own run, and the default-runtime runs the Runtimes page pairs options with; a
+    # run it no longer pairs (a newer one replaced it) may still be where a driver's size is read
     paired = {r for per in ratios(ds).values() for v in per.values() for r in (v["run"], *v["base"])}
+    sized = {run for _, run in install_sizes(ds).values()}
     for run in ds.runs.index:
-        if run != main and (run in paired or not default_runtime(ds.runs.loc[run].doc)):
+        if run != main and run in paired:
             readers.setdefault(run, []).append("Runtimes and drivers")
+        elif run != main and run in sized:
+            readers.setdefault(run, []).append("Runtimes and drivers: the install sizes only")
     for run in {r for d in dragonfly_runs(ds) for r in yardsticks(ds, d)}:
         readers.setdefault(run, []).append("Servers: the yardstick of the Dragonfly run's host speed")
     failover = newest(ds, "failover")[0]
@@ -88,6 +92,9 @@ def role(ds: Dataset, run: str, found: Picks) -> str:
         return "; ".join(found.readers[run])
     if run in found.spread:
         return "run-to-run spread only: an older run of the same method, machine and interpreter"
+    doc = ds.runs.loc[run].doc
+    if doc.get("peers") and not doc["results"]:  # History reads the results rows alone
+        return "nothing now: a peers run that a newer one replaced (Peers reads the newest)"
     return "History only: an older run, another method or another machine"
 
 

@@ -364,11 +364,19 @@ def drift_cells(moved: dict[tuple[str, str], float]) -> str:
     return "; ".join(f"{s} on {', '.join(v)}" for s, v in sorted(by.items()))
 
 
+def install_sizes(ds: Dataset) -> dict[str, tuple[int, str]]:
+    """Each client package's install size in bytes, from the newest run that recorded it, with
+    that run's id (the runs table says which runs the page reads them from)."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for run_id, doc in ds.runs.doc.items():  # oldest first: a newer run's figure replaces it
+        for package, size in (doc["method"].get("client_install_bytes") or {}).items():
+            sizes[package] = (int(size), str(run_id))
+    return sizes
+
+
 def trade_offs(ds: Dataset, prefix: str = "") -> str:
     """Topologies through Conveyor and install size (recorded by a bench run) of each driver."""
-    sizes: dict[str, int] = {}
-    for doc in ds.runs.doc:
-        sizes.update(doc["method"].get("client_install_bytes") or {})
+    sizes = {package: size for package, (size, _) in install_sizes(ds).items()}
     return md_table(pd.DataFrame([{"driver": d, "Cluster": c, "Sentinel": s, "TLS": t, "install size":
                                    f"{sum(sizes[p] for p in pk) / 1e6:.1f} MB" if set(pk) <= set(sizes)
                                    else "not measured yet"}

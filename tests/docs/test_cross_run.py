@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from docs_synthetic import load_docs, make_dragonfly_run, make_run, render
+from docs_synthetic import load_docs, make_dragonfly_run, make_run, peers_doc, render
 
 from bench.report.load import Dataset
 from bench.stats import summarize
@@ -202,3 +202,47 @@ def test_the_tuning_page_states_no_cost_of_the_pool_that_no_figure_shows() -> No
     page = " ".join((Path(__file__).parents[2] / "docs" / "tuning.md").read_text().split())
     assert "more client CPU than the script call itself" not in page
     assert "PING table shows what a checkout costs a lone call" in page
+
+
+def test_a_runtime_run_a_newer_one_replaced_is_named_only_for_what_is_still_read(tmp_path: Path) -> None:
+    """The runs table called every run of another interpreter, loop or driver 'Runtimes and
+    drivers', although the page reads each option's newest run only: a replaced run fed nothing,
+    or at most the install size of a client package no newer run recorded."""
+    base = make_run("20261130T100000Z-bb0010", "2026-11-30T10:00:00Z")
+    base["servers"] = [s for s in base["servers"] if s["id"] == "valkey-9.1"]  # never the main run
+    base["results"] = [r for r in base["results"] if r["server"] == "valkey-9.1"]
+    replaced = make_run("20261130T101000Z-bb0011", "2026-11-30T10:10:00Z")
+    newest = make_run("20261130T102000Z-bb0012", "2026-11-30T10:20:00Z")
+    for doc in (replaced, newest):
+        doc["environment"]["python"] = "3.12.1"
+        doc["servers"], doc["results"] = base["servers"], base["results"]
+
+    def roles(*docs: dict[str, Any]) -> dict[str, str]:
+        root = tmp_path / str(len(list(tmp_path.iterdir())))  # a fresh results folder per call
+        out = render(load_docs(root, make_run(), *docs), "runs_section")
+        return {line.split("`")[1]: line for line in out.splitlines() if line.startswith("| [`")}
+
+    found = roles(base, replaced, newest)
+    assert "Runtimes and drivers" in found[newest["run_id"]]
+    assert "Runtimes and drivers" not in found[replaced["run_id"]]
+    replaced["method"]["client_install_bytes"] = {"valkey-glide": 30_000_000}
+    assert "Runtimes and drivers: the install sizes only" in roles(base, replaced, newest)[replaced["run_id"]]
+
+
+def test_a_replaced_peers_run_is_not_said_to_feed_history(tmp_path: Path) -> None:
+    """A peers run holds no results rows (History reads those alone), yet once a newer peers run
+    replaced it the runs table said 'History only'."""
+    older = peers_only("20261205T164918Z-ee0001", "2026-12-05T16:49:18Z")
+    newer = peers_only("20261206T212910Z-ee0002", "2026-12-06T21:29:10Z")
+    out = render(load_docs(tmp_path, make_run(), older, newer), "runs_section")
+    rows = {line.split("`")[1]: line for line in out.splitlines() if line.startswith("| [`")}
+    assert "Peers, and its ratios on Home" in rows[newer["run_id"]]
+    assert "a peers run that a newer one replaced" in rows[older["run_id"]]
+    assert "History" not in rows[older["run_id"]]
+
+
+def peers_only(run_id: str, created: str) -> dict[str, Any]:
+    """A run of ``--libraries all``: its figures are in its peers section, none in results."""
+    doc = make_run(run_id, created)
+    doc["results"], doc["peers"] = [], peers_doc()
+    return doc
