@@ -104,7 +104,9 @@ def tagged(ds: Dataset) -> pd.DataFrame:
                 for d, p, x in zip(runs.doc, params, rows.parser, strict=True)],
         key=[json.dumps({k: v for k, v in p.items() if k not in ("loop", "driver")}, sort_keys=True)
              for p in params],
-        machine=runs.machine.tolist(), created=runs.created.tolist())
+        # the host, not its label alone: every VM here is labelled 'vm', whatever its CPU
+        machine=[f"{m} ({c}, {n} cores)" for m, c, n in zip(runs.machine, runs.cpu, runs.cores, strict=True)],
+        created=runs.created.tolist())
 
 
 def scoped(ds: Dataset) -> pd.DataFrame:
@@ -155,8 +157,11 @@ def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
     """Per server: the baseline measured more than once, the run-to-run drift an option's ratio
     must exceed. The runs compared: the newest baseline run, the one nearest to it, and every
     baseline run an option measured in a run of its own is paired with; each scenario shows the
-    two of them that differ most (an option paired with a slow baseline run reads fast)."""
+    two of them that differ most (an option paired with a slow baseline run reads fast). Only runs
+    of one commit on one host are compared: between commits the code changed, between hosts
+    the machine, and neither is the run-to-run drift an option must exceed."""
     rows = scoped(ds)
+    commit = ds.runs.commit
     base = rows[rows.option == BASELINE.short]
     partners = partner_runs(rows, base)
     out = {}
@@ -167,9 +172,10 @@ def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
         runs = mine[mine.run_id.isin({newest, *nearest, *partners.get(server, ())})]
         order = runs.sort_values(["created", "run_id"]).run_id.unique().tolist()
         found = [summed(p) for i, older in enumerate(order) for newer in order[i + 1:]
+                 if commit[newer] == commit[older]
                  if not (p := pairs_of(runs[runs.run_id == newer], runs[runs.run_id == older])).empty]
         if found:
-            out[server] = widest(found, newest)
+            out[server] = widest(found)
     return out
 
 
@@ -184,12 +190,13 @@ def partner_runs(rows: pd.DataFrame, base: pd.DataFrame) -> dict[str, set[str]]:
     return out
 
 
-def widest(found: list[dict[str, Any]], newest: str) -> dict[str, Any]:
+def widest(found: list[dict[str, Any]]) -> dict[str, Any]:
     """Per scenario, the pair of baseline runs (summed()) whose ratio stands furthest from 1."""
     scenarios = {s for f in found for s in f["ratios"]}
     pick = {s: max((f for f in found if s in f["ratios"]), key=lambda f, s=s: abs(np.log(f["ratios"][s])))
             for s in scenarios}
     runs = {r for f in found for r in (f["run"], *f["base"])}
+    newest = max(runs)  # run ids start with their UTC time
     return {"ratios": {s: f["ratios"][s] for s, f in pick.items()},
             "noise": {s: f["noise"][s] for s, f in pick.items()},
             "spread": {s: f["spread"][s] for s, f in pick.items()},

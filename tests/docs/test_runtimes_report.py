@@ -362,3 +362,33 @@ def test_the_pure_parser_run_is_reproduced_with_the_parser_it_measures(tmp_path:
     pure = next(line for line in commands if "--driver redis-py-pure" in line)
     assert "--parsers python" in pure and "hiredis" not in pure
     assert all("--parsers hiredis" in line for line in commands if line.startswith("nox") and line != pure)
+
+
+def test_baseline_runs_of_two_hosts_with_one_label_are_never_paired(tmp_path: Path) -> None:
+    """Runs carry the machine label 'vm' on every host: a newer full run on an AMD host was read
+    against the Intel baseline runs as the baseline's own drift (1.96x on latency), which then
+    called every option's ratio noise; an option on the Intel host was paired across too."""
+    intel = make_run()  # 'Test CPU'
+    amd = variant_run("20261130T101500Z-ab12d0", "2026-11-30T10:15:00Z", 2.0)
+    amd["environment"]["cpu_model"] = "AMD EPYC"
+    option = variant_run("20261129T211500Z-ab12ce", "2026-11-29T21:15:00Z", 1.3, "3.12.1")
+    ds = dataset(tmp_path, intel, option, amd)
+    assert "valkey-9.1" not in runtimes.drift(ds)  # one baseline run per host: no drift to read
+    py312 = next(o for o in runtimes.ratios(ds) if o.python == "3.12")
+    paired = runtimes.ratios(ds)[py312]["valkey-9.1"]
+    assert paired["base"] == [intel["run_id"]]
+    assert {round(v, 6) for v in paired["ratios"].values()} == {1.3}
+
+
+def test_baseline_runs_of_two_commits_are_not_the_baselines_drift(tmp_path: Path) -> None:
+    """The newest full run was read against a baseline run made four days and many commits
+    earlier as the baseline's run-to-run drift (2.98x on latency): a code change, not drift."""
+    older = make_run()
+    newer = variant_run("20261130T101500Z-ab12d0", "2026-11-30T10:15:00Z", 2.0)
+    newer["git"]["commit"] = "f" * 40
+    assert "valkey-9.1" not in runtimes.drift(dataset(tmp_path / "two", older, newer))
+    again = variant_run("20261130T103000Z-ab12d1", "2026-11-30T10:30:00Z", 2.2)
+    again["git"]["commit"] = "f" * 40
+    found = runtimes.drift(dataset(tmp_path / "three", older, newer, again))["valkey-9.1"]
+    assert found["run"] == again["run_id"] and found["base"] == [newer["run_id"]]
+    assert round(found["ratios"]["process"], 6) == 1.1
