@@ -172,7 +172,7 @@ def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
         runs = mine[mine.run_id.isin({newest, *nearest, *partners.get(server, ())})]
         order = runs.sort_values(["created", "run_id"]).run_id.unique().tolist()
         found = [summed(p) for i, older in enumerate(order) for newer in order[i + 1:]
-                 if commit[newer] == commit[older]
+                 if commit[newer] and commit[newer] == commit[older]  # unknown commits never match
                  if not (p := pairs_of(runs[runs.run_id == newer], runs[runs.run_id == older])).empty]
         if found:
             out[server] = widest(found)
