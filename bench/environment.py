@@ -136,4 +136,8 @@ def git_state() -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    if status is None:
+        return {"commit": commit, "dirty": None}
+    # Paths only (never contents): the pages say whether the library or the benchmark was edited.
+    changed = git("diff", "--name-only", "HEAD")
+    return {"commit": commit, "dirty": bool(status), "changed": sorted((changed or "").splitlines())}

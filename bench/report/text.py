@@ -172,14 +172,24 @@ def no_data(what: str) -> str:
                       "then rebuild the site.")
 
 
+# What a measurement depends on: the library, and the code of the suite that drives, times and
+# aggregates it (scenarios, the peers' adapters, the servers it starts), not the report or the tests.
+MEASURED_PATHS = ("queue", "bench/scenarios", "bench/harness.py", "bench/runner.py", "bench/worker.py",
+                  "bench/stats.py", "bench/servers", "bench/peers")
+
+
+def measured(path: str) -> bool:
+    """Whether a repository path is one of the MEASURED_PATHS (or inside one)."""
+    return any(path == root or path.startswith(root + "/") for root in MEASURED_PATHS)
+
+
 @cache
 def commit_note(commit: str) -> str:
     """``at commit abc1234``, noting when the library or the benchmark has changed since."""
     if not commit:
         return "at an unknown commit"
     try:
-        out = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD", "--", "queue",
-                              "bench/scenarios", "bench/harness.py", "bench/runner.py"],
+        out = subprocess.run(["git", "rev-list", "--count", f"{commit}..HEAD", "--", *MEASURED_PATHS],
                              cwd=REPO, capture_output=True, text=True, check=True, timeout=20)
         moved = int(out.stdout.strip() or 0)
     except (OSError, subprocess.SubprocessError):
@@ -189,11 +199,31 @@ def commit_note(commit: str) -> str:
                                           if moved else "")
 
 
+def uncommitted_note(git: dict[str, Any]) -> str:
+    """What a run's uncommitted changes touched ('' for a clean tree): the library or benchmark
+    (its figures may not match the commit), only other files, or files not recorded (older runs)."""
+    if not git.get("dirty"):
+        return ""
+    changed = git.get("changed")
+    if changed is None:
+        return " · **uncommitted changes** (the files were not recorded)"
+    inside = [path for path in changed if measured(path)]
+    if not inside:
+        return " · uncommitted changes outside the library and benchmark only"
+    shown = ", ".join(f"`{path}`" for path in inside[:3])
+    if len(inside) > 3:
+        shown += f" and {len(inside) - 3} more"
+    return (f" · **uncommitted changes to the library or benchmark** ({shown}): "
+            "the commit alone may not reproduce it")
+
+
 def source_line(run: pd.Series, prefix: str = "") -> str:
-    """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``; flags quick and incomplete runs."""
+    """``Source: run <id> (<date>, <machine>) at commit ... · raw JSON``; flags quick, incomplete
+    and uncommitted runs."""
     flags = " · **quick run** (one repetition, indicative only)" if run.quick else ""
     if run.doc["method"].get("complete") is False:
         flags += " · **incomplete run** (stopped before every planned case ran)"
+    flags += uncommitted_note(run.doc.get("git") or {})
     return (f"<small>Source: run `{run.run_id}` ({run.created}, {run.machine}, {run.cpu}, {run.cores} "
             f"cores), {commit_note(run.commit)}{flags} · [raw JSON]({prefix}{run.url})</small>")
 

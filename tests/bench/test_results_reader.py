@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import results
+from bench import environment, results
 from bench.stats import latency_summary, mad, percentile, summarize
 
 
@@ -93,3 +94,26 @@ def test_statistics() -> None:
     assert set(lat) == {"p50_ms", "p99_9_ms", "max_ms"}
     m = summarize([3, 1, 2], "s")
     assert (m["median"], m["min"], m["max"], m["values"]) == (2, 1, 3, [3.0, 1.0, 2.0])
+
+
+def test_git_state_records_which_tracked_files_were_changed(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    for name in ("queue/a.py", "docs/b.md", "c d.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("v1")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "one")
+    monkeypatch.setattr(environment, "REPO_ROOT", tmp_path)
+    assert environment.git_state()["changed"] == [] and environment.git_state()["dirty"] is False
+    (tmp_path / "queue/a.py").write_text("v2")
+    (tmp_path / "c d.txt").write_text("v2")
+    (tmp_path / "untracked.py").write_text("not tracked: not a change of the measured code")
+    state = environment.git_state()
+    assert state["dirty"] is True and state["changed"] == ["c d.txt", "queue/a.py"]
+    [doc] = results.load_results(results.write_results({**minimal_doc(), "git": state}, tmp_path / "out"))
+    assert doc["git"]["changed"] == ["c d.txt", "queue/a.py"]  # the schema takes it

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import html
 import json
+import subprocess
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from conveyor import QueueSettings
 from docs_synthetic import load_docs, make_dragonfly_run, make_run, metric, render
 
-from bench.report import compare, connections, servers
+from bench.report import compare, connections, servers, text
 
 
 def test_dragonfly_is_a_ratio_to_the_valkey_of_its_own_run(tmp_path: Path) -> None:
@@ -178,6 +179,47 @@ def test_source_line_names_commit_and_quick_runs(tmp_path: Path) -> None:
     ds = load_docs(tmp_path, make_run(quick=True))
     out = render(ds, "process_section")
     assert "quick run" in out and "`0123456`" in out
+
+
+@pytest.mark.parametrize(("git", "shown"), [
+    ({"dirty": False, "changed": []}, None),
+    ({"dirty": True}, "**uncommitted changes** (the files were not recorded)"),
+    ({"dirty": True, "changed": ["docs/index.md", "tests/docs/test_x.py"]},
+     "uncommitted changes outside the library and benchmark only"),
+    ({"dirty": True, "changed": ["bench/peers/run.py", "docs/index.md", "queue/conveyor/_keys.py"]},
+     "**uncommitted changes to the library or benchmark** (`bench/peers/run.py`, `queue/conveyor/_keys.py`)"),
+])
+def test_source_line_says_what_uncommitted_changes_touched(tmp_path: Path, git: dict[str, Any],
+                                                             shown: str | None) -> None:
+    doc = make_run()
+    doc["git"].update(git)
+    out = render(load_docs(tmp_path, doc), "process_section")
+    if shown is None:
+        assert "uncommitted" not in out
+    else:
+        assert shown in out
+
+
+def test_commit_note_counts_changes_to_the_peers_adapters(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    adapter = tmp_path / "bench" / "peers" / "adapters" / "arq.py"
+    adapter.parent.mkdir(parents=True)
+    git("init", "-q")
+    for text_ in ("one", "two"):
+        adapter.write_text(text_)
+        git("add", "-A")
+        git("commit", "-q", "-m", text_)
+    (tmp_path / "docs.md").write_text("not measured")
+    git("add", "-A")
+    git("commit", "-q", "-m", "docs only")
+    first, second = git("rev-list", "--reverse", "HEAD").split()[:2]
+    monkeypatch.setattr(text, "REPO", tmp_path)
+    assert "changed in 1 commit since" in text.commit_note.__wrapped__(first)
+    assert "changed" not in text.commit_note.__wrapped__(second)
 
 
 def test_every_section_renders_from_a_complete_file(tmp_path: Path) -> None:
