@@ -19,6 +19,7 @@ import os
 import re
 import threading
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,12 +53,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), keep each server kind's tests, per driver, on one worker.
+    """Under pytest-xdist (`--dist loadgroup`), keep each server kind's tests, per driver and
+    quarter of the test modules, on one worker.
 
-    Every xdist worker is its own process with its own server pool, so grouping by kind and driver
-    means each worker starts only the servers of its groups (and each server's tests run one at a
-    time, as without xdist); a run of one server with both drivers (CI's newest Python) still
-    spreads over two workers. Tests without a server spread freely. The chaos tests form one group.
+    Every xdist worker is its own process with its own server pool: a worker starts the servers
+    of the kinds its groups test, and a group's tests run one at a time on that worker's server
+    (never two tests on one server at once, as without xdist). Four parts per kind and driver,
+    split by module name (at most ~170 s each), let six workers share out the suite evenly (one
+    group per kind, ~400 s each, held it back) and a run of one server with both drivers (CI's
+    newest Python) spread over all of them. Tests without a server spread freely. The chaos
+    tests form one group.
     """
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -71,7 +76,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("chaos"))
         elif kind is not None:
             driver = callspec.params.get("driver", "redis-py")
-            item.add_marker(pytest.mark.xdist_group(f"{kind}-{driver}"))
+            part = zlib.crc32(item.path.name.encode()) % 4  # stable across runs and workers
+            item.add_marker(pytest.mark.xdist_group(f"{kind}-{driver}-{part}"))
 
 
 class _ServerPool:
