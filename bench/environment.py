@@ -135,9 +135,10 @@ def git_state() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    if status is None:
-        return {"commit": commit, "dirty": None}
-    # Paths only (never contents): the pages say whether the library or the benchmark was edited.
+    # Tracked files that differ from the commit, staged or not: paths only (never contents), so
+    # the pages can say whether the library or the benchmark was edited.
     changed = git("diff", "--name-only", "HEAD")
-    return {"commit": commit, "dirty": bool(status), "changed": sorted((changed or "").splitlines())}
+    if changed is None:
+        return {"commit": commit, "dirty": None}
+    paths = sorted(changed.splitlines())
+    return {"commit": commit, "dirty": bool(paths), "changed": paths}

@@ -173,9 +173,11 @@ def no_data(what: str) -> str:
 
 
 # What a measurement depends on: the library, and the code of the suite that drives, times and
-# aggregates it (scenarios, the peers' adapters, the servers it starts), not the report or the tests.
+# aggregates it (scenarios, the peers' adapters, the servers and topologies it starts), not the
+# report or the tests.
 MEASURED_PATHS = ("queue", "bench/scenarios", "bench/harness.py", "bench/runner.py", "bench/worker.py",
-                  "bench/stats.py", "bench/servers", "bench/peers")
+                  "bench/stats.py", "bench/servers", "bench/peers", "bench/topologies.py",
+                  "bench/failover.py", "bench/tls.py")
 
 
 def measured(path: str) -> bool:

@@ -113,7 +113,9 @@ def test_git_state_records_which_tracked_files_were_changed(tmp_path: Path,
     (tmp_path / "queue/a.py").write_text("v2")
     (tmp_path / "c d.txt").write_text("v2")
     (tmp_path / "untracked.py").write_text("not tracked: not a change of the measured code")
+    (tmp_path / "bench.py").write_text("staged, not committed")
+    git("add", "bench.py")
     state = environment.git_state()
-    assert state["dirty"] is True and state["changed"] == ["c d.txt", "queue/a.py"]
+    assert state["dirty"] is True and state["changed"] == ["bench.py", "c d.txt", "queue/a.py"]
     [doc] = results.load_results(results.write_results({**minimal_doc(), "git": state}, tmp_path / "out"))
-    assert doc["git"]["changed"] == ["c d.txt", "queue/a.py"]  # the schema takes it
+    assert doc["git"]["changed"] == state["changed"]  # the schema takes it
