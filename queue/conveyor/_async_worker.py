@@ -10,31 +10,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._async_client import AsyncQueue
-from ._dispatch import (
-    RECOVERABLE,
-    Dispatcher,
-    WorkerOptions,
-    check_first_run,
-    fail_call,
-    failure_of,
-    idle_wait,
-    missing_handler,
-    report_maintenance_error,
-    report_pump_error,
-    settle_return,
-    stopped,
-    stops_worker,
-    validate_handlers,
-)
+from ._dispatch import Dispatcher, WorkerOptions, check_first_run, idle_wait, validate_handlers
 from ._errors import LeaseLostError
 from ._handoff import Handoff
 from ._hooks import thread_runs_on
 from ._lanes import pump_count, split
 from ._models import Job
+from ._outcomes import fail_call, failure_of, missing_handler, settle_return, stopped
 from ._replies import TIMEOUT, held_token
 from ._retry import RECONNECT
 from ._topology import ASYNC, role_client
 from ._waiter import AsyncMarkerWaiter, new_wait_set
+from ._worker_errors import RECOVERABLE, report_maintenance_error, report_pump_error, stops_worker
 
 AsyncHandler = Callable[[Job], Awaitable[Any]]
 

@@ -10,35 +10,19 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
-from ._errors import (
-    ConveyorError,
-    CredentialsRefusedError,
-    PermissionDeniedError,
-    SchemaVersionError,
-    SerializationError,
-    ServerConfigError,
-    ServerError,
-)
 from ._keys import validate_name
 from ._models import Job, QueueSettings
-from ._ops import MAX_BATCH, NULL_RECORD, Call, QueueCore
+from ._ops import MAX_BATCH, NULL_RECORD
+from ._outcomes import Failure, settle_return, stopped
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
-from ._results import PreparedResult, prepare_result
 from ._settings_checks import Seconds, _count_problem, _duration_problem
 
 log = logging.getLogger("conveyor.worker")
-# Errors a worker outlives: it backs off and retries (lost server, restart, failover).
-RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
-# Errors no retry can fix, though ConveyorErrors: a worker's run() ends with them (stops_worker).
-FATAL = (SchemaVersionError,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +66,6 @@ class WorkerOptions:
         return min(MAX_BATCH, self.concurrency + self.prefetch)
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """A handler's failed attempt, waiting to be sent to the fail script."""
-
-    job: Job
-    error: str
-    retry: bool
-    started: bool = True  # False: stopped before a handler took it (a cancel then says it never ran)
-
-
 def check_first_run(worker: Any) -> None:
     """Refuse a second run() of a worker: its stop is final (set when a run ends, and a stop()
     before run() must hold), so a second run returned at once and ran nothing, silently."""
@@ -110,45 +84,6 @@ def validate_handlers(handlers: Mapping[str, Callable[..., Any]], want_async: bo
         if inspect.iscoroutinefunction(handler) != want_async:
             kind = "an async def function" if want_async else "a plain (non-async) function"
             raise TypeError(f"handler for task {task!r} must be {kind}")
-
-
-def failure_of(job: Job, exc: BaseException) -> Failure:
-    """What to record for a handler that raised: the error text, and whether a retry can help."""
-    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    stack = "".join(traceback.format_tb(exc.__traceback__)[-3:])
-    return Failure(job, f"{detail}\n{stack}".strip(), not isinstance(exc, SerializationError))
-
-
-def settle_return(settings: QueueSettings, job: Job, value: Any) -> tuple[Failure | None, bytes | None]:
-    """What a handler's return value settles to: (None, its serialised form) when results are
-    stored, (None, None) when not, or a failure without retry when it cannot be stored (too large
-    or not serialisable: a rerun would fail the same way)."""
-    if type(value) is PreparedResult:  # settled by an app's hook wrapper, whose hooks already ran
-        prepared = value
-    elif not settings.store_results:
-        return None, None
-    else:
-        prepared = prepare_result(settings, job.task, value)
-    if prepared.error is not None:  # failed as the failure hooks said
-        return Failure(job, f"{type(prepared.error).__name__}: {prepared.error}", False), None
-    return None, prepared.data if settings.store_results else None
-
-
-def missing_handler(job: Job) -> Failure:
-    return Failure(job, f"no handler is registered for task {job.task!r}", True)
-
-
-def stopped(job: Job, reason: str, still_running: bool) -> Failure:
-    """How a stopped attempt is settled (by the fail script, which ends a job whose cancel was
-    requested as cancelled). A timed-out attempt is retried while attempts remain, unless its
-    handler thread still runs: a retry would then run the job twice at once."""
-    if reason == CANCEL:
-        return Failure(job, "cancelled while running", False)
-    limit = job.time_limit
-    text = f"timed out: the attempt exceeded its time limit of {limit:g} s" if limit else "timed out"
-    if still_running:
-        text += " (its handler was still running: not retried, a retry would run the job twice at once)"
-    return Failure(job, text, not still_running)
 
 
 @dataclass
@@ -424,53 +359,6 @@ class Dispatcher:
 
     def stats(self) -> dict[str, int]:
         return {"processed": self.processed, "failed": self.failed, "held": self.held}
-
-
-def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
-    """The fail script call of a failure; one job's retry arithmetic can never stop a worker."""
-    try:
-        return core.fail(failure.job, failure.error, failure.retry, failure.started)
-    except Exception:
-        log.exception("cannot schedule a retry of job %s; failing it for good", failure.job.id)
-        error = failure.error + "\n(no retry: it could not be scheduled)"
-        return core.fail(failure.job, error, False, failure.started)
-
-
-def report_pump_error(exc: BaseException) -> None:
-    """Lost servers are expected (a warning); anything else is a bug worth its traceback. A call the
-    server refused (credentials, ACL, a server error), or a server configuration strict mode refuses
-    (an evicting policy), is retried too, since fixing the server's side lets the worker go on, but
-    is not called a lost server."""
-    refused = isinstance(exc, ServerError | PermissionDeniedError | CredentialsRefusedError)
-    if isinstance(exc, RECOVERABLE):
-        what = "call refused by the server" if refused else "lost the server"
-        if isinstance(exc, ServerConfigError):
-            what = "refuses the server's configuration"
-        log.warning("worker %s (%s); retrying", what, exc)
-    else:
-        log.error("worker pump error; retrying", exc_info=exc)
-
-
-def report_maintenance_error(exc: BaseException, traced: set[str]) -> None:
-    """Log a failed maintenance tick, retried at the next one. A lost server is a warning alone; an
-    unexpected error (a bug) gets its traceback the first time its kind is seen, not at every tick
-    it recurs (``traced``: the kinds of this worker logged with one so far)."""
-    kind = type(exc).__qualname__
-    first = not isinstance(exc, RECOVERABLE) and kind not in traced
-    traced.add(kind)
-    log.warning("maintenance failed (%s); will retry", exc, exc_info=exc if first else None)
-
-
-def stops_worker(exc: BaseException, queue: str, held: int) -> bool:
-    """Whether a pump error ends the worker's run(), logged once if so: a queue of another layout
-    version is refused by every call of this Conveyor, so retrying (and calling it a lost server)
-    would go on for ever. Jobs still leased cannot be given back (their release is refused too):
-    lease recovery redelivers them once their leases expire."""
-    if not isinstance(exc, FATAL):
-        return False
-    kept = f"; {held} leased job(s) left to lease recovery" if held else ""
-    log.error("worker of queue %r stops: %s (no retry can fix it%s)", queue, exc, kept)
-    return True
 
 
 def idle_wait(block_timeout: float, until_due: float) -> float:

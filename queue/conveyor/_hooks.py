@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ._dispatch import stopped
 from ._errors import SerializationError
 from ._models import Job, QueueSettings
+from ._outcomes import stopped
 from ._replies import CANCEL, TIMEOUT
 from ._results import PreparedResult, prepare_result
 from ._tasks import Task, unpack_arguments
@@ -114,7 +114,7 @@ class Hooks:
 
 def stop_outcome(job: Job, still_running: bool) -> tuple[BaseException, bool]:
     """What failure hooks get for an attempt the worker stopped (``job.stop_reason`` is set): the
-    exception carrying the error the worker settles it with (``_dispatch.stopped``), and whether
+    exception carrying the error the worker settles it with (``_outcomes.stopped``), and whether
     it is retried, so the hooks and the stored outcome always agree."""
     failure = stopped(job, job.stop_reason or TIMEOUT, still_running)
     kind = asyncio.CancelledError if job.stop_reason == CANCEL else TimeoutError

@@ -18,8 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ._base import REDIS_ERRORS
-from ._dispatch import RECOVERABLE, log
 from ._metrics import SCRAPE_TIMEOUT
+from ._worker_errors import RECOVERABLE, log
 
 if TYPE_CHECKING:
     from ._app import Conveyor

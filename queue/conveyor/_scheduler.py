@@ -20,11 +20,11 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from ._dispatch import FATAL, RECOVERABLE
 from ._ops import Call, QueueCore, delay_ms_of
 from ._replies import text
 from ._schedule import Schedule
 from ._scripts import Scripts
+from ._worker_errors import FATAL, RECOVERABLE
 
 if TYPE_CHECKING:
     from ._app import Conveyor

@@ -147,8 +147,8 @@ def test_refused_credentials_are_named_as_such_with_either_driver(
 
 
 def test_a_worker_refused_by_the_server_does_not_say_it_lost_it(caplog: pytest.LogCaptureFixture) -> None:
-    from conveyor._dispatch import report_pump_error  # noqa: PLC0415
     from conveyor._errors import CredentialsRefusedError  # noqa: PLC0415
+    from conveyor._worker_errors import report_pump_error  # noqa: PLC0415
 
     with caplog.at_level("WARNING", logger="conveyor.worker"):
         report_pump_error(PermissionDeniedError("NOPERM: the server at h:1/0 refused the command 'LPUSH'"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from conveyor import Job
-from conveyor._dispatch import Dispatcher, WorkerOptions, stopped
+from conveyor._dispatch import Dispatcher, WorkerOptions
+from conveyor._outcomes import stopped
 from conveyor._replies import CANCEL, TIMEOUT
 
 
