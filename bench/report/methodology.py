@@ -16,7 +16,16 @@ from bench.report.peers import peers_run
 from bench.report.points import COMPARED
 from bench.report.runtimes import install_sizes, ratios
 from bench.report.servers import dragonfly_runs, flags, yardsticks
-from bench.report.text import admonition, commit_note, fmt, md_table, no_data, wrapped
+from bench.report.text import (
+    DIRTY_WORDS,
+    admonition,
+    commit_note,
+    fmt,
+    md_table,
+    no_data,
+    uncommitted_kind,
+    wrapped,
+)
 from bench.report.tuning import AOF_SCENARIOS
 
 MAIN_SCENARIO = "process"
@@ -129,7 +138,7 @@ def runs_section(ds: Dataset, prefix: str = "") -> str:
     found = picks(ds)
     table = pd.DataFrame([{
         "run (raw JSON)": f"[`{r.run_id}`]({prefix}{r.url})", "created (UTC)": r.created[:16],
-        "commit": f"`{r.commit[:7]}`" + (" dirty" if r.dirty else ""),
+        "commit": f"`{r.commit[:7]}`" + DIRTY_WORDS[uncommitted_kind(r.doc.get("git") or {})[0]],
         "servers": len([e for e in r.doc["servers"] if e["measured"]]),
         "used for": role(ds, r.run_id, found)} for r in ds.runs.iloc[::-1].itertuples()])
     return baseline_note(ds, found) + md_table(table) + "\n"

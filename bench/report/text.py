@@ -201,16 +201,33 @@ def commit_note(commit: str) -> str:
                                           if moved else "")
 
 
+def uncommitted_kind(git: dict[str, Any]) -> tuple[str, list[str]]:
+    """What a run's uncommitted changes touched: ('clean' | 'unrecorded' | 'other' | 'measured',
+    the measured paths changed)."""
+    if not git.get("dirty"):
+        return "clean", []
+    changed = git.get("changed")
+    if changed is None:
+        return "unrecorded", []
+    inside = [path for path in changed if measured(path)]
+    return ("measured" if inside else "other"), inside
+
+
+# The runs table's short form of each kind (the source line says it in full).
+DIRTY_WORDS = {"clean": "", "unrecorded": " dirty (files not recorded)",
+               "other": " dirty (not the library or benchmark)",
+               "measured": " **dirty (library or benchmark)**"}
+
+
 def uncommitted_note(git: dict[str, Any]) -> str:
     """What a run's uncommitted changes touched ('' for a clean tree): the library or benchmark
     (its figures may not match the commit), only other files, or files not recorded (older runs)."""
-    if not git.get("dirty"):
+    kind, inside = uncommitted_kind(git)
+    if kind == "clean":
         return ""
-    changed = git.get("changed")
-    if changed is None:
+    if kind == "unrecorded":
         return " · **uncommitted changes** (the files were not recorded)"
-    inside = [path for path in changed if measured(path)]
-    if not inside:
+    if kind == "other":
         return " · uncommitted changes outside the library and benchmark only"
     shown = ", ".join(f"`{path}`" for path in inside[:3])
     if len(inside) > 3:

@@ -181,23 +181,26 @@ def test_source_line_names_commit_and_quick_runs(tmp_path: Path) -> None:
     assert "quick run" in out and "`0123456`" in out
 
 
-@pytest.mark.parametrize(("git", "shown"), [
-    ({"dirty": False, "changed": []}, None),
-    ({"dirty": True}, "**uncommitted changes** (the files were not recorded)"),
+@pytest.mark.parametrize(("git", "shown", "word"), [
+    ({"dirty": False, "changed": []}, None, None),
+    ({"dirty": True}, "**uncommitted changes** (the files were not recorded)", "dirty (files not recorded)"),
     ({"dirty": True, "changed": ["docs/index.md", "tests/docs/test_x.py"]},
-     "uncommitted changes outside the library and benchmark only"),
+     "uncommitted changes outside the library and benchmark only", "dirty (not the library or benchmark)"),
     ({"dirty": True, "changed": ["bench/peers/run.py", "docs/index.md", "queue/conveyor/_keys.py"]},
-     "**uncommitted changes to the library or benchmark** (`bench/peers/run.py`, `queue/conveyor/_keys.py`)"),
+     "**uncommitted changes to the library or benchmark** (`bench/peers/run.py`, `queue/conveyor/_keys.py`)",
+     "**dirty (library or benchmark)**"),
 ])
-def test_source_line_says_what_uncommitted_changes_touched(tmp_path: Path, git: dict[str, Any],
-                                                             shown: str | None) -> None:
+def test_source_line_and_runs_table_say_what_uncommitted_changes_touched(
+        tmp_path: Path, git: dict[str, Any], shown: str | None, word: str | None) -> None:
+    """The runs table's commit cell said a plain 'dirty' for all three kinds before."""
     doc = make_run()
     doc["git"].update(git)
-    out = render(load_docs(tmp_path, doc), "process_section")
+    ds = load_docs(tmp_path, doc)
+    line, runs = render(ds, "process_section"), render(ds, "runs_section")
     if shown is None:
-        assert "uncommitted" not in out
+        assert "uncommitted" not in line and "dirty" not in runs
     else:
-        assert shown in out
+        assert shown in line and f"`0123456` {word}" in runs
 
 
 def test_commit_note_counts_changes_to_the_peers_adapters(tmp_path: Path,
