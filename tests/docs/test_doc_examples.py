@@ -364,3 +364,15 @@ def test_the_readme_quick_start_enqueue_marked_idempotent_is(workspace: tuple[Pa
     assert rule is not None
     out = run_python(block, rule, root, env) + run_python(block, rule, root, env)
     assert (out.count("sending to ada@example.com"), out.count("sending to bob@example.com")) == (2, 1), out
+
+
+def test_the_metrics_section_states_the_library_defaults() -> None:
+    """production.md spells out instrument()'s default histogram buckets and scrape timeout in
+    prose (a table cell and a sentence): this keeps them equal to the library's, which nothing
+    checked."""
+    from conveyor._metrics import DURATION_BUCKETS, SCRAPE_TIMEOUT  # noqa: PLC0415
+
+    text = (REPO / PROD).read_text()
+    buckets = ", ".join(f"{b:g}" for b in DURATION_BUCKETS)
+    assert f"({buckets} s, +Inf)" in text
+    assert f"scrape_timeout={SCRAPE_TIMEOUT!r})`, the default" in text
