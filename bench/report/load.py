@@ -26,7 +26,7 @@ CASE = ["run_id", "scenario", "server", "config", "protocol", "parser", "case"]
 # Method fields that differ between runs of one method (timings of the run itself).
 VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complete", "headlines",
                              "client_install_bytes"})
-RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "dirty", "machine", "cpu", "cores", "python",
+RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "machine", "cpu", "cores", "python",
                "quick", "repetitions", "method", "doc"]
 
 
@@ -65,7 +65,7 @@ def read(path: Path, root: Path) -> tuple[dict[str, Any], list[dict[str, Any]], 
         env, git, method = doc["environment"], doc["git"], doc["method"]
         rel = path.relative_to(root).as_posix()
         run = {"run_id": doc["run_id"], "rel": rel, "url": f"results/{rel}", "created": doc["created_utc"],
-               "commit": git.get("commit") or "", "dirty": bool(git.get("dirty")),
+               "commit": git.get("commit") or "",
                "machine": env["machine_label"],
                "cpu": env["cpu_model"], "cores": int(env["cores"]), "quick": bool(method["quick"]),
                "python": f"{env.get('implementation') or 'CPython'} {env['python']}",

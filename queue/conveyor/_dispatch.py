@@ -8,7 +8,6 @@ claim, what to ack, which leases need a heartbeat and when a shutdown is complet
 from __future__ import annotations
 
 import inspect
-import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -21,8 +20,7 @@ from ._ops import MAX_BATCH, NULL_RECORD
 from ._outcomes import Failure, settle_return, stopped
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
 from ._settings_checks import Seconds, _count_problem, _duration_problem
-
-log = logging.getLogger("conveyor.worker")
+from ._worker_errors import log
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,6 @@ fail script's call, the worker sends it).
 
 from __future__ import annotations
 
-import logging
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +15,7 @@ from ._models import Job, QueueSettings
 from ._ops import Call, QueueCore
 from ._replies import CANCEL
 from ._results import PreparedResult, prepare_result
-
-log = logging.getLogger("conveyor.worker")
+from ._worker_errors import log
 
 
 @dataclass(frozen=True, slots=True)

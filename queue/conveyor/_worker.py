@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ._client import Queue
-from ._dispatch import Dispatcher, WorkerOptions, check_first_run, idle_wait, log, validate_handlers
+from ._dispatch import Dispatcher, WorkerOptions, check_first_run, idle_wait, validate_handlers
 from ._errors import LeaseLostError
 from ._models import Job
 from ._outcomes import Failure, fail_call, failure_of, missing_handler, settle_return
@@ -19,7 +19,7 @@ from ._retry import RECONNECT
 from ._signals import stop_on_signals
 from ._topology import SYNC, role_client
 from ._waiter import MarkerWaiter, new_wait_set
-from ._worker_errors import RECOVERABLE, report_maintenance_error, report_pump_error, stops_worker
+from ._worker_errors import RECOVERABLE, log, report_maintenance_error, report_pump_error, stops_worker
 
 Handler = Callable[[Job], Any]
 

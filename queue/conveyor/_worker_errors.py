@@ -15,7 +15,7 @@ from ._errors import (
     ServerError,
 )
 
-log = logging.getLogger("conveyor.worker")
+log = logging.getLogger("conveyor.worker")  # the worker modules log here (_dispatch, _outcomes)
 # Errors a worker outlives: it backs off and retries (lost server, restart, failover).
 RECOVERABLE = (redis.RedisError, redis.exceptions.RedisClusterException, ConveyorError, OSError)
 # Errors no retry can fix, though ConveyorErrors: a worker's run() ends with them (stops_worker).
