@@ -13,23 +13,15 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._base import REDIS_ERRORS, QueueBase, resolve_settings, writes
+from ._base import REDIS_ERRORS, resolve_settings, writes
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
-from ._errors import ConveyorError, QueueClosedError, ReplicationError
+from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
-from ._inspect import (
-    FailedBatches,
-    list_range,
-    listed_ids,
-    listed_jobs,
-    purge_failed,
-    retry_failed,
-)
-from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
+from ._queue_admin import ASYNC_ERRORS, AsyncQueueAdmin
 from ._replies import settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values
@@ -39,12 +31,7 @@ from ._topology import ASYNC, ask_for_primary, connect
 T = TypeVar("T")
 
 
-# RuntimeError: asyncio's "Event loop is closed", met on a connection of an earlier loop (_error);
-# QueueClosedError: glide's client's, for a call aclose() cut off, which _error words for a read.
-ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError, QueueClosedError)
-
-
-class AsyncQueue(QueueBase[aredis.Redis]):
+class AsyncQueue(AsyncQueueAdmin):
     """A queue on a Redis-compatible server, used from asyncio code.
 
     Given a client (``AsyncQueue(name, client)``), Conveyor turns that client's own retries off
@@ -336,84 +323,6 @@ class AsyncQueue(QueueBase[aredis.Redis]):
         and settles it as ``cancelled`` (so does lease recovery if that worker is gone). True in
         both cases; False if the job is finished or unknown."""
         return await self._run(self.core.cancel(job_id))
-
-    async def counts(self) -> dict[str, int]:
-        """Jobs per state, plus total_completed and total_failed since the queue was created."""
-        closes = self._closes  # see _error
-        self._own_loop()
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_counts(pipe)
-        try:
-            return self.core.parse_counts(await pipe.execute())
-        except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-
-    async def get_job(self, job_id: str) -> Job | None:
-        """The job with this id, or None."""
-        closes = self._closes  # see _error
-        validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
-        self._own_loop()
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_read(pipe, "hgetall", self.core.keys.job(job_id))
-        try:
-            fields = self._checked_read(await pipe.execute(raise_on_error=False))
-            return self.core.parse_job(job_id, fields)
-        except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-
-    async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
-        completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
-        closes = self._closes  # see _error
-        page = list_range(self.core, state, offset, limit)
-        self._own_loop()
-        if isinstance(page, Call):
-            ids = await self._run(page)
-        try:
-            if not isinstance(page, Call):
-                pipe = self.client.pipeline(transaction=False)
-                self._queue_read(pipe, *page)
-                ids = listed_ids(self._checked_read(await pipe.execute(raise_on_error=False)))
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hgetall(self.core.keys.job(job_id))
-            found = await pipe.execute() if ids else []
-        except ASYNC_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-        return listed_jobs(self.core, state, ids, found)
-
-    async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
-        """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
-        when the call starts; one script call per ``batch``. Returns how many were re-queued.
-        Cancelled between batches, its CancelledError (re-raised as it is) has a note and a
-        ``batches_done`` attribute giving how many the batches that completed re-queued."""
-        return await self._failed_batches(retry_failed, job_ids, batch)
-
-    async def purge_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
-        """Delete failed jobs: the given ids, or (None) every job failed when the call starts; one
-        script call per ``batch``. Returns how many were deleted. Cancelled between batches, as
-        ``retry_failed`` (``batches_done``: how many were deleted)."""
-        return await self._failed_batches(purge_failed, job_ids, batch)
-
-    async def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
-        closes = self._closes  # see _error
-        plan = FailedBatches(self.core, build, job_ids, batch)
-        self._own_loop()
-        if plan.batches is None:
-            # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
-            try:
-                plan.limit = int(await self.client.zcard(self.core.keys.failed))
-            except ASYNC_ERRORS as exc:
-                raise self._error(exc, closes, read_only=True) from exc
-        try:
-            while (call := plan.next_call()) is not None:
-                plan.applied(await self._run(call))
-            return plan.done
-        except ConveyorError as exc:
-            raise plan.failed(exc) from exc.__cause__
-        except asyncio.CancelledError as exc:  # a timeout, a shutdown: the same error, with the count
-            plan.cancelled(exc)
-            raise
 
     async def aclose(self) -> None:
         """Close the client and its pool (and stop waiting for results).

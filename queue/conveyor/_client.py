@@ -12,23 +12,15 @@ from redis import exceptions as redis_errors
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._base import REDIS_ERRORS, QueueBase, resolve_settings, writes
+from ._base import REDIS_ERRORS, resolve_settings, writes
 from ._batching import IN_FLIGHT, EnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import DirectScripts, HeldScripts
-from ._errors import ConveyorError, ReplicationError
+from ._errors import ReplicationError
 from ._grouped import REMAP_ERRORS, Rounds
-from ._inspect import (
-    FailedBatches,
-    list_range,
-    listed_ids,
-    listed_jobs,
-    purge_failed,
-    retry_failed,
-)
-from ._keys import validate_name
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
+from ._queue_admin import QueueAdmin
 from ._replies import settle_single
 from ._result_wait import SyncResults
 from ._results import result_values
@@ -38,7 +30,7 @@ from ._topology import SYNC, ask_for_primary, connect
 T = TypeVar("T")
 
 
-class Queue(QueueBase[redis.Redis]):
+class Queue(QueueAdmin):
     """A queue on a Redis-compatible server, used from synchronous code.
 
     Given a client (``Queue(name, client)``), Conveyor turns that client's own retries off
@@ -291,76 +283,6 @@ class Queue(QueueBase[redis.Redis]):
         and settles it as ``cancelled`` (so does lease recovery if that worker is gone). True in
         both cases; False if the job is finished or unknown."""
         return self._run(self.core.cancel(job_id))
-
-    def counts(self) -> dict[str, int]:
-        """Jobs per state, plus total_completed and total_failed since the queue was created."""
-        closes = self._closes  # see _error
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_counts(pipe)
-        try:
-            return self.core.parse_counts(pipe.execute())
-        except REDIS_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-
-    def get_job(self, job_id: str) -> Job | None:
-        """The job with this id, or None."""
-        closes = self._closes  # see _error
-        validate_name("job id", job_id)  # 5 or None failed in the key's concatenation (a bare TypeError)
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_read(pipe, "hgetall", self.core.keys.job(job_id))
-        try:
-            fields = self._checked_read(pipe.execute(raise_on_error=False))
-            return self.core.parse_job(job_id, fields)
-        except REDIS_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-
-    def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
-        completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
-        closes = self._closes  # see _error
-        page = list_range(self.core, state, offset, limit)
-        if isinstance(page, Call):
-            ids = self._run(page)
-        try:
-            if not isinstance(page, Call):
-                pipe = self.client.pipeline(transaction=False)
-                self._queue_read(pipe, *page)
-                ids = listed_ids(self._checked_read(pipe.execute(raise_on_error=False)))
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hgetall(self.core.keys.job(job_id))
-            found = pipe.execute() if ids else []
-        except REDIS_ERRORS as exc:
-            raise self._error(exc, closes, read_only=True) from exc
-        return listed_jobs(self.core, state, ids, found)
-
-    def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
-        """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
-        when the call starts; one script call per ``batch``. Returns how many were re-queued."""
-        return self._failed_batches(retry_failed, job_ids, batch)
-
-    def purge_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
-        """Delete failed jobs: the given ids, or (None) every job failed when the call starts; one
-        script call per ``batch``. Returns how many were deleted."""
-        return self._failed_batches(purge_failed, job_ids, batch)
-
-    def _failed_batches(self, build: Any, job_ids: Sequence[str] | None, batch: int) -> int:
-        closes = self._closes  # see _error
-        plan = FailedBatches(self.core, build, job_ids, batch)
-        if plan.batches is None:
-            # "All": bounded by the count at the start, so jobs failing again meanwhile stop it.
-            try:
-                plan.limit = int(self.client.zcard(self.core.keys.failed))
-            except REDIS_ERRORS as exc:
-                raise self._error(exc, closes, read_only=True) from exc
-        try:
-            while (call := plan.next_call()) is not None:
-                plan.applied(self._run(call))
-            return plan.done
-        except ConveyorError as exc:
-            raise plan.failed(exc) from exc.__cause__
-        except KeyboardInterrupt as exc:  # Ctrl-C: say what the batches that returned did
-            raise plan.interrupted() from exc
 
     def close(self) -> None:
         """Close the client and its pool (and stop waiting for results).

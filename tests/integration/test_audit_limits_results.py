@@ -11,7 +11,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
     counts,
     wait_until,
 )
-from conveyor import ConveyorError, JobSpec, Limit, Queue, _async_client, _client
+from conveyor import ConveyorError, JobSpec, Limit, Queue, _queue_admin
 
 
 def _waiting(q) -> int:
@@ -123,15 +123,14 @@ async def test_a_job_that_changes_state_while_listed_is_left_out(api, monkeypatc
     for job in await q.claim(count=2):
         await q.fail(job, "boom", retry=False)
     operator = Queue.from_url(api.server.url, q.name)
-    module = _async_client if api.is_async else _client
-    read_ids = module.listed_ids
+    read_ids = _queue_admin.listed_ids
 
     def retried_meanwhile(reply):
         ids = read_ids(reply)
         operator.retry_failed([first])  # between the page's ids and the jobs' hashes
         return ids
 
-    monkeypatch.setattr(module, "listed_ids", retried_meanwhile)
+    monkeypatch.setattr(_queue_admin, "listed_ids", retried_meanwhile)
     try:
         listed = await q.jobs("failed")
     finally:
