@@ -223,7 +223,7 @@ def jobs(
 ) -> int:
     """A page of jobs of one queue in one state: waiting in claim order, delayed and active by due
     time, completed, failed and cancelled newest first. Jobs parked at their limit key's
-    concurrency count as waiting in info but are not listed: they wait for a slot of their key."""
+    concurrency are waiting jobs too, listed after the ready ones (they wait for a slot of their key)."""
     _setup_logging(log_level)
     app = load_app(app_path)
     queue = _known_queues(app, [queue_name])[0]

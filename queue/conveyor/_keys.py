@@ -88,8 +88,9 @@ class QueueKeys:
         Scripts also derive, from the waiting key: <waiting>:g (hash: limit key -> active jobs),
         <waiting>:t:<limit key> (the key's earliest next start, ms, expiring when it passes) and
         <waiting>:p:<limit key> (list of the key's parked jobs of level 0), <waiting>:p<L>:<limit
-        key> (those of level L > 0), <waiting>:pl:<limit key> (sorted set of those levels) and
-        <waiting>:gh:<limit key> (hash: the key's jobs holding a turn); see _lua/_lib_limits.lua."""
+        key> (those of level L > 0), <waiting>:pl:<limit key> (sorted set of those levels),
+        <waiting>:pk (hash: the limit keys that may have parked jobs) and <waiting>:gh:<limit key>
+        (hash: the key's jobs holding a turn); see _lua/_lib_limits.lua."""
         return self.waiting + ":pn"
 
     def level(self, priority: int) -> str:

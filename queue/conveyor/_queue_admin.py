@@ -57,7 +57,8 @@ class QueueAdmin(QueueBase[redis.Redis]):
             raise self._error(exc, closes, read_only=True) from exc
 
     def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
+        """A page of jobs in ``state``: waiting in claim order (then the jobs parked at their limit
+        key's concurrency, in the order freed slots release them), delayed and active by due time,
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
         closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)
@@ -139,7 +140,8 @@ class AsyncQueueAdmin(QueueBase[aredis.Redis]):
             raise self._error(exc, closes, read_only=True) from exc
 
     async def jobs(self, state: str, offset: int = 0, limit: int = 100) -> list[Job]:
-        """A page of jobs in ``state``: waiting in claim order, delayed and active by due time,
+        """A page of jobs in ``state``: waiting in claim order (then the jobs parked at their limit
+        key's concurrency, in the order freed slots release them), delayed and active by due time,
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
         closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)

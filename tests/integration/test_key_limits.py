@@ -59,6 +59,34 @@ async def test_concurrency_limit_parks_and_each_freed_slot_releases_one(api):
     assert (await q.counts())["waiting"] == 0
 
 
+async def test_parked_jobs_are_listed_as_waiting_after_the_ready_ones_in_release_order(api):
+    """counts() and the metrics count parked jobs as waiting, but jobs('waiting') (and `conveyor
+    jobs -s waiting`) listed only the ready ones: a queue showing five waiting jobs listed one."""
+    q = api.queue()
+    a, b = Limit("key-a", concurrency=1), Limit("key-b", concurrency=1)
+    specs = [JobSpec("t", 0, limit=b), JobSpec("t", 1, limit=b), JobSpec("t", 2, limit=a),
+             JobSpec("t", 3, limit=a), JobSpec("t", 4, limit=a, priority=5),
+             JobSpec("t", 5, limit=a, priority=5)]  # fmt: skip
+    b0, b1, a2, a3, a4, a5 = (j.id for j in await q.enqueue_many(specs))
+    claimed = await q.claim(count=6)
+    assert [j.id for j in claimed] == [a4, b0]  # level 5 first; four parked
+    ready = (await q.enqueue("t", "ready")).id
+    assert await q.counts() == counts(waiting=5, active=2)
+    listed = await q.jobs("waiting")
+    # Ready first; then by key, each key's higher level first and oldest first: release order.
+    assert [j.id for j in listed] == [ready, a5, a2, a3, b1]
+    assert {j.state for j in listed} == {"waiting"}
+    assert [j.id for j in await q.jobs("waiting", offset=2, limit=2)] == [a2, a3]
+    await q.ack(claimed[0])  # a4's slot freed: a5 released to the claim end of level 5
+    assert [j.id for j in await q.jobs("waiting")] == [a5, ready, a2, a3, b1]
+    await q.ack(claimed[1])  # b0: b1 released
+    while batch := await q.claim(count=10):  # drain: each ack releases its key's next parked job
+        for job in batch:
+            await q.ack(job)
+    assert await q.counts() == counts(total_completed=7)
+    assert api.admin.hgetall(f"cv:{{{api.name}}}:w:pk") == {}  # keys with parked jobs: none left
+
+
 async def test_one_ack_call_of_several_jobs_releases_as_many_parked_oldest_first(api):
     """A worker acks its finished jobs in one call: each freed slot releases one parked job, in
     park order, and the counts stay exact (the script counts per key once per call)."""

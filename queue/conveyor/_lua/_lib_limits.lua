@@ -8,7 +8,9 @@
 -- key -> earliest start of its next job (ms), <waiting>:p:<key> list of level-0 jobs parked
 -- because the key was at its concurrency limit, <waiting>:p<L>:<key> those of level L > 0 (the
 -- sorted set <waiting>:pl:<key> names these levels, as <waiting>:l names the ready ones),
--- <waiting>:pn how many jobs are parked (counted as waiting), <waiting>:gh:<key> hash of the key's
+-- <waiting>:pn how many jobs are parked (counted as waiting), <waiting>:pk hash of the limit keys
+-- that may have parked jobs (key -> 1: set when a job is parked, dropped when a release finds the
+-- key's parked lists empty; waiting_page.lua lists parked jobs through it), <waiting>:gh:<key> hash of the key's
 -- jobs holding a turn (gt, below; id -> 1; cancel.lua reads it). A parked job is never polled: each
 -- freed slot (ack, fail, release, lease recovery) moves one parked job of its key, the oldest of
 -- its highest level, back to the claim end of its level. A rate-limited job reserves the next
@@ -156,6 +158,7 @@ end
 local function push_parked(waiting, g, level, command, ids)
   if level ~= '0' then redis.call('ZADD', waiting .. ':pl:' .. g, level, level) end
   redis.call(command, parked_list(waiting, g, level), unpack(ids))
+  redis.call('HSET', waiting .. ':pk', g, 1)
 end
 
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
@@ -189,6 +192,7 @@ local function release_parked(waiting, jobs, g, n)
   local live, levels = {}, {}
   while #live < n do  -- each round pops at least one id, each id once: bounded by the parked
     local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n - #live)
+    if #ids < n - #live then redis.call('HDEL', waiting .. ':pk', g) end  -- its lists are empty now
     if #ids == 0 then break end
     redis.call('DECRBY', waiting .. ':pn', #ids)
     for i = 1, #ids do
