@@ -13,7 +13,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._base import REDIS_ERRORS, resolve_settings, writes
+from ._base import ASYNC_ERRORS, REDIS_ERRORS, resolve_settings, writes
 from ._batching import IN_FLIGHT, AsyncEnqueueBatcher
 from ._connection import check_policy, lost_replicas
 from ._direct import AsyncDirectScripts, AsyncHeldScripts, AsyncLoneScripts
@@ -21,7 +21,7 @@ from ._errors import ConveyorError, ReplicationError
 from ._grouped import REMAP_ERRORS, NodeCommand, Rounds
 from ._models import Job, JobSpec, Limit, QueueSettings
 from ._ops import Call, release_flags
-from ._queue_admin import ASYNC_ERRORS, AsyncQueueAdmin
+from ._queue_admin import AsyncQueueAdmin
 from ._replies import settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values

@@ -21,6 +21,10 @@ from ._topology import is_cluster, node_of, where
 
 # What redis-py raises: RedisClusterException (no usable node, keys across slots) is not a RedisError.
 REDIS_ERRORS = (redis_errors.RedisError, redis_errors.RedisClusterException)
+# What an AsyncQueue call may also meet. RuntimeError: asyncio's "Event loop is closed", on a
+# connection of an earlier loop (AsyncQueue._error); QueueClosedError: glide's client's, for a call
+# aclose() cut off, which _error words for a read.
+ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError, QueueClosedError)
 
 # Writes that create or settle jobs; with wait_replicas they return only once replicated.
 DURABLE_SCRIPTS = frozenset({"enqueue", "ack", "fail"})

@@ -13,18 +13,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 import redis.asyncio as aredis
 
-from ._base import REDIS_ERRORS, QueueBase
-from ._errors import ConveyorError, QueueClosedError
+from ._base import ASYNC_ERRORS, REDIS_ERRORS, QueueBase
+from ._errors import ConveyorError
 from ._inspect import FailedBatches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
 from ._keys import validate_name
 from ._models import Job
 from ._ops import Call
 
 T = TypeVar("T")
-
-# RuntimeError: asyncio's "Event loop is closed", met on a connection of an earlier loop (_error);
-# QueueClosedError: glide's client's, for a call aclose() cut off, which _error words for a read.
-ASYNC_ERRORS = (*REDIS_ERRORS, RuntimeError, QueueClosedError)
 
 
 class QueueAdmin(QueueBase[redis.Redis]):

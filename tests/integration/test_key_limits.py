@@ -87,6 +87,37 @@ async def test_parked_jobs_are_listed_as_waiting_after_the_ready_ones_in_release
     assert api.admin.hgetall(f"cv:{{{api.name}}}:w:pk") == {}  # keys with parked jobs: none left
 
 
+def _calls(api, command: str) -> int:
+    return int(api.admin.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+async def test_cancelling_a_keys_last_parked_job_unregisters_the_key(api):
+    """The listing finds parked jobs through <waiting>:pk; a cancel that takes a key's last parked
+    job drops the key at once (it stayed registered until the key's next settle), including a job
+    parked at a level above 0, whose emptied level is dropped as a release drops it."""
+    q = api.queue()
+    limit = Limit("key-c", concurrency=1)
+    specs = [JobSpec("t", 0, limit=limit), JobSpec("t", 1, limit=limit, priority=3)]
+    first, second = (j.id for j in await q.enqueue_many(specs))
+    assert [j.id for j in await q.claim(count=2)] == [second]  # level 3 first: the other parked
+    assert await q.cancel(first)
+    assert api.admin.hgetall(f"cv:{{{api.name}}}:w:pk") == {}
+    assert await q.jobs("waiting") == []
+
+
+async def test_settling_a_limited_job_with_none_parked_sends_no_parked_bookkeeping(api):
+    """Every settle of a limited job frees its slot and looks for parked jobs to release; with none
+    parked (the common case) it must not also write the parked keys' registry (an HDEL per settle
+    call and key before)."""
+    q = api.queue(keep_completed=0)
+    limit = Limit("key-d", concurrency=2)
+    await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(2)])
+    jobs = await q.claim(count=2)
+    before = (_calls(api, "hdel"), _calls(api, "exists"))
+    await q.ack(jobs[0])  # one of two slots freed: the key still runs a job, nothing parked
+    assert (_calls(api, "hdel"), _calls(api, "exists")) == before
+
+
 async def test_one_ack_call_of_several_jobs_releases_as_many_parked_oldest_first(api):
     """A worker acks its finished jobs in one call: each freed slot releases one parked job, in
     park order, and the counts stay exact (the script counts per key once per call)."""

@@ -9,9 +9,9 @@
 -- because the key was at its concurrency limit, <waiting>:p<L>:<key> those of level L > 0 (the
 -- sorted set <waiting>:pl:<key> names these levels, as <waiting>:l names the ready ones),
 -- <waiting>:pn how many jobs are parked (counted as waiting), <waiting>:pk hash of the limit keys
--- that may have parked jobs (key -> 1: set when a job is parked, dropped when a release finds the
--- key's parked lists empty; waiting_page.lua lists parked jobs through it), <waiting>:gh:<key> hash of the key's
--- jobs holding a turn (gt, below; id -> 1; cancel.lua reads it). A parked job is never polled: each
+-- that may have parked jobs (key -> 1: set when a job is parked, dropped by the release or cancel
+-- that takes the key's last parked job; waiting_page.lua lists parked jobs through it),
+-- <waiting>:gh:<key> hash of the key's jobs holding a turn (gt, below; id -> 1; cancel.lua reads it). A parked job is never polled: each
 -- freed slot (ack, fail, release, lease recovery) moves one parked job of its key, the oldest of
 -- its highest level, back to the claim end of its level. A rate-limited job reserves the next
 -- start of its key and waits in the delayed set until then (with a concurrency too, holding a
@@ -161,6 +161,14 @@ local function push_parked(waiting, g, level, command, ids)
   redis.call('HSET', waiting .. ':pk', g, 1)
 end
 
+-- Drop limit key g from <waiting>:pk once none of its jobs is parked: its level-0 list and its
+-- set of levels are gone (pop_levels drops a level it emptied, and so does cancel.lua).
+local function unregister_parked(waiting, g)
+  if redis.call('EXISTS', waiting .. ':p:' .. g, waiting .. ':pl:' .. g) == 0 then
+    redis.call('HDEL', waiting .. ':pk', g)
+  end
+end
+
 -- Write what a claim counted in `limits`: slots taken, next starts reserved, jobs parked. A key's
 -- next start expires when it passes (a past one means "now"): one key per limit key ever used
 -- would otherwise stay forever. Its PX is rounded up to whole ms: a rate's interval need not be
@@ -189,11 +197,11 @@ end
 -- RPUSH puts each at the claim end, so the oldest, pushed last, is claimed first.
 -- Returns how many moved.
 local function release_parked(waiting, jobs, g, n)
-  local live, levels = {}, {}
+  local live, levels, popped = {}, {}, false
   while #live < n do  -- each round pops at least one id, each id once: bounded by the parked
     local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n - #live)
-    if #ids < n - #live then redis.call('HDEL', waiting .. ':pk', g) end  -- its lists are empty now
     if #ids == 0 then break end
+    popped = true
     redis.call('DECRBY', waiting .. ':pn', #ids)
     for i = 1, #ids do
       -- An id whose job is gone is dropped, and another released in its place (a job parked at a
@@ -206,6 +214,9 @@ local function release_parked(waiting, jobs, g, n)
       end
     end
   end
+  -- Only a release that took parked jobs can have taken the last: a settle of a key with none
+  -- parked (the common case) sends no command for it.
+  if popped then unregister_parked(waiting, g) end
   local turns = turns_of(waiting, g)
   for i = #live, 1, -1 do
     redis.call('HSET', jobs .. live[i], 'gt', 1)

@@ -36,9 +36,16 @@ if state == 'w' then
   -- parked by the scripts of c70ab76 sits in the key's level-0 list: else its id stayed parked,
   -- counted as waiting until a freed slot popped it).
   if removed == 0 and f[3] then
-    removed = redis.call('LREM', parked_list(waiting, f[3], f[2]), 1, id)
+    local list = parked_list(waiting, f[3], f[2])
+    removed = redis.call('LREM', list, 1, id)
+    if removed == 1 and f[2] and redis.call('LLEN', list) == 0 then
+      redis.call('ZREM', waiting .. ':pl:' .. f[3], f[2])  -- as pop_levels drops an emptied level
+    end
     if removed == 0 and f[2] then removed = redis.call('LREM', parked_list(waiting, f[3]), 1, id) end
-    if removed == 1 then redis.call('DECR', waiting .. ':pn') end
+    if removed == 1 then
+      redis.call('DECR', waiting .. ':pn')
+      unregister_parked(waiting, f[3])
+    end
   end
   -- Promoted once its reserved start came, it still holds that start until a worker claims it.
   if f[6] and f[7] then give_back_start(waiting, f[3], tonumber(f[6]), tonumber(f[7])) end

@@ -25,9 +25,9 @@ local lists = {}
 level_lists(lists, levels_of(waiting), waiting .. ':', '', waiting)
 local keys, seen = {}, {}
 for _, hash in ipairs({':pk', ':g'}) do
-  local pairs_ = redis.call('HGETALL', waiting .. hash)
-  for i = 1, #pairs_, 2 do
-    local g = pairs_[i]
+  local fields = redis.call('HGETALL', waiting .. hash)  -- limit key, value, ...
+  for i = 1, #fields, 2 do
+    local g = fields[i]
     if not seen[g] then seen[g], keys[#keys + 1] = true, g end
   end
 end
