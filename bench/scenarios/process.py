@@ -16,9 +16,16 @@ the ratio of the two cases' jobs/s in one run. Cases without the param store not
 case's timing metrics end in ``_storing_results`` (``jobs_per_s_storing_results``), so readers of
 the no-op figures (headline, history, peers) never pick it up by its concurrency.
 
+With ``prefetch`` (one more case on the baseline variant, at ``prefetch_concurrency`` when that
+concurrency is measured too) the worker leases ``prefetch`` jobs beyond its running ones
+(``AsyncWorker(prefetch=...)``): the same drain, one setting changed. Its metrics end in
+``_prefetch`` (``jobs_per_s_prefetch``, ``client_cpu_us_per_job_prefetch``), so readers of the
+default worker's figures never pick it up by its concurrency; the Tuning page compares the two.
+
 Metrics: ``jobs_per_s``, ``elapsed_s``, ``jobs``, ``worker_run_s``, ``calibration_jobs_per_s``;
 ``client_cpu_us_per_job``: CPU time of the worker process over the same window, per job.
-Params: ``min_seconds``, ``concurrency``, ``payload_bytes``, ``result_bytes`` (results case only).
+Params: ``min_seconds``, ``concurrency``, ``payload_bytes``, ``result_bytes`` (results case only),
+``prefetch`` (prefetch case only).
 
 ``features`` (one more case on the baseline variant, at ``features_concurrency`` when that
 concurrency is measured too, for the like-for-like ratio) = :data:`FEATURES`: jobs alternate
@@ -55,19 +62,20 @@ NAME = "process"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
 HEADLINE_CASE = {"metric": "jobs_per_s",
-                 "params": {"concurrency": 32, "payload_bytes": 64, "features": None},
+                 "params": {"concurrency": 32, "payload_bytes": 64, "features": None, "prefetch": None},
                  "conditions": "no-op handlers, one AsyncWorker with concurrency 32, 64 B payload, "
                                "first claim to last ack, RESP3, hiredis"}
 DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "concurrencies": [1, 32, 100], "payload_bytes": 64,
                             "calibration_jobs": 2000, "max_jobs": 250000, "result_bytes": 100,
                             "result_concurrency": 32,
-                            "features_concurrency": 32}
+                            "features_concurrency": 32, "prefetch": 32, "prefetch_concurrency": 32}
 MAX_ROUNDS = 4
 RESULT_SUFFIX = "_storing_results"
+PREFETCH_SUFFIX = "_prefetch"
 QUICK: dict[str, Any] = {"min_seconds": 0.3, "concurrencies": [1, 32, 100], "payload_bytes": 64,
                          "calibration_jobs": 500, "max_jobs": 20000, "result_bytes": 100,
                          "result_concurrency": 32,
-                         "features_concurrency": 32}
+                         "features_concurrency": 32, "prefetch": 32, "prefetch_concurrency": 32}
 FEATURES = "priorities+limit-key+hooks"
 HIGH_LIMIT = 100_000  # per-key concurrency limit of the features case: never reached
 
@@ -86,6 +94,9 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     if variant.primary and options["features_concurrency"] in concs:  # compared at a measured one
         out.append({**{k: options[k] for k in keep}, "concurrency": options["features_concurrency"],
                     "features": FEATURES})
+    if variant.primary and options.get("prefetch") and options["prefetch_concurrency"] in concs:
+        out.append({**{k: options[k] for k in keep}, "concurrency": options["prefetch_concurrency"],
+                    "prefetch": options["prefetch"]})
     return out
 
 
@@ -164,7 +175,7 @@ async def drain(target: Target, name: str, params: dict[str, Any], tracker: Trac
     handler = hooked_noop(done) if params.get("features") else noop
     await acheck_counts(queue, waiting=jobs, active=0)
     worker = timed_worker(queue, {"noop": handler}, window, concurrency=params["concurrency"],
-                          burst=True)
+                          prefetch=params.get("prefetch", 0), burst=True)
     start = time.perf_counter()
     await worker.run()
     wall = time.perf_counter() - start
@@ -237,8 +248,10 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
             break  # after MAX_ROUNDS the last drain stands; elapsed_s shows how long it ran
         rate = jobs / elapsed  # the first (calibration) round also warms the process and server
         jobs = sized_jobs(rate, params["min_seconds"], jobs, params["max_jobs"])
-    # The results case names its figures apart, so no no-op process figure is ever read from it.
-    suffix = RESULT_SUFFIX if params.get("result_bytes") else ""
+    # The results and prefetch cases name their figures apart, so no figure of the default
+    # worker's no-op drain is ever read from them.
+    suffix = (RESULT_SUFFIX if params.get("result_bytes")
+              else PREFETCH_SUFFIX if params.get("prefetch") else "")
     return {
         "metrics": {"jobs_per_s" + suffix: metric(jobs / elapsed, "1/s"),
                     "elapsed_s" + suffix: metric(elapsed, "s"), "jobs": metric(jobs, "count"),

@@ -43,8 +43,10 @@ def value(row: dict[str, Any], metric: str) -> float:
 def test_process_times_the_claim_to_ack_window_inside_the_worker_run(doc) -> None:
     found = rows(doc, "process")
     for row in found:
-        # the stored-results case names its timings apart (never read as a no-op figure)
-        end = "_storing_results" if "result_bytes" in row["params"] else ""
+        # the stored-results and prefetch cases name their timings apart (never read as a
+        # figure of the default worker's no-op drain)
+        end = ("_storing_results" if "result_bytes" in row["params"]
+               else "_prefetch" if "prefetch" in row["params"] else "")
         assert 0 < value(row, "elapsed_s" + end) <= value(row, "worker_run_s" + end)
         assert value(row, "jobs") >= row["params"]["calibration_jobs"]
         assert value(row, "jobs_per_s" + end) == pytest.approx(
@@ -56,6 +58,14 @@ def test_process_times_the_claim_to_ack_window_inside_the_worker_run(doc) -> Non
         assert row["metrics"]["client_cpu_us_per_job" + end]["unit"] == "us"
     [storing] = [r for r in found if "result_bytes" in r["params"]]
     assert storing["params"]["result_bytes"] == 100 and storing["params"]["concurrency"] == 32
+    # the prefetch case: the same drain with prefetch, beside the plain case of its concurrency,
+    # and none of its figures under a name the default worker's readers (headline) take
+    [ahead] = [r for r in found if "prefetch" in r["params"]]
+    assert ahead["params"]["prefetch"] == 32 and ahead["params"]["concurrency"] == 32
+    assert not {"jobs_per_s", "client_cpu_us_per_job", "elapsed_s"} & set(ahead["metrics"])
+    assert "headline" not in ahead
+    cased = {"prefetch", "result_bytes", "features"}
+    assert any(r["params"].get("concurrency") == 32 and not cased & set(r["params"]) for r in found)
 
 
 def test_latency_rows_record_samples_capacity_and_the_partly_busy_case(doc) -> None:
