@@ -98,6 +98,8 @@ def cli() -> None:
               help="Queues to serve (default: all); repeatable.")  # fmt: skip
 @click.option("-c", "--concurrency", type=click.IntRange(1, 1000), default=8, show_default=True,
               help="Handler slots per queue.")  # fmt: skip
+@click.option("--prefetch", type=click.IntRange(0, 1000), default=0, show_default=True,
+              help="Jobs leased per queue beyond the running ones, for short jobs (see Tuning).")  # fmt: skip
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds running jobs get to finish after SIGTERM/SIGINT.")  # fmt: skip
@@ -115,6 +117,7 @@ def worker(
     app_path: str,
     queues_option: tuple[str, ...],
     concurrency: int,
+    prefetch: int,
     burst: bool,
     shutdown_timeout: float,
     block_timeout: float,
@@ -140,6 +143,7 @@ def worker(
         queues = _known_queues(app, _queues(app, queues_option))  # none: the app has no task
         options: dict[str, Any] = {
             "concurrency": concurrency,
+            "prefetch": prefetch,
             "burst": burst,
             "shutdown_timeout": shutdown_timeout,
             "block_timeout": block_timeout,

@@ -155,6 +155,32 @@ def test_worker_serves_several_queues_and_stops_on_sigterm(redis_url, queue_name
 
 
 @pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
+def test_prefetch_leases_jobs_beyond_the_running_ones(redis_url, queue_name, app_dir):
+    """--prefetch 2 with one slot: while one slow job runs, two more are leased (three active);
+    without the option only the running one is. Every job still runs once."""
+    cwd, module = app_dir
+    out = cwd / "out.txt"
+    env = _env(redis_url, queue_name, out)
+    default = Queue.from_url(redis_url, queue_name + "-default")
+    for prefetch, held in ((0, 1), (2, 3)):
+        out.unlink(missing_ok=True)
+        default.enqueue_many([JobSpec("slow", {"args": [0.5]}) for _ in range(4)])
+        proc = subprocess.Popen(
+            [*COMMAND, "worker", f"{module}:app", "-q", default.name, "-c", "1", "--prefetch", str(prefetch),
+             "--burst"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait(lambda: out.exists() and "slow started" in out.read_text(), 30, "the first job to start")
+            active = default.counts()["active"]
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            _reap(proc)
+        assert proc.returncode == 0, stderr
+        assert active == held, f"--prefetch {prefetch}: {active} jobs active while one ran"
+        assert out.read_text().count("slow done") == 4 and default.counts()["waiting"] == 0
+    default.close()
+
+
+@pytest.mark.parametrize("app_dir", ["sync", "async"], indirect=True)
 def test_a_second_signal_exits_at_once_with_code_3(redis_url, queue_name, app_dir):
     cwd, module = app_dir
     out = cwd / "out.txt"
@@ -184,6 +210,8 @@ def test_a_second_signal_exits_at_once_with_code_3(redis_url, queue_name, app_di
     (["worker", "{module}"], "app path '{module}' must look like 'package.module:app'"),
     (["worker", "{module}:app", "-q", "ghost"], "queue 'ghost' has no registered task"),
     (["worker", "{module}:app", "-c", "0"], "Invalid value for '-c' / '--concurrency': 0 is not in"),
+    (["worker", "{module}:app", "--prefetch", "-1"], "Invalid value for '--prefetch': -1 is not in"),
+    (["worker", "{module}:app", "--prefetch", "2.5"], "'--prefetch': '2.5' is not a valid integer"),
     (["worker", "{module}:app", "--bogus"], "No such option '--bogus'"),
     (["frobnicate"], "No such command 'frobnicate'"),
 ])
