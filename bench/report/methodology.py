@@ -26,7 +26,7 @@ from bench.report.text import (
     uncommitted_kind,
     wrapped,
 )
-from bench.report.tuning import AOF_SCENARIOS
+from bench.report.tuning import AOF_SCENARIOS, prefetch_run
 
 MAIN_SCENARIO = "process"
 # The scenarios whose verdicts other runs of the baseline's method check (Servers, Tuning).
@@ -68,6 +68,9 @@ def picks(ds: Dataset) -> Picks:
         readers.setdefault(str(peers.name), []).append("Peers, and its ratios on Home")
     if sweep is not None:
         readers.setdefault(sweep[0], []).append("Tuning: the goals for batching")
+    prefetch = prefetch_run(ds)
+    if prefetch is not None and prefetch != main:
+        readers.setdefault(prefetch, []).append("Tuning: prefetch")
     # an option's own run, and the default-runtime runs the Runtimes page pairs options with; a
     # run it no longer pairs (a newer one replaced it) may still be where a driver's size is read
     paired = {r for per in ratios(ds).values() for v in per.values() for r in (v["run"], *v["base"])}

@@ -1,10 +1,12 @@
-"""Tuning page: memory per job, persistence, maintenance batch, I/O threads.
+"""Tuning page: memory per job, persistence, maintenance batch, worker prefetch, I/O threads.
 
 A recommendation is stated only when it holds in every committed full run of the same method on
 the same machine; otherwise the page shows how the runs disagree.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 from conveyor import QueueSettings
@@ -16,11 +18,12 @@ from bench.report.common import (
     primary_server,
     scenario_section,
     server_label,
+    server_rank,
     source,
     stat_cell,
     wide,
 )
-from bench.report.compare import change, ratio_text, same_method_runs, select, versus
+from bench.report.compare import BASELINE, change, ratio_text, same_method_runs, select, versus
 from bench.report.figures import chart, metric_lines, plot, ratio_bars
 from bench.report.load import Dataset
 from bench.report.text import MISSING, fmt, md_table, no_data, pct, span, times
@@ -165,6 +168,81 @@ def maintenance_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             + "\n\n".join(charts))
 
 
+PREFETCH = "_prefetch"  # the process scenario's prefetch case names its figures with this suffix
+PREFETCH_METRICS = {"jobs_per_s": False, "client_cpu_us_per_job": True}  # metric -> lower is better
+
+
+def _prefetch_pairs(ds: Dataset, run: str) -> pd.DataFrame:
+    """Per server and metric, the prefetch case against the plain drain of the same concurrency and
+    payload in ``run`` (``versus`` rows: ratio above 1 means prefetch is better)."""
+    rows = select(ds.summary, run_id=run, scenario="process", **BASELINE)
+    found = []
+    for name, lower in PREFETCH_METRICS.items():
+        ahead = rows[rows.metric == name + PREFETCH].assign(metric=name)
+        plain = rows[rows.metric == name].drop(columns="prefetch", errors="ignore")
+        pairs = versus(ahead, plain, ["server", "metric", "concurrency", "payload_bytes"], lower_better=lower)
+        found.append(pairs)
+    return pd.concat(found, ignore_index=True)
+
+
+def _ratios(ratios: pd.Series) -> str:
+    """`` (1.30x)`` or `` (1.30x to 1.40x)``; '' for none."""
+    if ratios.empty:
+        return ""
+    low, high = times(ratios.min()), times(ratios.max())
+    return f" ({low})" if low == high else f" ({low} to {high})"
+
+
+def _prefetch_verdict(pairs: pd.DataFrame, cores: int) -> str:
+    """What the run says about prefetch for short jobs, computed from its ratios."""
+    said = []
+    for name, what, less in (("client_cpu_us_per_job", "the worker's CPU per job", "cut"),
+                             ("jobs_per_s", "the rate", "raised")):
+        rows = pairs[pairs.metric == name]
+        if rows.empty:  # a run without the worker's CPU figures
+            continue
+        better, worse = rows[~rows.noise & (rows.ratio > 1)], rows[~rows.noise & (rows.ratio < 1)]
+        said.append(f"Prefetch {less} {what} beyond the noise on {len(better)} of {len(rows)} servers"
+                    + _ratios(better.ratio)
+                    + (f" and made it worse on {len(worse)}" if len(worse) else "") + ".")
+    rates = pairs[pairs.metric == "jobs_per_s"]
+    if (~rates.noise & (rates.ratio > 1)).all():
+        said.append("For jobs of a few milliseconds or less, set `prefetch` to the worker's concurrency.")
+    else:
+        said.append("The rate did not rise beyond the noise everywhere, so this page recommends no "
+                    f"setting: on this {cores}-core machine the server and the worker take turns on the "
+                    "same cores, and where the server runs on its own host the worker's CPU is what "
+                    "prefetch saves. Measure yours: `nox -s bench -- --scenarios process`.")
+    return " ".join(said)
+
+
+def prefetch_run(ds: Dataset) -> str | None:
+    """The run the prefetch section reads: the primary one among those with the prefetch case."""
+    with_case = ds.summary[ds.summary.metric == "jobs_per_s" + PREFETCH]
+    return primary_run(replace(ds, summary=with_case), "process")
+
+
+def prefetch_section(ds: Dataset, prefix: str = "") -> str:
+    """AsyncWorker with ``prefetch`` against the same drain without it: jobs/s and worker CPU per
+    job, per server, with whiskers and the noise rule; a recommendation from the ratios."""
+    run = prefetch_run(ds)
+    pairs = _prefetch_pairs(ds, run) if run else pd.DataFrame()
+    if pairs.empty:
+        return no_data("the `process` case with `prefetch`")
+    figures = {"jobs_per_s": "jobs/s", "client_cpu_us_per_job": "worker CPU per job (µs)"}
+    first = pairs.iloc[0]  # one prefetch case per run (the scenario's ``prefetch`` option)
+    ordered = pairs.sort_values("server", key=lambda c: c.map(server_rank), kind="stable")
+    table = [{"server": server_label(ds, run, str(r.server)), "figure": figures[r.metric],
+              "prefetch 0": stat_cell(r, "_base"), f"prefetch {fmt(first.prefetch)}": stat_cell(r),
+              "ratio (whiskers)": ratio_text(r)} for _, r in ordered.iterrows()]
+    return (f"One burst AsyncWorker at concurrency {fmt(first.concurrency)} draining no-op jobs of "
+            f"{fmt(first.payload_bytes)} B, RESP3, hiredis, the same run: the drain without prefetch and "
+            "the same drain with it, one after the other on each server. A ratio above 1x is better "
+            "with prefetch (for CPU: less per job).\n\n"
+            f"{md_table(pd.DataFrame(table))}\n\n{_prefetch_verdict(pairs, int(ds.runs.loc[run].cores))}"
+            f"\n\n{source(ds, run, prefix)}\n")
+
+
 def io_threads_note(ds: Dataset, prefix: str = "") -> str:
     """States the core counts behind the published results."""
     cores = sorted(set(ds.runs.cores))
@@ -177,4 +255,5 @@ def io_threads_note(ds: Dataset, prefix: str = "") -> str:
 
 
 SECTIONS = {"memory_section": memory_section, "persistence_section": persistence_section,
-            "maintenance_section": maintenance_section, "io_threads_note": io_threads_note}
+            "maintenance_section": maintenance_section, "prefetch_section": prefetch_section,
+            "io_threads_note": io_threads_note}
