@@ -207,7 +207,8 @@ def _prefetch_verdict(pairs: pd.DataFrame, cores: int) -> str:
                     + (f" and made it worse on {len(worse)}" if len(worse) else "") + ".")
     rates = pairs[pairs.metric == "jobs_per_s"]
     if (~rates.noise & (rates.ratio > 1)).all():
-        said.append("For jobs of a few milliseconds or less, set `prefetch` to the worker's concurrency.")
+        said.append("For jobs as short as these (no-op handlers; longer jobs were not measured), set "
+                    "`prefetch` to the worker's concurrency.")
     else:
         said.append("The rate did not rise beyond the noise everywhere, so this page recommends no "
                     f"setting: on this {cores}-core machine the server and the worker take turns on the "

@@ -62,7 +62,7 @@ NAME = "process"
 NEEDS_CONVEYOR = True
 HEADLINE = ("jobs_per_s",)
 HEADLINE_CASE = {"metric": "jobs_per_s",
-                 "params": {"concurrency": 32, "payload_bytes": 64, "features": None, "prefetch": None},
+                 "params": {"concurrency": 32, "payload_bytes": 64, "features": None},
                  "conditions": "no-op handlers, one AsyncWorker with concurrency 32, 64 B payload, "
                                "first claim to last ack, RESP3, hiredis"}
 DEFAULTS: dict[str, Any] = {"min_seconds": 2.0, "concurrencies": [1, 32, 100], "payload_bytes": 64,
