@@ -17,20 +17,82 @@ LISTABLE = ("waiting", "delayed", "active", "completed", "failed", "cancelled")
 MAX_OFFSET = 2**53  # past every job a queue can hold: a larger offset reads the same empty page
 
 
-Page = tuple[str, str, int, int] | Call[list[str]]
+KEY_CHUNK = 100  # limit keys per step of a waiting page: bounds the server's time per call
+
+
+class WaitingPage:
+    """A page of waiting ids, read in steps whose server time is bounded (waiting_page.lua):
+    the ready lists, then only while the page is not full and jobs are parked, the parked lists
+    of the limit keys, ``KEY_CHUNK`` keys per step in byte order. The keys are those of the
+    hashes ``registries()`` names (read by the caller): the keys that parked a job, and the keys
+    with running jobs (an older release parked without registering the key). The walk stops once
+    it has passed as many parked jobs as the first step counted. Steps are not one snapshot: a
+    job moving meanwhile may be missed or, read twice, is listed once."""
+
+    def __init__(self, core: QueueCore, offset: int, limit: int) -> None:
+        self.keys = core.keys
+        self.skip, self.limit = offset, limit
+        self.found: dict[str, None] = {}  # ids in order, each once
+        self.parked = 0  # parked jobs the walk has not passed yet
+        self.pending: list[str] = []  # limit keys still to read, in byte order
+        self.walking = False
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.found)
+
+    def _left(self) -> int:
+        return self.limit - len(self.found)
+
+    def ready(self) -> Call[None]:
+        """The first step: the ready lists (and how many jobs are parked)."""
+        return self._step(())
+
+    def registries(self) -> tuple[str, str] | None:
+        """The hashes naming the limit keys to walk, when parked jobs may fill the page."""
+        if self._left() > 0 and self.parked > 0:
+            return self.keys.parked_keys, self.keys.running_keys
+        return None
+
+    def walk(self, hashes: Sequence[Any]) -> None:
+        """Start the walk over the keys of ``hashes`` (the replies of HGETALL of ``registries()``)."""
+        names = {text(name) for fields in hashes for name in fields}
+        self.pending = sorted(names, key=lambda name: name.encode())
+        self.walking = True
+
+    def next(self) -> Call[None] | None:
+        """The next step of the walk, or None when the page is complete."""
+        if not self.pending or self._left() <= 0 or self.parked <= 0:
+            return None
+        chunk, self.pending = self.pending[:KEY_CHUNK], self.pending[KEY_CHUNK:]
+        return self._step(chunk)
+
+    def _step(self, chunk: Sequence[str]) -> Call[None]:
+        return Call(Scripts.WAITING_PAGE.value, (self.keys.waiting,), (self.skip, self._left(), *chunk),
+                    self._take)  # fmt: skip
+
+    def _take(self, reply: Sequence[Any]) -> None:
+        self.skip = int(reply[0])
+        self.parked = int(reply[1]) if not self.walking else self.parked - int(reply[1])
+        for job_id in reply[2:]:
+            self.found.setdefault(text(job_id), None)
+
+
+Page = tuple[str, str, int, int] | WaitingPage
 
 
 def list_range(core: QueueCore, state: str, offset: int, limit: int) -> Page:
-    """How to read ids of ``state`` in display order: waiting in claim order (a script call: the
-    priority levels' lists, highest first), else (command, key, start, stop): delayed and active by
-    due time / lease deadline, completed, failed and cancelled newest first."""
+    """How to read ids of ``state`` in display order: waiting in claim order (script calls: the
+    priority levels' lists, highest first, then parked jobs: ``WaitingPage``), else (command, key,
+    start, stop): delayed and active by due time / lease deadline, completed, failed and
+    cancelled newest first."""
     if state not in LISTABLE:
         raise ValueError(f"state must be one of {', '.join(LISTABLE)}, got {state!r}")
     offset = min(check_count("offset", offset, 0, NO_LIMIT), MAX_OFFSET)  # ZRANGE's stop must fit int64
     check_count("limit", limit, 1, MAX_BATCH)
     k = core.keys
     if state == "waiting":
-        return Call(Scripts.WAITING_PAGE.value, (k.waiting,), (offset, limit), listed_ids)
+        return WaitingPage(core, offset, limit)
     key = {"delayed": k.delayed, "active": k.active, "completed": k.completed, "failed": k.failed,
            "cancelled": k.cancelled}[state]  # fmt: skip
     command = "zrange" if state in ("delayed", "active") else "zrevrange"

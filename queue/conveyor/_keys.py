@@ -85,13 +85,23 @@ class QueueKeys:
     def parked(self) -> str:
         """Count of jobs parked at their limit key's concurrency limit (scripts: <waiting>:pn).
 
-        Scripts also derive, from the waiting key: <waiting>:g (hash: limit key -> active jobs),
+        Scripts also derive, from the waiting key: <waiting>:g (``running_keys``),
         <waiting>:t:<limit key> (the key's earliest next start, ms, expiring when it passes) and
         <waiting>:p:<limit key> (list of the key's parked jobs of level 0), <waiting>:p<L>:<limit
         key> (those of level L > 0), <waiting>:pl:<limit key> (sorted set of those levels),
-        <waiting>:pk (hash: the limit keys that may have parked jobs) and <waiting>:gh:<limit key>
-        (hash: the key's jobs holding a turn); see _lua/_lib_limits.lua."""
+        <waiting>:pk (``parked_keys``) and <waiting>:gh:<limit key> (hash: the key's jobs holding
+        a turn); see _lua/_lib_limits.lua."""
         return self.waiting + ":pn"
+
+    @property
+    def parked_keys(self) -> str:
+        """Hash of the limit keys that may have parked jobs (key -> 1; scripts: <waiting>:pk)."""
+        return self.waiting + ":pk"
+
+    @property
+    def running_keys(self) -> str:
+        """Hash: limit key -> its active jobs (scripts: <waiting>:g)."""
+        return self.waiting + ":g"
 
     def level(self, priority: int) -> str:
         """The list of ready jobs at ``priority``: level 0 is the waiting list itself, level L > 0

@@ -15,7 +15,15 @@ import redis.asyncio as aredis
 
 from ._base import ASYNC_ERRORS, REDIS_ERRORS, QueueBase
 from ._errors import ConveyorError
-from ._inspect import FailedBatches, list_range, listed_ids, listed_jobs, purge_failed, retry_failed
+from ._inspect import (
+    FailedBatches,
+    WaitingPage,
+    list_range,
+    listed_ids,
+    listed_jobs,
+    purge_failed,
+    retry_failed,
+)
 from ._keys import validate_name
 from ._models import Job
 from ._ops import Call
@@ -58,10 +66,10 @@ class QueueAdmin(QueueBase[redis.Redis]):
         completed, failed and cancelled newest first. Jobs that change state meanwhile are left out."""
         closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)
-        if isinstance(page, Call):
-            ids = self._run(page)
+        if isinstance(page, WaitingPage):
+            ids = self._waiting_ids(page)
         try:
-            if not isinstance(page, Call):
+            if not isinstance(page, WaitingPage):
                 pipe = self.client.pipeline(transaction=False)
                 self._queue_read(pipe, *page)
                 ids = listed_ids(self._checked_read(pipe.execute(raise_on_error=False)))
@@ -72,6 +80,22 @@ class QueueAdmin(QueueBase[redis.Redis]):
         except REDIS_ERRORS as exc:
             raise self._error(exc, closes, read_only=True) from exc
         return listed_jobs(self.core, state, ids, found)
+
+    def _waiting_ids(self, page: WaitingPage) -> list[str]:
+        """Run ``page``'s steps (see ``WaitingPage``)."""
+        self._run(page.ready())
+        if hashes := page.registries():
+            closes = self._closes  # see _error
+            pipe = self.client.pipeline(transaction=False)
+            for key in hashes:
+                pipe.hgetall(key)
+            try:
+                page.walk(pipe.execute())
+            except REDIS_ERRORS as exc:
+                raise self._error(exc, closes, read_only=True) from exc
+        while (step := page.next()) is not None:
+            self._run(step)
+        return page.ids
 
     def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
@@ -142,10 +166,10 @@ class AsyncQueueAdmin(QueueBase[aredis.Redis]):
         closes = self._closes  # see _error
         page = list_range(self.core, state, offset, limit)
         self._own_loop()
-        if isinstance(page, Call):
-            ids = await self._run(page)
+        if isinstance(page, WaitingPage):
+            ids = await self._waiting_ids(page)
         try:
-            if not isinstance(page, Call):
+            if not isinstance(page, WaitingPage):
                 pipe = self.client.pipeline(transaction=False)
                 self._queue_read(pipe, *page)
                 ids = listed_ids(self._checked_read(await pipe.execute(raise_on_error=False)))
@@ -156,6 +180,22 @@ class AsyncQueueAdmin(QueueBase[aredis.Redis]):
         except ASYNC_ERRORS as exc:
             raise self._error(exc, closes, read_only=True) from exc
         return listed_jobs(self.core, state, ids, found)
+
+    async def _waiting_ids(self, page: WaitingPage) -> list[str]:
+        """Run ``page``'s steps (see ``WaitingPage``)."""
+        await self._run(page.ready())
+        if hashes := page.registries():
+            closes = self._closes  # see _error
+            pipe = self.client.pipeline(transaction=False)
+            for key in hashes:
+                pipe.hgetall(key)
+            try:
+                page.walk(await pipe.execute())
+            except ASYNC_ERRORS as exc:
+                raise self._error(exc, closes, read_only=True) from exc
+        while (step := page.next()) is not None:
+            await self._run(step)
+        return page.ids
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed

@@ -70,7 +70,7 @@ def _calls() -> dict[str, object]:
         "retry_failed": retry_failed(core, ["a"], 10),
         "purge_failed": purge_failed(core, ["a"], 10),
         "fire": fire_call(core, Schedule("s", "t", "q", every=1), None, 1000, 0),
-        "waiting_page": list_range(core, "waiting", 0, 10),
+        "waiting_page": list_range(core, "waiting", 0, 10).ready(),  # type: ignore[union-attr]
         "read_results": read_call(core.keys, ["a"]),
     }
 
