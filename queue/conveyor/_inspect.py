@@ -21,59 +21,57 @@ KEY_CHUNK = 100  # limit keys per step of a waiting page: bounds the server's ti
 
 
 class WaitingPage:
-    """A page of waiting ids, read in steps whose server time is bounded (waiting_page.lua):
-    the ready lists, then only while the page is not full and jobs are parked, the parked lists
-    of the limit keys, ``KEY_CHUNK`` keys per step in byte order. The keys are those of the
-    hashes ``registries()`` names (read by the caller): the keys that parked a job, and the keys
-    with running jobs (an older release parked without registering the key). The walk stops once
-    it has passed as many parked jobs as the first step counted. Steps are not one snapshot: a
-    job moving meanwhile may be missed or, read twice, is listed once."""
+    """A page of waiting ids, read in steps whose server time is bounded (waiting_page.lua).
+
+    First the ready lists; then, only while the page is not full and jobs are parked, the parked
+    lists of limit keys, ``KEY_CHUNK`` keys per step in byte order: the keys that parked a job
+    (``parked_keys``), then the other keys with running jobs (``running_keys``): a release before
+    that registry parked jobs without registering their key. Each registry is a hash the caller reads when
+    ``next()`` names it. The walk ends once it has passed as many parked jobs as the first step
+    counted, so the second registry is read only when the first left some unaccounted for.
+    Steps are not one snapshot: a job moving meanwhile may be missed or, read twice, is listed
+    once."""
 
     def __init__(self, core: QueueCore, offset: int, limit: int) -> None:
         self.keys = core.keys
         self.skip, self.limit = offset, limit
         self.found: dict[str, None] = {}  # ids in order, each once
-        self.parked = 0  # parked jobs the walk has not passed yet
+        self.parked = -1  # parked jobs the walk has not passed yet (-1: not counted yet)
+        self.registries = [core.keys.parked_keys, core.keys.running_keys]  # still to read
         self.pending: list[str] = []  # limit keys still to read, in byte order
-        self.walking = False
+        self.walked: set[str] = set()
 
     @property
     def ids(self) -> list[str]:
         return list(self.found)
 
-    def _left(self) -> int:
-        return self.limit - len(self.found)
-
     def ready(self) -> Call[None]:
         """The first step: the ready lists (and how many jobs are parked)."""
         return self._step(())
 
-    def registries(self) -> tuple[str, str] | None:
-        """The hashes naming the limit keys to walk, when parked jobs may fill the page."""
-        if self._left() > 0 and self.parked > 0:
-            return self.keys.parked_keys, self.keys.running_keys
-        return None
-
-    def walk(self, hashes: Sequence[Any]) -> None:
-        """Start the walk over the keys of ``hashes`` (the replies of HGETALL of ``registries()``)."""
-        names = {text(name) for fields in hashes for name in fields}
-        self.pending = sorted(names, key=lambda name: name.encode())
-        self.walking = True
-
-    def next(self) -> Call[None] | None:
-        """The next step of the walk, or None when the page is complete."""
-        if not self.pending or self._left() <= 0 or self.parked <= 0:
+    def next(self) -> Call[None] | str | None:
+        """The next step: a script call, the key of a registry to read with HGETALL (give its
+        reply to ``walk``), or None when the page is complete."""
+        if len(self.found) >= self.limit or self.parked <= 0:
             return None
-        chunk, self.pending = self.pending[:KEY_CHUNK], self.pending[KEY_CHUNK:]
-        return self._step(chunk)
+        if self.pending:
+            chunk, self.pending = self.pending[:KEY_CHUNK], self.pending[KEY_CHUNK:]
+            return self._step(chunk)
+        return self.registries.pop(0) if self.registries else None
+
+    def walk(self, registry: Any) -> None:
+        """Walk the limit keys of ``registry`` (its HGETALL reply) not walked yet."""
+        names = {text(name) for name in registry} - self.walked
+        self.walked |= names
+        self.pending = sorted(names, key=lambda name: name.encode())
 
     def _step(self, chunk: Sequence[str]) -> Call[None]:
-        return Call(Scripts.WAITING_PAGE.value, (self.keys.waiting,), (self.skip, self._left(), *chunk),
-                    self._take)  # fmt: skip
+        return Call(Scripts.WAITING_PAGE.value, (self.keys.waiting,),
+                    (self.skip, self.limit - len(self.found), *chunk), self._take)  # fmt: skip
 
     def _take(self, reply: Sequence[Any]) -> None:
         self.skip = int(reply[0])
-        self.parked = int(reply[1]) if not self.walking else self.parked - int(reply[1])
+        self.parked = int(reply[1]) if self.parked < 0 else self.parked - int(reply[1])
         for job_id in reply[2:]:
             self.found.setdefault(text(job_id), None)
 

@@ -83,19 +83,21 @@ class QueueAdmin(QueueBase[redis.Redis]):
 
     def _waiting_ids(self, page: WaitingPage) -> list[str]:
         """Run ``page``'s steps (see ``WaitingPage``)."""
-        self._run(page.ready())
-        if hashes := page.registries():
-            closes = self._closes  # see _error
-            pipe = self.client.pipeline(transaction=False)
-            for key in hashes:
-                pipe.hgetall(key)
-            try:
-                page.walk(pipe.execute())
-            except REDIS_ERRORS as exc:
-                raise self._error(exc, closes, read_only=True) from exc
-        while (step := page.next()) is not None:
-            self._run(step)
+        step: Call[None] | str | None = page.ready()
+        while step is not None:
+            if isinstance(step, str):
+                page.walk(self._registry(step))
+            else:
+                self._run(step)
+            step = page.next()
         return page.ids
+
+    def _registry(self, key: str) -> Any:
+        closes = self._closes  # see _error
+        try:
+            return self.client.hgetall(key)
+        except REDIS_ERRORS as exc:
+            raise self._error(exc, closes, read_only=True) from exc
 
     def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
@@ -183,19 +185,21 @@ class AsyncQueueAdmin(QueueBase[aredis.Redis]):
 
     async def _waiting_ids(self, page: WaitingPage) -> list[str]:
         """Run ``page``'s steps (see ``WaitingPage``)."""
-        await self._run(page.ready())
-        if hashes := page.registries():
-            closes = self._closes  # see _error
-            pipe = self.client.pipeline(transaction=False)
-            for key in hashes:
-                pipe.hgetall(key)
-            try:
-                page.walk(await pipe.execute())
-            except ASYNC_ERRORS as exc:
-                raise self._error(exc, closes, read_only=True) from exc
-        while (step := page.next()) is not None:
-            await self._run(step)
+        step: Call[None] | str | None = page.ready()
+        while step is not None:
+            if isinstance(step, str):
+                page.walk(await self._registry(step))
+            else:
+                await self._run(step)
+            step = page.next()
         return page.ids
+
+    async def _registry(self, key: str) -> Any:
+        closes = self._closes  # see _error
+        try:
+            return await self.client.hgetall(key)
+        except ASYNC_ERRORS as exc:
+            raise self._error(exc, closes, read_only=True) from exc
 
     async def retry_failed(self, job_ids: Sequence[str] | None = None, batch: int = 1000) -> int:
         """Re-queue failed jobs with their attempts reset: the given ids, or (None) every job failed
