@@ -21,7 +21,9 @@ def sweep_rows(costs: bool = True, held_ping: float = 11000.0) -> list[dict[str,
                    "p99_ms": metric(p99, "ms"), "client_cpu_us_per_job": metric(cpu, "us")}
         if callers == 1:
             metrics |= {"ping_held_ops_per_s": metric(held_ping, "1/s"),
-                        "vs_ping_held": metric(rate / held_ping, "ratio")}
+                        "vs_ping_held": metric(rate / held_ping, "ratio"),
+                        "ping_client_ops_per_s": metric(9600.0, "1/s"),
+                        "vs_ping_client": metric(rate / 9600.0, "ratio")}
             if costs:
                 metrics |= {"server_script_us_per_call": metric(12.0, "us"),
                             "ping_held_client_cpu_us": metric(42.0, "us")}
@@ -43,6 +45,13 @@ def goal_line(out: str, start: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(f"| {start}"))
 
 
+def note_of(out: str, start: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(f"**{start}"))
+
+
+HELD_ON = "one caller, batching on (the default): enqueue ÷ a held"
+
+
 def test_no_sweep_says_so(tmp_path: Path) -> None:
     out = render(dataset(tmp_path, make_run()), "batching_goals")
     assert "No results yet" in out and "enqueue-single" in out
@@ -56,7 +65,8 @@ def test_each_goal_is_a_ratio_of_the_runs_cases_with_its_verdict(tmp_path: Path)
     lone = goal_line(out, "one caller: jobs/s")
     assert "| 1.05x " in lone and "| met " in lone
     # 8,400 / 11,000 held PINGs: not met; the run named is the sweep's, not the full run's
-    assert "| 0.76x " in goal_line(out, "one caller, batching on") and "bb0001" in out
+    assert "| 0.76x " in goal_line(out, HELD_ON)
+    assert "bb0001" in out
 
 
 def test_the_p99_goal_says_what_littles_law_requires(tmp_path: Path) -> None:
@@ -70,13 +80,31 @@ def test_the_p99_goal_says_what_littles_law_requires(tmp_path: Path) -> None:
 
 def test_the_ping_goal_splits_the_difference_and_bounds_the_ratio(tmp_path: Path) -> None:
     out = render(dataset(tmp_path, sweep_run()), "batching_goals")
-    note = next(line for line in out.splitlines() if line.startswith("**one caller, batching on"))
+    note = note_of(out, HELD_ON)
     # PING 90.9 µs, enqueue 119 µs: 28.1 more = 12 script + 13 CPU (55 - 42) + 3.14 remain
     assert "90.9 µs per round trip" in note and "it took 119 µs, 28.1 µs more" in note
     assert "script for 12 µs" in note and "13 µs more CPU" in note and "3.14 µs remain" in note
     assert "would leave 0.86x" in note  # 90.9 / (90.9 + 12 + 3.14)
-    off = next(line for line in out.splitlines() if line.startswith("**one caller, batching off"))
+    off = note_of(out, "one caller, batching off: enqueue ÷ a held")
     assert "60 against 42 µs" in off  # its own case's figures
+
+
+def test_the_client_ping_goal_is_the_enqueue_rate_over_client_ping_in_its_own_case(tmp_path: Path) -> None:
+    """The goal's 0.85x was set against client.ping() one at a time (the reference scenario's
+    ping_c1 of the run the issue quoted); the held PING, a lower floor, had the only rows."""
+    out = render(dataset(tmp_path, sweep_run()), "batching_goals")
+    off = goal_line(out, "one caller, batching off: enqueue ÷ client.ping()")
+    assert "| 0.83x " in off and "**not met**" in off  # 8,000 / 9,600
+    on = goal_line(out, "one caller, batching on (the default): enqueue ÷ client.ping()")
+    assert "| 0.88x " in on and "| met " in on  # 8,400 / 9,600
+    note = note_of(out, "one caller, batching off: enqueue ÷ client")
+    assert "104 µs per call, so 0.85x allows an enqueue 123 µs; it took 125 µs" in note  # 1e6 / 9,600
+    # a run from before client.ping() was recorded in the case says so, no figure
+    doc = sweep_run()
+    for result in doc["results"]:
+        result["metrics"].pop("vs_ping_client", None)
+    old = render(dataset(tmp_path / "old", doc), "batching_goals")
+    assert "not measured in this run" in goal_line(old, "one caller, batching off: enqueue ÷ client.ping()")
 
 
 def test_the_ping_goal_sets_a_plain_write_beside_it_where_measured(tmp_path: Path) -> None:
@@ -85,7 +113,7 @@ def test_the_ping_goal_sets_a_plain_write_beside_it_where_measured(tmp_path: Pat
         if result["params"]["callers"] == 1:
             result["metrics"]["set_held_vs_ping_held"] = metric(0.84, "ratio")
     out = render(dataset(tmp_path, doc), "batching_goals")
-    note = next(line for line in out.splitlines() if line.startswith("**one caller, batching on"))
+    note = note_of(out, HELD_ON)
     assert "ran at 0.84x the held PINGs' rate in the same case, below the goal's 0.85x" in note
     # a run from before the SET was measured says nothing of it
     assert "plain write" not in render(dataset(tmp_path / "old", sweep_run()), "batching_goals")
