@@ -112,12 +112,16 @@ def _p99_why(c: Cells) -> str:
     return text
 
 
+def _call_times(c: Cells, batching: bool, ping_metric: str) -> tuple[float, float] | None:
+    """µs per PING (``ping_metric``'s rate) and per enqueue of the lone caller's case, or None."""
+    ping, rate = c.get(1, batching, ping_metric), c.get(1, batching, "jobs_per_s")
+    return None if ping is None or rate is None else (1e6 / ping, 1e6 / rate)
+
+
 def _client_ping_why(c: Cells, batching: bool) -> str:
-    ping = c.get(1, batching, "ping_client_ops_per_s")
-    rate = c.get(1, batching, "jobs_per_s")
-    if ping is None or rate is None:
+    if (times_us := _call_times(c, batching, "ping_client_ops_per_s")) is None:
         return ""
-    ping_us, call_us = 1e6 / ping, 1e6 / rate
+    ping_us, call_us = times_us
     return (f"`client.ping()` is a PING as redis-py usually sends it, one at a time on the same client, "
             f"the measure the goal was set with: {fmt(ping_us)} µs per call, so 0.85x allows an enqueue "
             f"{fmt(ping_us / 0.85)} µs; it took {fmt(call_us)} µs. The enqueue skips redis-py's per-command "
@@ -126,11 +130,9 @@ def _client_ping_why(c: Cells, batching: bool) -> str:
 
 
 def _ping_why(c: Cells, batching: bool) -> str:
-    ping = c.get(1, batching, "ping_held_ops_per_s")
-    rate = c.get(1, batching, "jobs_per_s")
-    if ping is None or rate is None:
+    if (times_us := _call_times(c, batching, "ping_held_ops_per_s")) is None:
         return ""
-    ping_us, call_us = 1e6 / ping, 1e6 / rate
+    ping_us, call_us = times_us
     text = (f"A held PING took {fmt(ping_us)} µs per round trip, so 0.85x allows an enqueue "
             f"{fmt(ping_us / 0.85)} µs, {fmt(ping_us / 0.85 - ping_us)} µs more than a PING; it took "
             f"{fmt(call_us)} µs, {fmt(call_us - ping_us)} µs more.")
