@@ -19,7 +19,7 @@ from bench.results import RESULTS_DIR, ResultsError, load_results
 
 SERVER_START_S = 0.6
 SETUP_S = {"reference": 0.3, "enqueue-single": 0.3, "enqueue-bulk": 0.6, "process": 1.0,
-           "lifecycle": 0.3, "latency": 0.8, "maintenance": 0.7, "memory": 1.5,
+           "lifecycle": 0.3, "latency": 0.8, "maintenance": 0.7, "listing": 3.0, "memory": 1.5,
            "connections": 0.5}
 FILL_LATENCY_S = 3.0  # open-loop latency: capacity drain, producer start-up, backlog drain
 ONE_JOB_S = 0.0006  # one unloaded round trip through queue and worker

@@ -1,18 +1,20 @@
-"""Running in production page: what job results and the deduplication window cost.
+"""Running in production page: what job results and the deduplication window cost, and what
+listing waiting jobs costs other clients.
 
-Both figures come from cases added to existing scenarios: ``process`` with ``result_bytes`` (its
+The first two come from cases added to existing scenarios: ``process`` with ``result_bytes`` (its
 metrics end in ``_storing_results``) against the no-op ``process`` case of the same concurrency in
-the same run, and ``memory`` with ``id_bytes`` (``bytes_per_retained_id``).
+the same run, and ``memory`` with ``id_bytes`` (``bytes_per_retained_id``); the last from the
+``listing`` scenario.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.report.common import scenario_section, server_label, stat_cell
+from bench.report.common import scenario_section, server_label, stat_cell, wide
 from bench.report.compare import BASELINE, change, versus
 from bench.report.load import Dataset
-from bench.report.text import fmt, no_data, ratio_digits, span
+from bench.report.text import fmt, md_table, no_data, ratio_digits, span
 
 STORING = "jobs_per_s_storing_results"
 
@@ -46,4 +48,23 @@ def dedup_memory_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
             f"million retained ids take about {fmt(row['median'] * 1e6 / 2**20)} MiB.")
 
 
-SECTIONS = {"result_cost_section": result_cost_section, "dedup_memory_section": dedup_memory_section}
+LISTING_METRICS = ["page_p50_ms", "page_max_ms", "probe_p99_ms", "probe_max_ms"]
+
+
+@scenario_section("listing", need="probe_max_ms")
+def listing_section(ds: Dataset, run: str, rows: pd.DataFrame) -> str:
+    """Page time and another client's PING during back-to-back pages, by limit keys and parked."""
+    server = rows.iloc[0].server
+    rows = rows.assign(parked=rows.parked.map({True: "one per key", False: "none"}))
+    table = wide(ds, rows, ["limit_keys", "parked"], LISTING_METRICS)
+    table = table.rename(columns={"probe p99 (ms)": "PING p99 (ms)", "probe max (ms)": "slowest PING (ms)",
+                                  "parked": "parked jobs"})
+    table["limit keys"] = table["limit keys"].map(fmt)
+    return (f"{server_label(ds, run, server)}; each limit key runs one job (`Limit(concurrency=1)`), "
+            "and where jobs are parked each key holds one more. Pages of 100 waiting jobs are read back "
+            "to back while another client sends PING one at a time: the slowest PING is the longest the "
+            "server kept that client waiting.\n\n" + md_table(table))
+
+
+SECTIONS = {"result_cost_section": result_cost_section, "dedup_memory_section": dedup_memory_section,
+            "listing_section": listing_section}

@@ -27,6 +27,7 @@ ORDER = (
     "lifecycle",
     "latency",
     "maintenance",
+    "listing",
     "memory",
     "connections",
     "scale-out",

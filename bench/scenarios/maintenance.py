@@ -64,6 +64,28 @@ def _probe(url: str, protocol: int, ready: Any, stop: Any, conn: Any) -> None:
     client.close()
 
 
+class Probe:
+    """A child process sending PING one at a time from ``start()`` to ``stop()`` (its latencies):
+    what the server's work meanwhile costs every other client."""
+
+    def __init__(self, target: Target) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._ready, self._stop = ctx.Event(), ctx.Event()
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_probe, args=(target.url, target.protocol, self._ready,
+                                                         self._stop, send))  # fmt: skip
+
+    def start(self) -> None:
+        self._process.start()
+        self._ready.wait(30)
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        samples: list[float] = self._recv.recv()
+        self._process.join(10)
+        return samples
+
+
 def _evalsha_usec(client: Any) -> tuple[int, float] | None:
     """(calls, usec) of EVALSHA since the last CONFIG RESETSTAT, if the server reports it."""
     stats = client.info("commandstats")
@@ -96,12 +118,8 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     ids = fill(queue, backlog, 64, delay=DELAY_S)
     check_counts(queue, delayed=backlog, waiting=0)
     time.sleep(DELAY_S + 0.05)
-    ctx = multiprocessing.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    recv, send = ctx.Pipe(duplex=False)
-    probe = ctx.Process(target=_probe, args=(target.url, target.protocol, ready, stop, send))
+    probe = Probe(target)
     probe.start()
-    ready.wait(30)
     admin = target.redis()
     preload_scripts(target.url)
     admin.config_resetstat()
@@ -109,9 +127,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     durations = _sweeps(queue, backlog, batch)
     elapsed = time.perf_counter() - start
     server = _evalsha_usec(admin)
-    stop.set()
-    samples = recv.recv()
-    probe.join(10)
+    samples = probe.stop()
     report = verify_stored(queue, ids)
     admin.close()
     queue.close()

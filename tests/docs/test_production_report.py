@@ -48,3 +48,28 @@ def test_runs_without_the_cases_say_so(tmp_path: Path) -> None:
     assert "within the noise" in _render(tmp_path / "noise", "result_cost_section", doc)
     assert "No results yet" in report.SECTIONS["dedup_memory_section"](
         report.load(tmp_path / "without"), "")
+
+
+def _with_listing(doc: dict) -> dict:
+    from docs_synthetic import row  # noqa: PLC0415
+
+    for keys, parked, page, probe in ((1000, False, 0.4, 0.5), (1000, True, 6.0, 3.0),
+                                      (50000, True, 60.0, 5.2)):
+        doc["results"].append(row("listing", {"limit_keys": keys, "parked": parked, "pages": 20},
+                                  {"page_p50_ms": metric(page, "ms"), "page_max_ms": metric(page * 2, "ms"),
+                                   "probe_p50_ms": metric(0.1, "ms"), "probe_p99_ms": metric(probe / 2, "ms"),
+                                   "probe_max_ms": metric(probe, "ms")},
+                                  extra={"probe_samples": 400}))
+    return doc
+
+
+def test_listing_cost_is_a_row_per_key_count_and_parked_state(tmp_path: Path) -> None:
+    out = _render(tmp_path, "listing_section", _with_listing(make_run()))
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in out.splitlines() if line.startswith("| ")]
+    assert cells[0] == ["limit keys", "parked jobs", "page p50 (ms)", "page max (ms)", "PING p99 (ms)",
+                        "slowest PING (ms)"]
+    rows = [c[:2] for c in cells[1:]]
+    assert rows == [["1,000", "none"], ["1,000", "one per key"], ["50,000", "one per key"]]
+    assert cells[3][5].startswith("5.20 (")  # the slowest PING with its spread
+    # a run without the scenario says so
+    assert "No results yet" in _render(tmp_path / "without", "listing_section")
