@@ -206,7 +206,7 @@ def _prefetch_verdict(pairs: pd.DataFrame, cores: int) -> str:
                     + _ratios(better.ratio)
                     + (f" and made it worse on {len(worse)}" if len(worse) else "") + ".")
     rates = pairs[pairs.metric == "jobs_per_s"]
-    if (~rates.noise & (rates.ratio > 1)).all():
+    if not rates.empty and (~rates.noise & (rates.ratio > 1)).all():
         said.append("For jobs as short as these (no-op handlers; longer jobs were not measured), set "
                     "`prefetch` to the worker's concurrency.")
     else:

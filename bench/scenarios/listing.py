@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from bench.scenarios._common import Target, Variant, check_counts, make_queue, metric, preload_scripts
-from bench.scenarios.maintenance import Probe
+from bench.scenarios._ping_probe import PingProbe
 from bench.stats import latency_summary
 
 NAME = "listing"
@@ -58,7 +58,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     if parked:
         _occupy(queue, keys)
     check_counts(queue, active=keys, waiting=keys if parked else 0)
-    probe = Probe(target)
+    probe = PingProbe(target)
     probe.start()
     preload_scripts(target.url)
     durations = []

@@ -13,7 +13,6 @@ Metrics: ``sweeps``, ``items_per_s``, ``sweep_p50_ms``, ``sweep_p95_ms``, ``swee
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ from bench.scenarios._common import (
     metric,
     preload_scripts,
 )
+from bench.scenarios._ping_probe import PingProbe
 from bench.scenarios.enqueue_single import verify_stored
 from bench.stats import latency_summary
 
@@ -45,45 +45,6 @@ def cases(variant: Variant, options: dict[str, Any]) -> list[dict[str, Any]]:
     if not variant.primary:
         return []
     return [{"backlog": n, "batch": b} for n in options["backlogs"] for b in options["batches"]]
-
-
-def _probe(url: str, protocol: int, ready: Any, stop: Any, conn: Any) -> None:
-    """Child process: PING one at a time until ``stop``; send the latencies back."""
-    import redis  # noqa: PLC0415 (deliberately lazy)
-
-    client = redis.Redis.from_url(url, protocol=protocol)
-    client.ping()
-    ready.set()
-    samples = []
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        client.ping()
-        samples.append(time.perf_counter() - t0)
-        time.sleep(0.0005)
-    conn.send(samples)
-    client.close()
-
-
-class Probe:
-    """A child process sending PING one at a time from ``start()`` to ``stop()`` (its latencies):
-    what the server's work meanwhile costs every other client."""
-
-    def __init__(self, target: Target) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._ready, self._stop = ctx.Event(), ctx.Event()
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(target=_probe, args=(target.url, target.protocol, self._ready,
-                                                         self._stop, send))  # fmt: skip
-
-    def start(self) -> None:
-        self._process.start()
-        self._ready.wait(30)
-
-    def stop(self) -> list[float]:
-        self._stop.set()
-        samples: list[float] = self._recv.recv()
-        self._process.join(10)
-        return samples
 
 
 def _evalsha_usec(client: Any) -> tuple[int, float] | None:
@@ -118,7 +79,7 @@ def run(target: Target, params: dict[str, Any]) -> dict[str, Any]:
     ids = fill(queue, backlog, 64, delay=DELAY_S)
     check_counts(queue, delayed=backlog, waiting=0)
     time.sleep(DELAY_S + 0.05)
-    probe = Probe(target)
+    probe = PingProbe(target)
     probe.start()
     admin = target.redis()
     preload_scripts(target.url)

@@ -25,12 +25,12 @@ class WaitingPage:
 
     First the ready lists; then, only while the page is not full and jobs are parked, the parked
     lists of limit keys, ``KEY_CHUNK`` keys per step in byte order: the keys that parked a job
-    (``parked_keys``), then the other keys with running jobs (``running_keys``): a release before
-    that registry parked jobs without registering their key. Each registry is a hash the caller reads when
-    ``next()`` names it. The walk ends once it has passed as many parked jobs as the first step
-    counted, so the second registry is read only when the first left some unaccounted for.
-    Steps are not one snapshot: a job moving meanwhile may be missed or, read twice, is listed
-    once."""
+    (``parked_keys``), then the other keys with running jobs (``running_keys``), where a release
+    before that registry parked jobs without registering their key. Each registry is a hash the
+    caller reads (HGETALL) when ``next()`` names it. The walk ends once it has passed as many
+    parked jobs as the first step counted, so the second registry is read only when the first
+    left some unaccounted for. Steps are not one snapshot: a job moving meanwhile may be missed
+    or, read twice, is listed once."""
 
     def __init__(self, core: QueueCore, offset: int, limit: int) -> None:
         self.keys = core.keys

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from docs_synthetic import BASE, load_docs, make_run, metric, render, row
 
-from bench.report.tuning import prefetch_run
+from bench.report.tuning import _prefetch_verdict, prefetch_run
 
 PLAIN_CPU = 20.0
 
@@ -83,3 +84,11 @@ def test_the_section_reads_the_run_that_has_the_case(tmp_path: Path) -> None:
     assert older["run_id"] in render(ds, "prefetch_section")
     runs = render(ds, "runs_section")
     assert "Tuning: prefetch" in runs.split(older["run_id"], 2)[-1].splitlines()[0]
+
+
+def test_no_rate_pair_recommends_nothing() -> None:
+    """The verdict recommended prefetch when every rate pair beat the noise: with no rate pair at
+    all (only the CPU figures compared), 'all of none' held and it recommended it."""
+    cpu_only = pd.DataFrame({"metric": ["client_cpu_us_per_job"], "ratio": [1.4], "noise": [False]})
+    said = _prefetch_verdict(cpu_only, 2)
+    assert "set `prefetch`" not in said and "recommends no setting" in said

@@ -10,10 +10,11 @@
 -- sorted set <waiting>:pl:<key> names these levels, as <waiting>:l names the ready ones),
 -- <waiting>:pn how many jobs are parked (counted as waiting), <waiting>:pk hash of the limit keys
 -- that may have parked jobs (key -> 1: set when a job is parked, dropped by the release or cancel
--- that takes the key's last parked job; waiting_page.lua lists parked jobs through it),
--- <waiting>:gh:<key> hash of the key's jobs holding a turn (gt, below; id -> 1; cancel.lua reads
--- it). A parked job is never polled: each freed slot (ack, fail, release, lease recovery) moves
--- one parked job of its key, the oldest of its highest level, back to the claim end of its level. A rate-limited job reserves the next
+-- that takes the key's last parked job; jobs('waiting') finds parked jobs through it, see
+-- waiting_page.lua), <waiting>:gh:<key> hash of the key's jobs holding a turn (gt, below;
+-- id -> 1; cancel.lua reads it). A parked job is never polled: each freed slot (ack, fail,
+-- release, lease recovery) moves one parked job of its key, the oldest of its highest level, back
+-- to the claim end of its level. A rate-limited job reserves the next
 -- start of its key and waits in the delayed set until then (with a concurrency too, holding a
 -- turn, counted by the key's claims with its running jobs: reserving_of); a job starts only at or
 -- after a start it reserved, and reservations of a key are gr ms apart (a parked job reserves
