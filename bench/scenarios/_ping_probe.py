@@ -12,17 +12,22 @@ from bench.scenarios._common import Target
 
 
 def _probe(url: str, protocol: int, ready: Any, stop: Any, conn: Any) -> None:
-    """Child process: PING one at a time until ``stop``; send the latencies back."""
+    """Child process: PING one at a time until ``stop``, at least once; send the latencies back.
+
+    ``ready`` is set after the first timed PING, not before: a scenario whose work is over in a
+    few milliseconds (a listing with nothing parked) could otherwise stop the probe before its
+    first sample, and a summary of no samples fails the whole cell."""
     import redis  # noqa: PLC0415 (deliberately lazy)
 
     client = redis.Redis.from_url(url, protocol=protocol)
-    client.ping()
-    ready.set()
-    samples = []
-    while not stop.is_set():
+    client.ping()  # connects: not a sample
+    samples: list[float] = []
+    while not samples or not stop.is_set():
         t0 = time.perf_counter()
         client.ping()
         samples.append(time.perf_counter() - t0)
+        if len(samples) == 1:
+            ready.set()
         time.sleep(0.0005)
     conn.send(samples)
     client.close()
@@ -40,6 +45,7 @@ class PingProbe:
                                                          self._stop, send))  # fmt: skip
 
     def start(self) -> None:
+        """Start the child; return once it has timed one PING (or after 30 s)."""
         self._process.start()
         self._ready.wait(30)
 

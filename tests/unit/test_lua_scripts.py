@@ -75,11 +75,23 @@ def _calls() -> dict[str, object]:
     }
 
 
+def _declared_keys(name: str) -> list[tuple[str, str]]:
+    """The header's numbered KEYS list: its ``KEYS:`` line and the lines continuing the list (they
+    start with a key's number; a parenthesised remark after it is not part of the list)."""
+    header = _header(name)
+    start = next(i for i, h in enumerate(header) if h.startswith("KEYS:"))
+    lines = [header[start]]
+    for line in header[start + 1 :]:
+        if not re.match(r"\d+ \w+", line):
+            break
+        lines.append(line)
+    return re.findall(r"(\d+) (\w+)", " ".join(lines))
+
+
 @pytest.mark.parametrize("name", TRANSITIONS)
 def test_declared_keys_match_what_python_passes(name):
     """The header's numbered KEYS list names the QueueKeys fields Python passes, in order."""
-    line = next(h for h in _header(name) if h.startswith("KEYS:"))
-    declared = re.findall(r"(\d+) (\w+)", line)
+    declared = _declared_keys(name)
     assert [int(n) for n, _ in declared] == list(range(1, len(declared) + 1))
     call = _calls()[name.removesuffix(".lua")]
     core = QueueCore("q", QueueSettings())
@@ -91,7 +103,7 @@ def test_declared_keys_match_what_python_passes(name):
 def test_scripts_use_only_declared_key_slots(name):
     """No KEYS[n] beyond the declared ones, and no key built from a literal string."""
     source = LUA_DIR.joinpath(name).read_text(encoding="utf-8")
-    declared = len(re.findall(r"(\d+) (\w+)", next(h for h in _header(name) if h.startswith("KEYS:"))))
+    declared = len(_declared_keys(name))
     used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", source)}
     assert used == set(range(1, declared + 1))
     assert not re.search(r"redis\.call\('\w+',\s*'", source), "a key given as a literal string"

@@ -41,8 +41,8 @@ end
 -- goes last all the same; the payload stays apart (any bytes).
 local function claimed_entry(out, id, token, task, payload, attempts, max, enqueued, limit)
   local o = #out
-  out[o + 1] = id .. '{' .. token .. '{' .. (attempts or '0') .. '{' .. (max or '1') .. '{' .. (enqueued or '0')
-    .. '{' .. (limit or '0') .. '{' .. task
+  out[o + 1] = id .. '{' .. token .. '{' .. (attempts or '0') .. '{' .. (max or '1')
+    .. '{' .. (enqueued or '0') .. '{' .. (limit or '0') .. '{' .. task
   out[o + 2] = payload
 end
 

@@ -200,7 +200,8 @@ end
 local function release_parked(waiting, jobs, g, n)
   local live, levels, popped = {}, {}, false
   while #live < n do  -- each round pops at least one id, each id once: bounded by the parked
-    local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g, n - #live)
+    local ids = pop_levels(waiting .. ':pl:' .. g, waiting .. ':p', ':' .. g, waiting .. ':p:' .. g,
+      n - #live)
     if #ids == 0 then break end
     popped = true
     redis.call('DECRBY', waiting .. ':pn', #ids)

@@ -1,5 +1,6 @@
 -- ack: complete leased jobs, then (optionally) claim the next ones in the same call.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup, 10 events, 11 results, 12 result_index
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 completed, 6 marker, 7 jobs, 8 requests, 9 dedup,
+--       10 events, 11 results, 12 result_index
 --       (10-12: see RESULTS in _lib.lua: 11 is a hash, 12 a list)
 --       (8: the calling worker's request record, <requests prefix><worker>; unused without an id)
 -- ARGV: 1 lease ms (for claimed jobs), 2 claim count (<= 1000), 3 promote batch,
@@ -115,7 +116,8 @@ local next_pos = #out + 1
 out[next_pos] = -1
 if count > 0 then
   promote_due(delayed, waiting, jobs, now, promote_batch)
-  local got, ready = claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count, lease_ms)
+  local got, ready = claim_jobs(out, claimed, meta, waiting, delayed, active, marker, jobs, now, count,
+    lease_ms)
   if got < count then out[next_pos] = ready and now or next_due(delayed) end
 end
 if request ~= '' then

@@ -11,6 +11,7 @@ local count = bounded(tonumber(ARGV[1]), 1000, 'claim')
 local now = now_ms()
 promote_due(delayed, waiting, jobs, now, tonumber(ARGV[3]))
 local out = {now, -1}
-local got, ready = claim_jobs(out, nil, meta, waiting, delayed, active, marker, jobs, now, count, tonumber(ARGV[2]))
+local got, ready = claim_jobs(out, nil, meta, waiting, delayed, active, marker, jobs, now, count,
+  tonumber(ARGV[2]))
 if got < count then out[2] = ready and now or next_due(delayed) end
 return out

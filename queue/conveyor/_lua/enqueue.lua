@@ -1,5 +1,6 @@
 -- enqueue: create jobs (one or a batch) in the waiting list or the delayed set.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup, 9 cancelled, 10 results
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 marker, 5 jobs, 6 completed, 7 failed, 8 dedup, 9 cancelled,
+--       10 results
 --       (10, a hash, is sent only with a caller-given id: a new job with a finished job's id drops
 --       that job's result record, whatever the caller's store_results, or a worker storing no
 --       result would leave the old job's record as the new job's result)
@@ -122,7 +123,8 @@ for base = 2, #ARGV, 5 do
     out[#out + 1] = id; out[#out + 1] = old[1]
     for j = 2, 10 do existing[#existing + 1] = old[j] or '' end
   elseif options == '' then
-    redis.call('HSET', jobs .. id, 's', 'w', 'n', ARGV[base + 1], 'd', ARGV[base + 2], 'm', ARGV[base + 3], 'e', now)
+    redis.call('HSET', jobs .. id, 's', 'w', 'n', ARGV[base + 1], 'd', ARGV[base + 2], 'm', ARGV[base + 3],
+      'e', now)
     ready[#ready + 1] = id
     out[#out + 1] = id; out[#out + 1] = 'w'
   else

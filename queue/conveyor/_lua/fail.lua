@@ -1,6 +1,7 @@
 -- fail: record a failed, timed-out or stopped attempt; retry later through the delayed set, end in
 -- the failed state, or (a cancel was requested while it ran) end in the cancelled state.
--- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events, 10 results, 11 result_index, 12 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 delayed, 4 active, 5 failed, 6 marker, 7 jobs, 8 dedup, 9 events,
+--       10 results, 11 result_index, 12 cancelled
 -- ARGV: 1 id, 2 token, 3 error text, 4 retry delay ms (-1 = do not retry), 5 keep failed (-1 all;
 --       also bounds the cancelled set), 6 deduplication window ms (<= 0 off), 7 result ttl ms (0:
 --       results off; on: a final failure or cancel stores its error as the job's result record and

@@ -4,7 +4,8 @@
 -- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
 -- its key's slot (releasing one parked job, which goes behind the jobs put back here), so a crashed
 -- worker never holds a slot.
--- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results, 10 result_index, 11 cancelled
+-- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results,
+--       10 result_index, 11 cancelled
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
 --       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)
@@ -62,6 +63,7 @@ for i = #ids, 1, -1 do
 end
 if dead > 0 then trim_by_count(failed, jobs, keep, dead + 10) end
 if stopped > 0 then trim_by_count(cancelled, jobs, keep, stopped + 10) end
-if redelivered + dead + stopped > 0 then redis.call('HINCRBY', meta, 'recovered', redelivered + dead + stopped) end
+local settled = redelivered + dead + stopped
+if settled > 0 then redis.call('HINCRBY', meta, 'recovered', settled) end
 if redelivered > 0 or unparked then wake(marker) end
 return {redelivered, dead, stopped}

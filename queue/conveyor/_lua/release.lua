@@ -4,7 +4,8 @@
 -- A started job whose attempts are used up ends failed, as lease recovery would fail it: given
 -- back, it ran again beyond max attempts ('attempt 2 of 1').
 -- A job of a limit key frees its slot; the parked jobs that releases go behind those given back.
--- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs, 5 dedup, 6 events, 7 results, 8 result_index, 9 cancelled, 10 meta, 11 failed
+-- KEYS: 1 active, 2 waiting, 3 marker, 4 jobs, 5 dedup, 6 events, 7 results, 8 result_index,
+--       9 cancelled, 10 meta, 11 failed
 -- ARGV: 1 n (<= 1000), 2 keep (-1 all; bounds the cancelled and failed sets), 3 deduplication window ms
 --       (<= 0 off), 4 result ttl ms (0: results off), then n triples: id, token, refund (1 = the
 --       job never started: the attempt it was charged is given back; 0 = it started, the
