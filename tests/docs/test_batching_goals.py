@@ -188,3 +188,18 @@ def test_a_bound_met_by_the_median_alone_is_not_called_met_outright(tmp_path: Pa
     # whiskers above the bound (the synthetic sweep: 1.01 to 1.09): met outright
     assert "| met " in goal_line(render(dataset(tmp_path / "clear", sweep_run()), "batching_goals"),
                                  "one caller: jobs/s")
+
+
+def test_a_ratio_that_rounds_onto_the_bound_shows_the_digit_that_decides(tmp_path: Path) -> None:
+    """Run dc1019: batching on ÷ off at one caller read "0.97x", against "at least 0.97x", and
+    "not met, within the noise" (the ratio was below 0.97 in its third digit)."""
+    doc = sweep_run()
+    lone_on = next(r for r in doc["results"] if r["params"]["callers"] == 1 and r["params"]["batching"])
+    lone_on["metrics"]["jobs_per_s"] = metric(7730, "1/s", spread=0.05)  # 7,730 / 8,000 = 0.966
+    lone = goal_line(render(dataset(tmp_path, doc), "batching_goals"), "one caller: jobs/s")
+    assert "| 0.966x " in lone and "| not met, within the noise " in lone
+    assert "0.97x " not in lone.split("|")[3]  # the measured column
+    # two decimals suffice where they differ from the bound's
+    lone_on["metrics"]["jobs_per_s"] = metric(7650, "1/s", spread=0.05)  # 0.956
+    assert "| 0.96x " in goal_line(render(dataset(tmp_path / "b", doc), "batching_goals"),
+                                   "one caller: jobs/s")
