@@ -14,7 +14,7 @@ import pandas as pd
 from bench.report.common import default_runtime, primary_run, server_label, server_rank, source
 from bench.report.compare import BASELINE, THRESHOLD, ratio, select
 from bench.report.load import Dataset
-from bench.report.text import fmt, md_table, no_data, pct, span, times
+from bench.report.text import fmt, md_table, no_data, pct, span, times, times_beside
 
 SCENARIO = "enqueue-single"
 CALLERS = 32  # the concurrent case the goals name
@@ -199,13 +199,6 @@ def _verdict(goal: Goal, found: dict[str, Any] | None) -> str:
     return "not met, within the noise" if found["noise"] else "**not met**"
 
 
-def _measured(ratio: float, bound: float) -> str:
-    """The ratio at two decimals, or three where two would round it onto the bound: 0.966x shown
-    as 0.97x beside "at least 0.97x" reads as met while the verdict says not."""
-    shown = times(ratio)
-    return f"{ratio:.3f}x" if shown == times(bound) and ratio != bound else shown
-
-
 def batching_goals(ds: Dataset, prefix: str = "") -> str:
     """Each goal: the ratio from the run, the bound, met or not, and why not."""
     found = sweep_run(ds)
@@ -219,7 +212,7 @@ def batching_goals(ds: Dataset, prefix: str = "") -> str:
         found = cells.compared(goal)
         verdict = _verdict(goal, found)
         bound = f"{'at least' if goal.at_least else 'at most'} {times(goal.bound)}"
-        measured = _measured(found["ratio"], goal.bound) if found else "—"
+        measured = times_beside(found["ratio"], goal.bound) if found else "—"
         table.append({"goal": goal.name, "bound": bound, "measured": measured, "verdict": verdict})
         if found and verdict != "met" and (why := _why(goal, cells, found)):
             notes.append(f"**{goal.name}: {verdict.strip('*')}** ({measured}, {bound}). {why}")

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bench.report.load import Dataset
 from bench.report.peers import NO_PEERS, REF, peers_run, peers_section
-from bench.report.text import MISSING, fmt, md_table, no_data, source_line, span, times
+from bench.report.text import MISSING, fmt, md_table, no_data, source_line, span, times, times_beside
 
 # goal, scenario, params to match, metric, higher is better, required ratio (Conveyor vs best peer)
 GOALS: list[tuple[str, str, dict[str, Any], str, bool, float]] = [
@@ -156,7 +156,8 @@ def peers_home(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
         if isinstance(found, str):
             lines.append(f"- {goal[0]}: not measured ({found})")
             continue
-        shown = f"**{times(found.ratio)}**" + (f" ({span(*found.spread)})" if found.spread else "")
+        shown = (f"**{times_beside(found.ratio, goal[5])}**"
+                 + (f" ({span(*found.spread)})" if found.spread else ""))
         lines.append(f"- {goal[0]}: {shown} against {_label(found.peer)}; goal {times(goal[5])}: "
                      f"{verdict(found.ratio, goal[5], found.spread)}")
     return "\n".join(lines)
@@ -183,11 +184,11 @@ def peers_goals(ds: Dataset, prefix: str = "") -> str:
             table.append({"goal": f"{goal[0]}: {times(need)}",
                           "Conveyor": f"{fmt(_figure(ref, metric))} ({_label(ref)})",
                           "best peer": f"{fmt(_figure(peer, metric))} ({_label(peer)})",
-                          "ratio": times(ratio) + (f" ({span(*spread)})" if spread else ""),
+                          "ratio": times_beside(ratio, need) + (f" ({span(*spread)})" if spread else ""),
                           "verdict": verdict(ratio, need, spread)})
             if not met:
                 recorded = any(m in r["metrics"] for r in (ref, peer) for m in COSTS)
-                notes += [f"**{goal[0]}: not met** ({times(ratio)} of {times(need)}). "
+                notes += [f"**{goal[0]}: not met** ({times_beside(ratio, need)} of {times(need)}). "
                           + _why(goal, ref, peer, cores), *([_costs([ref, peer])] if recorded else [])]
         parts += [f"### {server}", md_table(pd.DataFrame(table)), *notes]
     return "\n\n".join([*parts, source_line(run, prefix)])

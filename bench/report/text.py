@@ -127,14 +127,26 @@ def pct(share: float) -> str:
 def ratio_digits(ratio: float) -> str:
     """A ratio's digits: two decimals below 10 (``1.13``), three significant digits from 10 up
     (``15.0``, ``133``, ``1,230``): a ratio of two figures known to a few percent has no more."""
-    if missing(ratio):
-        return MISSING
-    return rounded(ratio, 2 if abs(round(ratio, 2)) < 10 else decimals(ratio))  # 9.996: 10.0
+    return MISSING if missing(ratio) else rounded(ratio, _ratio_places(ratio))
+
+
+def _ratio_places(ratio: float) -> int:
+    return 2 if abs(round(ratio, 2)) < 10 else decimals(ratio)  # 9.996: 10.0
 
 
 def times(ratio: float) -> str:
     """1.234 -> '1.23x', 132.56 -> '133x'."""
     return MISSING if missing(ratio) else f"{ratio_digits(ratio)}x"
+
+
+def times_beside(ratio: float, bound: float) -> str:
+    """A ratio shown beside the bound it is judged against: as ``times``, with one more digit
+    where that would round it onto the bound (0.966x shown as 0.97x beside "at least 0.97x", or
+    14.96x as 15.0x beside 15.0x, reads as met while the verdict says not)."""
+    shown = times(ratio)
+    if shown != times(bound) or ratio == bound:
+        return shown
+    return f"{rounded(ratio, _ratio_places(ratio) + 1)}x"
 
 
 def span(lo: float, hi: float, show: Callable[[float], str] = ratio_digits) -> str:

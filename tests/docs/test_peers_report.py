@@ -253,3 +253,15 @@ def test_where_conveyor_is_behind_beyond_noise_the_speed_section_says_so_and_why
     speed = " ".join(render(dataset(tmp_path / "behind", doc), "peers_speed").split())
     assert "Conveyor is behind beyond noise in latency p50 against bullmq (0.50x, default)" in speed
     assert "two round trips" in speed  # the why of a latency gap
+
+
+def test_a_ratio_that_rounds_onto_its_goal_shows_the_digit_that_decides(tmp_path: Path) -> None:
+    """The Tuning page read "0.97x" against "at least 0.97x" with "not met" (run dc1019, 0.969);
+    the Peers goals share the display: 14.96x would read 15.0x against the goal's 15.0x."""
+    doc = copy.deepcopy(make_run())  # synthetic: Conveyor 16,000 jobs/s, 10x the peer
+    for row in doc["peers"]["rows"]:
+        if row["scenario"] == "process" and row["library"] == "conveyor":
+            row["metrics"]["jobs_per_s"] = metric(1600 * 14.96, "1/s")
+    goals = render(dataset(tmp_path, doc), "peers_goals")
+    assert "process at concurrency 32: not met** (14.96x of 15.0x)" in goals
+    assert "process at concurrency 32: **14.96x**" in render(dataset(tmp_path / "h", doc), "peers_home")
