@@ -44,7 +44,8 @@ class AsyncJobs:
         while True:
             job = await self._ready.get()
             if job.stop_reason is not None or not d.on_started(job):
-                continue  # stopped before it started (already settled), or given back
+                self._wake.set()  # stopped before it started (already settled), or given back
+                continue  # (its limit passed in the buffer: the pump sends it back now)
             token = held_token(job)
             self._running[token] = me
             timer = loop.call_at(d.deadlines[token], self._stop_job, job, TIMEOUT) if job.time_limit else None

@@ -174,9 +174,14 @@ class Dispatcher:
 
     def on_started(self, job: Job) -> bool:
         """A slot is about to run ``job``: False when it must not, the job being given back (or
-        given back already) at the shutdown deadline, where another worker may claim it."""
+        given back already) at the shutdown deadline, where another worker may claim it, or its
+        time limit having passed in the buffer: given back uncounted now, as the next maintenance
+        tick would have (started, the tick would fail it for good with its handler running)."""
         token = held_token(job)
         if token not in self.leases or token in self.releasing:
+            return False
+        if self.deadlines.get(token, float("inf")) <= time.monotonic():
+            self.stop(job, TIMEOUT)
             return False
         self.started.add(token)
         self.running.add(token)

@@ -154,9 +154,12 @@ class Worker:
     def _slot(self) -> None:
         d = self._dispatch
         while (job := self._ready.get()) is not None:
-            with self._lock:
-                if job.stop_reason is not None or not d.on_started(job):
-                    continue  # stopped before it started (already settled), or given back
+            with self._lock:  # run() ended (on an error it does not retry): no pump would ack
+                # the job, no heartbeat renew its lease; it is left to lease recovery unstarted
+                refused = job.stop_reason is not None or self._finished.is_set() or not d.on_started(job)
+            if refused:  # stopped before it started (already settled), or given back (its limit
+                self._wake.set()  # passed in the buffer: the pump sends it back now)
+                continue
             handler, result = self.handlers.get(job.task), None
             failure: Failure | None
             try:

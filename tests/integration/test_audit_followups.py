@@ -23,12 +23,14 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
 )
 from conveyor import (
     AsyncQueue,
+    AsyncWorker,
     ConnectionFailedError,
     Conveyor,
     Job,
     Limit,
     QueueClosedError,
     SchemaVersionError,
+    Worker,
 )
 from conveyor._dispatch import Dispatcher, WorkerOptions
 from conveyor._runner import Runner
@@ -322,6 +324,52 @@ async def test_a_worker_on_a_queue_of_a_newer_layout_ends_with_the_error_not_ret
     assert len(stops) == 1 and stops[0].levelname == "ERROR", caplog.text
     assert ran == [] and api.admin.lrange(q.keys.waiting, 0, -1) == [job.id.encode()]
     assert api.admin.hget(q.keys.meta, "v") == NEWER.encode()
+
+
+async def test_jobs_buffered_when_a_worker_run_ends_on_an_error_are_never_started(api, monkeypatch):
+    """The sync worker's slots went on taking the jobs prefetched into its buffer after run()
+    had ended on an error its pump does not retry (found by an audit): each was started with no
+    heartbeat to renew its lease and no pump to ack it, and lease recovery then ran it again.
+    Like every job this worker held, it is left to lease recovery unstarted. (The pump's next
+    call is made to raise the error, as a queue of a newer layout does at a worker's first call.)"""
+    cls = AsyncWorker if api.is_async else Worker
+    real, fatal = cls._exchange, SchemaVersionError(f"layout version {NEWER}")
+    broken: list[bool] = []
+
+    def exchange(self: Any, pump: Any) -> Any:
+        if broken:
+            raise fatal
+        return real(self, pump)
+
+    async def async_exchange(self: Any, pump: Any) -> Any:
+        if broken:
+            raise fatal
+        return await real(self, pump)
+
+    monkeypatch.setattr(cls, "_exchange", async_exchange if api.is_async else exchange)
+    q = api.queue(lease=3.0)
+    ran: list[str] = []
+    started = lambda j: ran.append(j.task)  # noqa: E731
+    handlers = {"long": api.handler(lambda j: ran.append("returned"), sleep=0.8, start=started),
+                "short": api.handler(start=started)}  # fmt: skip
+    handle = api.worker(q, handlers, concurrency=1, prefetch=2)
+    await q.enqueue("long")
+    await wait_until(lambda: ran == ["long"], timeout=10, what="the long job to start")
+    short = await q.enqueue("short")
+    await wait_until(lambda: _state_is(q, short.id, "active"), timeout=10, what="the buffered claim")
+    broken.append(True)
+    handle.wake()  # the pump claims again (its buffer has room): its call raises
+    with pytest.raises(SchemaVersionError):
+        await handle.join(10)
+    if not api.is_async:  # (the asyncio twin cancels its slots as run() ends)
+        await wait_until(lambda: "returned" in ran, timeout=10, what="the long handler to return")
+    await asyncio.sleep(0.3)  # time for its free slot to take the next job
+    assert ran in (["long"], ["long", "returned"])
+
+
+async def _state_is(q: Any, job_id: str, state: str) -> bool:
+    job = await q.get_job(job_id)
+    return job is not None and job.state == state
 
 
 # -- 6. get_job() and jobs() of a queue of a newer layout -----------------------------------------

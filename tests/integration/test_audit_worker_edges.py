@@ -41,6 +41,30 @@ async def test_a_prefetched_job_whose_limit_passes_before_it_started_goes_back_u
     await w.join(10)
 
 
+async def test_a_buffered_job_past_its_limit_is_given_back_when_a_slot_frees_before_the_tick(api):
+    """As above, but the slot came free after the buffered job's limit passed and before the next
+    maintenance tick saw it: the slot started it past its limit, and then the sync worker's next
+    tick failed it for good ('not retried', its handler still running), while the asyncio twin
+    cancelled it at once (an attempt spent). It is given back uncounted and runs once, in full.
+    (A 0.5 s tick lands in the 0.1 s between the limit and the free slot now and then: the sync
+    twin then takes the path of the test above, which passed before too.)"""
+    q = api.queue(max_attempts=2, lease=3.0, maintenance_interval=0.5, backoff=Backoff(base=0.01, jitter=0))
+    ran: list[tuple[str, int]] = []
+
+    def started(job: Job) -> None:
+        ran.append((job.task, job.attempts))
+
+    handlers = {"long": api.handler(sleep=1.3, start=started), "short": api.handler(sleep=0.6, start=started)}
+    w = api.worker(q, handlers, concurrency=1, prefetch=1)
+    await q.enqueue("long")
+    await wait_until(lambda: ran == [("long", 1)], timeout=10, what="the long job to start")
+    await q.enqueue("short", time_limit=1.2)  # claimed into the buffer at once
+    await wait_until(lambda: _counts_are(q, counts(total_completed=2)), timeout=10, what="both completions")
+    assert ran == [("long", 1), ("short", 1)]
+    w.stop()
+    await w.join(10)
+
+
 async def _counts_are(q, expected: dict[str, int]) -> bool:
     return await q.counts() == expected
 

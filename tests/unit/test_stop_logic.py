@@ -43,6 +43,19 @@ def test_overdue_jobs_are_those_past_their_limit_not_yet_stopped():
     assert not d.on_started(late)  # no slot starts it once it is being given back
 
 
+def test_a_slot_never_starts_a_buffered_job_whose_limit_passed_before_maintenance_saw_it():
+    """Its limit passed in the buffer and a slot came free before the next maintenance tick: the
+    slot started it anyway, past its limit, and the tick then failed it for good ('timed out ...
+    not retried', its handler still running; the asyncio twin cancelled it at once, a retry
+    spent). Found by an audit; the slot now gives it back uncounted, as the tick would have."""
+    buffered = _job("b", 0.001)
+    d = _dispatcher(buffered)
+    time.sleep(0.01)
+    assert d.on_started(buffered) is False
+    assert d.expired == [buffered] and d.failures == [] and d.running == set()
+    assert buffered.cancelled and d.overdue() == []
+
+
 def test_a_job_whose_limit_passed_in_the_buffer_pauses_the_prefetch_until_a_handler_returns():
     running, buffered = _job("a"), _job("b", 0.001)
     d = Dispatcher(WorkerOptions(concurrency=1, prefetch=2), lease=3.0)
