@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bench.report.load import Dataset
@@ -25,12 +26,15 @@ STATS = ["median", "min", "max", "n"]
 def select(frame: pd.DataFrame, **where: Any) -> pd.DataFrame:
     """Rows of ``frame`` whose columns equal the given values (lists: any of them; a None among them
     also matches where the parameter is absent)."""
-    mask = pd.Series(True, index=frame.index)
+    mask = np.ones(len(frame), dtype=bool)  # one take at the end: a frame's take costs per column
     for key, value in where.items():
         values = list(value) if isinstance(value, list | tuple) else [value]
-        column = frame.get(key, pd.Series(pd.NA, index=frame.index, dtype=object))
-        mask &= (column.isin([v for v in values if v is not None]) | (column.isna() & (None in values))
-                 ).fillna(False).astype(bool)
+        if key not in frame:  # absent everywhere: only a None matches
+            mask &= None in values
+            continue
+        column = frame[key]
+        mask &= column.isin([v for v in values if v is not None]).to_numpy(dtype=bool, na_value=False) | (
+            column.isna().to_numpy(dtype=bool) & (None in values))
     return frame[mask]
 
 

@@ -14,9 +14,10 @@ without them, and the feature-cost section reads them from there.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 
@@ -28,6 +29,9 @@ VOLATILE_METHOD = frozenset({"cell_seconds", "params", "order", "seed", "complet
                              "client_install_bytes"})
 RUN_COLUMNS = ["run_id", "rel", "url", "created", "commit", "machine", "cpu", "cores", "python",
                "quick", "repetitions", "method", "doc"]
+
+
+T = TypeVar("T")
 
 
 class ReportError(ResultsError):
@@ -44,6 +48,15 @@ class Dataset:
     frame: pd.DataFrame
     summary: pd.DataFrame
     featured: pd.DataFrame
+    # Results derived from the frames above, computed once per build (see ``memo``).
+    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        """``compute()``, once per ``key`` for this dataset: several pages quote one comparison
+        (the Home page and the Servers page, each run's verdict), and the frames never change."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return cast(T, self._memo[key])
 
     @property
     def empty(self) -> bool:
@@ -95,7 +108,10 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
     grouped = frame.groupby([c for c in frame.columns if c not in ("rep", "value")], dropna=False,
                             sort=False)["value"]
     out = grouped.agg(median="median", min="min", max="max", n="count")
-    out["mad"] = grouped.apply(lambda v: (v - v.median()).abs().median())
+    # Vectorised (a Python call per case took half the load): group numbers follow first
+    # appearance, as the rows of ``out`` do with sort=False.
+    deviation = (frame["value"] - grouped.transform("median")).abs()
+    out["mad"] = deviation.groupby(grouped.ngroup().to_numpy()).median().to_numpy()
     return out.reset_index()
 
 

@@ -154,6 +154,12 @@ def summed(pairs: pd.DataFrame) -> dict[str, Any]:
 
 
 def drift(ds: Dataset) -> dict[str, dict[str, Any]]:
+    """The baseline's drift per server (:func:`measure_drift`), computed once per dataset: the
+    table, chart, recommendation and ratios all read it. Callers must not change it."""
+    return ds.memo(("runtimes.drift",), lambda: measure_drift(ds))
+
+
+def measure_drift(ds: Dataset) -> dict[str, dict[str, Any]]:
     """Per server: the baseline measured more than once, the run-to-run drift an option's ratio
     must exceed. The runs compared: the newest baseline run, the one nearest to it, and every
     baseline run an option measured in a run of its own is paired with; each scenario shows the
@@ -205,6 +211,12 @@ def widest(found: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
+    """The options' ratios (:func:`measure_ratios`), computed once per dataset: the table, chart,
+    recommendation and methodology pages all read them. Callers must not change them."""
+    return ds.memo(("runtimes.ratios",), lambda: measure_ratios(ds))
+
+
+def measure_ratios(ds: Dataset) -> dict[Option, dict[str, dict[str, Any]]]:
     """Per option and server (display order): the geometric-mean ratio per scenario (above 1:
     better), whether each is noise (within ±10%, the repetitions' ranges, or no further from 1
     than the baseline's own drift), the option's run and the baseline runs it is paired with."""

@@ -32,9 +32,9 @@ RATIO = ["point", "ratio", "lo", "hi", "noise", "overlap"]
 def comparisons(ds: Dataset, run: str, server: str, config: str = "default") -> pd.DataFrame:
     """``server``/``config`` against Valkey 9.1 (default) of ``run``: one row per point."""
     same_method(ds, [run], f"servers comparison in run {run}")
-    out = []
+    out, measured = [], select(ds.summary, run_id=run, protocol=3, parser="hiredis")
     for point in COMPARED:
-        rows = point.rows(select(ds.summary, run_id=run, protocol=3, parser="hiredis"))
+        rows = point.rows(measured)
         ref = select(rows, server=REFERENCE_SERVER, config="default")
         found = versus(select(rows, server=server, config=config), ref, "case",
                        lower_better=not point.higher_better)
@@ -74,10 +74,14 @@ def recommendation(columns: dict[str, pd.DataFrame]) -> str:
 
 
 def server_columns(ds: Dataset, run: str) -> dict[str, pd.DataFrame]:
-    """Comparisons of every measured server but the reference, in ``run``."""
-    others = [e["id"] for e in servers(ds, run) if e["measured"] and e["id"] != REFERENCE_SERVER]
-    found = {s: comparisons(ds, run, s) for s in sorted(others, key=server_rank)}
-    return {s: f for s, f in found.items() if not f.empty}
+    """Comparisons of every measured server but the reference, in ``run`` (computed once: the
+    Home and Servers pages quote them, and every run's verdict reads every comparable run's)."""
+    def compute() -> dict[str, pd.DataFrame]:
+        others = [e["id"] for e in servers(ds, run) if e["measured"] and e["id"] != REFERENCE_SERVER]
+        found = {s: comparisons(ds, run, s) for s in sorted(others, key=server_rank)}
+        return {s: f for s, f in found.items() if not f.empty}
+
+    return dict(ds.memo(("server_columns", run), compute))
 
 
 def verdict(ds: Dataset, run: str, brief: bool = False) -> str:

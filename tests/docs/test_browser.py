@@ -188,18 +188,6 @@ def test_pages_list_covers_the_whole_site(site: tuple[str, str]) -> None:
     assert sorted(loc.removeprefix(base) for loc in locs) == sorted(PAGES)
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_page_draws_every_chart(browser: Any, site: tuple[str, str], path: str) -> None:
-    flavour, base = site
-    name = f"{flavour}-{path.strip('/') or 'home'}"
-    page, problems = open_page(browser, base + path)
-    charts = check_charts(page, name)
-    if flavour == "synthetic" and path in ("performance/", "peers/", "servers/", "tuning/"):
-        assert charts, f"{name}: expected charts from the synthetic results"
-    assert_clean(page, problems, name)
-    page.close()
-
-
 TRACES = """() => Array.from(document.querySelectorAll('.cv-chart')).map(d => ({
   id: d.id,
   names: (d.data || []).map(t => t.name),
@@ -218,12 +206,8 @@ OVERFLOW = """() => Array.from(document.querySelectorAll(
   .map(el => el.tagName + ': ' + el.textContent.trim().slice(0, 80))"""
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_chart_traces_are_labelled_and_never_stacked(browser: Any, site: tuple[str, str],
-                                                     path: str) -> None:
-    flavour, base = site
-    page, _ = open_page(browser, base + path)
-    check_charts(page, f"{flavour}-labels-{path.strip('/') or 'home'}")
+def assert_traces_labelled_and_never_stacked(page: Any) -> None:
+    """Every trace of every chart has a name of its own, one point per x, and bars side by side."""
     for chart in page.evaluate(TRACES):
         names = chart["names"]
         assert len(set(names)) == len(names) and all(names), chart
@@ -231,19 +215,32 @@ def test_chart_traces_are_labelled_and_never_stacked(browser: Any, site: tuple[s
         if chart["bars"] > 1:
             # grouped bars side by side: stacking would add unrelated measurements
             assert chart["barmode"] == "group", chart
-    page.close()
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_no_table_or_code_overflows_at_1280px(browser: Any, site: tuple[str, str],
-                                              path: str) -> None:
-    flavour, base = site
-    page, _ = open_page(browser, base + path)
+def assert_nothing_overflows(page: Any, name: str) -> None:
+    """No table or code block wider than the content column at 1280 px, every <details> open."""
     page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
     overflowing = page.evaluate(OVERFLOW)
     if overflowing:
-        screenshot(page, f"{flavour}-overflow-{path.strip('/') or 'home'}")
+        screenshot(page, f"{name}-overflow")
     assert not overflowing, overflowing
+
+
+# One load per page for the three checks: loading a page (plotly's script above all) is most of
+# this session's time, and CI must stay under 30 minutes. The overflow check opens every
+# <details>, so it comes last.
+@pytest.mark.parametrize("path", PAGES)
+def test_page_draws_labelled_charts_cleanly_and_fits_1280px(browser: Any, site: tuple[str, str],
+                                                            path: str) -> None:
+    flavour, base = site
+    name = f"{flavour}-{path.strip('/') or 'home'}"
+    page, problems = open_page(browser, base + path)
+    charts = check_charts(page, name)
+    if flavour == "synthetic" and path in ("performance/", "peers/", "servers/", "tuning/"):
+        assert charts, f"{name}: expected charts from the synthetic results"
+    assert_clean(page, problems, name)
+    assert_traces_labelled_and_never_stacked(page)
+    assert_nothing_overflows(page, name)
     page.close()
 
 

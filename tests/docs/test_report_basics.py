@@ -53,6 +53,35 @@ def test_tidy_frame_has_one_row_per_repetition(tmp_path: Path) -> None:
     assert summary.iloc[0]["n"] == 3
 
 
+def test_summary_mad_is_each_cases_own_median_absolute_deviation(tmp_path: Path) -> None:
+    ds = load_docs(tmp_path, make_run())
+    keys = [c for c in ds.frame.columns if c not in ("rep", "value")]
+    for _, row in ds.summary.sample(40, random_state=1).iterrows():
+        same = [ds.frame[k].isna() if pd.isna(row[k]) else ds.frame[k] == row[k] for k in keys]
+        values = ds.frame[pd.concat(same, axis=1).fillna(False).all(axis=1)].value
+        assert len(values) == row["n"]
+        assert row["mad"] == (values - values.median()).abs().median()
+
+
+def test_select_matches_values_lists_and_absent_parameters() -> None:
+    frame = pd.DataFrame({"scenario": ["a", "a", "b", "b"],
+                          "callers": pd.array([1, None, 8, 1], dtype="Int64")})
+    assert compare.select(frame, scenario="a").index.tolist() == [0, 1]
+    assert compare.select(frame, callers=1).index.tolist() == [0, 3]  # NA never equals a value
+    assert compare.select(frame, callers=[1, None]).index.tolist() == [0, 1, 3]
+    assert compare.select(frame, scenario="b", callers=[8, 1]).index.tolist() == [2, 3]
+    assert compare.select(frame, batching=[False, None]).index.tolist() == [0, 1, 2, 3]  # absent
+    assert compare.select(frame, batching=False).empty
+
+
+def test_dataset_memo_computes_once_per_key(tmp_path: Path) -> None:
+    ds, calls = load_docs(tmp_path, make_run()), []
+    for key in ("a", "a", "b"):
+        assert ds.memo((key,), lambda key=key: calls.append(key) or key.upper()) == key.upper()
+    assert calls == ["a", "b"]
+    assert load_docs(tmp_path / "other", make_run()).memo(("a",), lambda: "fresh") == "fresh"
+
+
 def test_load_skips_quick_and_schema_dirs_and_sorts_by_time(tmp_path: Path) -> None:
     write(tmp_path, make_run("20261130T000000Z-000002", "2026-11-30T00:00:00Z"))
     write(tmp_path, make_run("20261129T000000Z-000001", "2026-11-29T00:00:00Z"))
