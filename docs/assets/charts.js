@@ -4,7 +4,8 @@
  * <div class="cv-calc" data-cv-calc="{...}">. This one script draws them on every page view:
  * it subscribes to Material's document$, which emits on first load and after each instant
  * navigation. Charts are re-themed when the palette (data-md-color-scheme) changes.
- * plotly.js is loaded in <head> from the site itself (see docs/overrides/main.html).
+ * plotly.js (4.8 MB) is loaded from the site itself, once, by the first page view that has a
+ * chart (its URL comes from docs/overrides/main.html): pages without one never fetch it.
  */
 (function () {
   "use strict";
@@ -153,14 +154,41 @@
     div.setAttribute("data-cv-drawn", "1");
   }
 
-  function drawAll() {
-    if (typeof Plotly === "undefined") {
-      console.error("Conveyor charts: plotly.js is not loaded");
+  var plotlyLoading = null;
+
+  // Run `then` once plotly.js is loaded, adding its script to <head> the first time.
+  function withPlotly(then) {
+    if (typeof Plotly !== "undefined") {
+      then();
       return;
     }
-    document.querySelectorAll(".cv-chart").forEach(drawChart);
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise(function (resolve, reject) {
+        var script = document.createElement("script");
+        script.src = window.cvPlotlyUrl;
+        script.onload = resolve;
+        script.onerror = function () {
+          plotlyLoading = null;  // a later page view tries again
+          reject(new Error("cannot load " + window.cvPlotlyUrl));
+        };
+        document.head.appendChild(script);
+      });
+    }
+    plotlyLoading.then(then, function (error) {
+      console.error("Conveyor charts: plotly.js is not loaded: " + error.message);
+    });
+  }
+
+  function drawAll() {
     document.querySelectorAll(".cv-calc").forEach(drawCalculator);
-    watchPalette();
+    if (!document.querySelector(".cv-chart")) {
+      return;
+    }
+    withPlotly(function () {
+      // the page the charts were on may have been left meanwhile: draw what is there now
+      document.querySelectorAll(".cv-chart").forEach(drawChart);
+      watchPalette();
+    });
   }
 
   if (typeof document$ !== "undefined") {

@@ -253,7 +253,9 @@ def click_nav(page: Any, title: str, url: str) -> None:
 
 def test_charts_draw_after_instant_navigation(browser: Any, site: tuple[str, str]) -> None:
     flavour, base = site
-    page, problems = open_page(browser, base)
+    page, problems = open_page(browser, base)  # Home: no chart, so plotly.js is not fetched yet
+    assert not page.query_selector(".cv-chart"), "Home draws a chart: start this test elsewhere"
+    assert page.evaluate("() => typeof Plotly") == "undefined", "plotly.js loaded by a page without charts"
     page.evaluate("() => { window.__cvNoReload = true; }")
     for title, path in (("Performance", "performance/"), ("Servers", "servers/"),
                         ("Tuning", "tuning/"), ("Home", ""), ("Performance", "performance/")):
