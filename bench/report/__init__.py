@@ -16,7 +16,7 @@ from bench.report.load import Dataset, ReportError, load, result_paths
 Section = Callable[[Dataset, str], str]
 PAGES = ("common", "home", "performance", "workload", "servers", "tuning",
          "connections", "methodology", "history", "ha", "peers", "peers_goals", "production", "runtimes",
-         "batching")
+         "batching", "processes")
 
 
 def _sections() -> dict[str, Section]:

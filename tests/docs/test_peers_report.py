@@ -265,3 +265,34 @@ def test_a_ratio_that_rounds_onto_its_goal_shows_the_digit_that_decides(tmp_path
     goals = render(dataset(tmp_path, doc), "peers_goals")
     assert "process at concurrency 32: not met** (14.96x of 15.0x)" in goals
     assert "process at concurrency 32: **14.96x**" in render(dataset(tmp_path / "h", doc), "peers_home")
+
+
+def _with_split(doc: dict[str, Any], split_rate: float, reads: tuple[float, float]) -> dict[str, Any]:
+    """``doc`` with Conveyor's AsyncWorker at concurrency 32 in one process and split over two."""
+    peers = doc["peers"]
+    flavors = peers["libraries"]["conveyor"]["flavors"]
+    flavors["AsyncWorker"] = {"settings": {"worker": "async"}, "note": "asyncio"}
+    flavors["AsyncWorker tuned"] = {"settings": {"worker": "async", "processes": 2}, "note": "split"}
+    for flavor, rate, per_job in (("AsyncWorker", 40_000.0, reads[0]),
+                                  ("AsyncWorker tuned", split_rate, reads[1])):
+        peers["rows"].append({
+            "server": "valkey-9.1", "library": "conveyor", "flavor": flavor, "scenario": "process",
+            "params": {"concurrency": 32, "jobs": 400}, "status": "ok",
+            "counts": {"enqueued": 400, "completed": 400, "lost": 0, "duplicated": 0},
+            "metrics": {"jobs_per_s": metric(rate, "1/s"), "per_job_reads": metric(per_job, "reads/job"),
+                        "per_job_server_cpu_us": metric(160.0 * per_job, "us/job")}})
+    return doc
+
+
+def test_worker_processes_shows_the_split_against_one_process_from_the_data(tmp_path: Path) -> None:
+    def shown(name: str, rate: float, reads: tuple[float, float]) -> str:
+        return render(dataset(tmp_path / name, _with_split(copy.deepcopy(make_run()), rate, reads)),
+                      "worker_processes")
+
+    slower = shown("a", 30_000.0, (0.0625, 0.125))
+    assert "The split was slower on valkey-9.1." in slower
+    assert "| 0.75x (" in slower and "0.0625 → 0.125" in slower
+    assert "the split made more round trips per job" in slower  # every server's calls got dearer
+    faster = shown("b", 60_000.0, (0.0625, 0.0625))
+    assert "The split was faster on valkey-9.1." in faster and "more round trips" not in faster
+    assert "No results yet" in render(dataset(tmp_path / "c", copy.deepcopy(make_run())), "worker_processes")
