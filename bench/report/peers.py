@@ -195,7 +195,8 @@ def servers_line(servers: list[dict[str, Any]]) -> str:
     measured = [name(s) for s in servers if s.get("measured")]
     missing = [f"{name(s)}: {s.get('reason') or 'no reason recorded'}"
                for s in servers if not s.get("measured")]
-    line = f"Servers in this run: {_and(measured)}." if measured else "No server was measured in this run."
+    line = (f"Servers in this run: {and_list(measured)}." if measured
+            else "No server was measured in this run.")
     return line + (f" Not measured: {'; '.join(missing)}." if missing else "")
 
 
@@ -269,8 +270,9 @@ WORKERS = ("Worker", "AsyncWorker")  # Conveyor's two workers at their defaults,
 CPU = "per_job_client_cpu_us"  # in a process case: the worker process's CPU per job it ran
 
 
-def _cpu_stats(row: dict[str, Any]) -> pd.Series:
-    got = row["metrics"][CPU]
+def row_stats(row: dict[str, Any], metric: str) -> pd.Series:
+    """A peers row's ``metric`` as the median/min/max/n that ``compare.ratio`` takes."""
+    got = row["metrics"][metric]
     return pd.Series({"median": got["median"], "min": got["min"], "max": got["max"], "n": got["count"]})
 
 
@@ -285,7 +287,7 @@ def worker_cpu(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
     for server, flavor, concurrency in rows:
         if flavor != WORKERS[0] or (server, WORKERS[1], concurrency) not in rows:
             continue
-        sync, aio = (_cpu_stats(rows[server, f, concurrency]) for f in WORKERS)
+        sync, aio = (row_stats(rows[server, f, concurrency], CPU) for f in WORKERS)
         found = ratio(sync, aio)  # above 1: the AsyncWorker spent less
         word = "no difference to call out" if found["noise"] else "less" if found["ratio"] > 1 else "more"
         said.setdefault(word, {}).setdefault(concurrency, []).append(server)
@@ -303,13 +305,13 @@ def worker_cpu(peers: dict[str, Any], frame: pd.DataFrame, prefix: str) -> str:
             where.setdefault(tuple(servers), []).append(str(concurrency))
         if where:
             parts.append(f"{word} at " + " and at ".join(
-                f"concurrency {_and(cs)} on {_and(list(servers))}" for servers, cs in where.items()))
+                f"concurrency {and_list(cs)} on {and_list(list(servers))}" for servers, cs in where.items()))
     return (f"Worker CPU per job in this run, the `AsyncWorker` against the sync `Worker`: "
             f"{'; '.join(parts)} (the ratio's range runs from the worst to the best pairing of the two "
             "rows' repetitions):\n\n" + md_table(pd.DataFrame(table)))
 
 
-def _and(items: list[str]) -> str:
+def and_list(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 

@@ -16,7 +16,7 @@ import pandas as pd
 from bench.report.common import SERVER_ORDER, server_rank
 from bench.report.compare import ratio, ratio_text
 from bench.report.load import Dataset
-from bench.report.peers import REF, peers_run
+from bench.report.peers import REF, and_list, peers_run, row_stats
 from bench.report.text import fmt, fmt_stat, md_table, no_data, source_line
 
 SINGLE = "AsyncWorker"  # the one-process row the split is compared with (same worker class)
@@ -25,13 +25,8 @@ CONCURRENCY = 32
 COSTS = {"per_job_reads": "round trips/job", "per_job_server_cpu_us": "server µs/job"}
 
 
-def _stats(row: dict[str, Any], metric: str = "jobs_per_s") -> pd.Series:
-    got = row["metrics"][metric]
-    return pd.Series({"median": got["median"], "min": got["min"], "max": got["max"], "n": got["count"]})
-
-
 def _shown(row: dict[str, Any]) -> str:
-    got = _stats(row)
+    got = row_stats(row, "jobs_per_s")
     return fmt_stat(got["median"], 0.0, int(got["n"]), got["min"], got["max"])
 
 
@@ -66,7 +61,7 @@ def verdict(found: list[tuple[str, dict[str, Any]]]) -> str:
     for server, r in found:
         word = "no different beyond noise" if r["noise"] else "faster" if r["ratio"] > 1 else "slower"
         said.setdefault(word, []).append(server)
-    return "; ".join(f"{word} on {', '.join(servers)}" for word, servers in said.items())
+    return "; ".join(f"{word} on {and_list(servers)}" for word, servers in said.items())
 
 
 def dearer_calls(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]]) -> bool:
@@ -84,7 +79,8 @@ def worker_processes(ds: Dataset, prefix: str = "") -> str:
     if run is None or not found:
         return no_data("a peers run with Conveyor's AsyncWorker split over processes "
                        "(`nox -s bench -- --libraries all`)")
-    ratios = [(server, ratio(_stats(split), _stats(one))) for server, _, one, split in found]
+    ratios = [(server, ratio(row_stats(split, "jobs_per_s"), row_stats(one, "jobs_per_s")))
+              for server, _, one, split in found]
     n = found[0][1]
     rows = [{"server": server, "1 process, jobs/s": _shown(one), f"{n} processes, jobs/s": _shown(split),
              f"{n} processes ÷ 1": ratio_text(r), **costs(one, split)}
