@@ -281,12 +281,14 @@ async def test_a_rate_limit_keys_reservation_expires_once_it_passed(api):
     """Each limit key's next reserved start was a field of one hash that nothing ever deleted:
     one entry per tenant ever rate limited, forever."""
     q = api.queue()
-    limit = Limit("tenant-gc", rate=20)  # a start every 50 ms
+    # A start every 2 s: with 50 ms, a loaded CI machine (6 workers) took longer than that from
+    # the claim to the key scan, and the reservation had already expired when first looked for.
+    limit = Limit("tenant-gc", rate=0.5)
     await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(2)])
-    assert len(await q.claim(count=2)) == 1  # the second start is reserved 50 ms on
+    assert len(await q.claim(count=2)) == 1  # the second start is reserved 2 s on
     rate_keys = lambda: [k for k in api.queue_keys() if b":w:t" in k]  # noqa: E731
     assert rate_keys() != []
-    await wait_until(lambda: rate_keys() == [], timeout=5, what="the passed reservation to expire")
+    await wait_until(lambda: rate_keys() == [], timeout=10, what="the passed reservation to expire")
     assert len(await q.claim(count=2)) == 1  # the delayed one, once due
 
 
