@@ -20,7 +20,7 @@ import redis
 from _fleet import Fleet
 from _proxy import TcpProxy
 from _verdict import Verdict, judge, sample_memory
-from conveyor import Backoff, ConveyorError, JobSpec, Queue
+from conveyor import Backoff, ConveyorError, JobSpec, Limit, Queue
 
 from bench.servers import RunningServer
 
@@ -47,6 +47,9 @@ class ChaosConfig:
     shutdown_timeout: float = 10.0  # longer than the longest handler: a SIGTERM loses no run
     exit_grace: float = 5.0  # process start-up/exit slack on a loaded machine
     over_lease_share: float = 0.03
+    limited_share: float = 0.25  # jobs under a concurrency limit, on one of `limit_keys` keys
+    limit_keys: int = 3
+    key_concurrency: int = 2
     keep_completed: int = -1  # soak: bounded, so memory can stay flat
     keep_failed: int = 5_000
     rate: float = 15.0  # soak: jobs per second at most...
@@ -72,6 +75,7 @@ class Plan:
     """The jobs produced so far: id -> (kind, ms), and what the producer observed."""
 
     kinds: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # id -> limit key, for limited jobs
     enqueued: set[str] = field(default_factory=set)
     reenqueue_created: list[str] = field(default_factory=list)
     failed_calls: int = 0
@@ -93,8 +97,20 @@ def make_job(rng: random.Random, cfg: ChaosConfig, index: int) -> tuple[JobSpec,
     else:  # over the lease: only heartbeats keep it
         ms = int(cfg.lease * 1000) + rng.randint(500, 1500)
     job_id = f"chaos-{cfg.seed}-{index}"
-    return JobSpec("chaos", {"ms": ms, "kind": kind}, job_id=job_id,
-                   max_attempts=2 if kind == "doomed" else None), kind  # fmt: skip
+    payload: dict[str, Any] = {"ms": ms, "kind": kind}
+    options: dict[str, Any] = {}
+    # Limits, levels and delays ride the same faults: a slot a crashed or cut-off worker held must
+    # come back, a parked job must be released, a delayed one promoted, whatever fault hits when.
+    if rng.random() < cfg.limited_share:
+        key = f"chaos-key-{rng.randrange(cfg.limit_keys)}"
+        payload["key"] = key
+        options["limit"] = Limit(key, concurrency=cfg.key_concurrency)
+    if rng.random() < 0.3:
+        options["priority"] = rng.randint(0, 9)
+    if rng.random() < 0.1:
+        options["delay"] = round(rng.uniform(0.05, 2.0), 3)
+    return JobSpec("chaos", payload, job_id=job_id,
+                   max_attempts=2 if kind == "doomed" else None, **options), kind  # fmt: skip
 
 
 def retrying(call: Callable[[], Any], plan: Plan, deadline: float) -> Any:
@@ -115,7 +131,8 @@ def send(q: Queue, specs: list[JobSpec], rng: random.Random, plan: Plan) -> list
     if len(specs) > 1 and rng.random() < 0.5:
         return list(retrying(lambda: q.enqueue_many(specs), plan, deadline))
     return [
-        retrying(lambda s=s: q.enqueue(s.task, s.payload, job_id=s.job_id, max_attempts=s.max_attempts),
+        retrying(lambda s=s: q.enqueue(s.task, s.payload, job_id=s.job_id, max_attempts=s.max_attempts,
+                                       delay=s.delay, priority=s.priority, limit=s.limit),
                  plan, deadline)
         for s in specs
     ]  # fmt: skip
@@ -144,6 +161,8 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
             continue
         for spec, kind in chunk:
             plan.kinds[str(spec.job_id)] = kind
+            if spec.limit is not None:
+                plan.keys[str(spec.job_id)] = spec.limit.key
             plan.enqueued.add(str(spec.job_id))
         plan.reenqueue_created += reenqueue(q, previous, rng, plan)
         previous = specs

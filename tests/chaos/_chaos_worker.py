@@ -7,7 +7,8 @@ SIGTERM. The single task `chaos` takes a payload {"ms": duration, "kind": "ok" |
 ok jobs sleep and succeed, flaky jobs fail their first attempt, doomed jobs always fail.
 
 Every run is recorded in RUNS_DIR/<pid>.runs with one os.write per line, so the record survives a
-SIGKILL of this process:  `start|ok|fail <job id> <attempt> <pid> <unix time> <handler ms>`.
+SIGKILL of this process:
+`start|ok|fail <job id> <attempt> <pid> <unix time> <handler ms> <limit key, or ->`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ class Recorder:
         self._fd = os.open(runs_dir / f"{PID}.runs", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, event: str, job: Job) -> None:
-        ms = job.payload["ms"]
-        os.write(self._fd, f"{event} {job.id} {job.attempts} {PID} {time.time():.6f} {ms}\n".encode())
+        ms, key = job.payload["ms"], job.payload.get("key", "-")
+        os.write(self._fd, f"{event} {job.id} {job.attempts} {PID} {time.time():.6f} {ms} {key}\n".encode())
 
 
 def outcome(job: Job) -> tuple[float, bool]:

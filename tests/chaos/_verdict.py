@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from _fleet import Fleet, read_runs
+from _key_limits import key_overlaps
 from _stalls import blocked, explaining, read_stalls
 from conveyor import ConveyorError, Queue
 
@@ -47,6 +48,7 @@ class Verdict:
         return (
             f"{s['server']}: {s['seconds']:.0f} s, faults [{faults}], jobs {s['jobs']} "
             f"({s['by_kind']}), runs {s['runs']}, attempts spent without a run {s['attempts_without_run']}, "
+            f"limited jobs {s['limited_jobs']} (most runs of a key at once {s['most_runs_per_key']}), "
             f"duplicate runs {s['duplicate_runs']} "
             f"(bound {s['duplicate_bound']}, runs open at kills/partitions {s['open_at_kills']}), "
             f"repeats after stalled workers {s['stall_repeats']} (stalls recorded {s['stalls']}), "
@@ -198,6 +200,8 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
     problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
     problems += rep.unexplained[:20]
+    most_per_key, over_limit = key_overlaps(by_job, stalls, fleet.abandoned, cfg)
+    problems += over_limit[:10]
     problems += [f"re-enqueue created {i}" for i in plan.reenqueue_created[:10]]
     problems += [f"producer gave up: {x}" for x in plan.gave_up[:10]]
     problems += [f"worker crashed: {c}" for c in crashed]
@@ -217,6 +221,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
         "stalls": len(stalls), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
+        "most_runs_per_key": most_per_key, "limited_jobs": sum(1 for i in ids if plan.keys.get(i)),
         "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,
         "term_exits": len(fleet.term_exits), "term_deadline": deadline,

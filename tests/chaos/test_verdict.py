@@ -7,6 +7,7 @@ from pathlib import Path
 
 from _chaos import ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
+from _key_limits import key_overlaps
 from _stalls import blocked, read_stalls
 from _verdict import grew, memory_growth, repeats
 
@@ -143,3 +144,38 @@ def test_memory_check_passes_noise_and_catches_a_leak() -> None:
     growth = memory_growth(leaking)
     assert growth is not None and grew(growth)
     assert memory_growth(noisy[:10]) is None  # too short to judge
+
+
+def keyed(runs_dir: Path, pid: int, *lines: str) -> None:
+    """Lines of `event job attempt at key`, as the worker records a limited job's runs."""
+    text = "".join(f"{e} {j} {a} {pid} {t} 0 {k}\n" for e, j, a, t, k in (line.split() for line in lines))
+    with (runs_dir / f"{pid}.runs").open("a") as f:
+        f.write(text)
+
+
+def overlaps(runs_dir: Path, abandoned: list[Abandoned]) -> tuple[int, list[str]]:
+    by_job = repeats(FakeFleet(runs_dir, abandoned), CFG).by_job
+    return key_overlaps(by_job, read_stalls(runs_dir), abandoned, CFG)
+
+
+def test_more_runs_of_a_key_at_once_than_its_concurrency_is_a_problem(tmp_path: Path) -> None:
+    keyed(tmp_path, 1, "start a 1 1.0 k", "start b 1 1.5 k", "ok a 1 2.0 k", "ok b 1 2.5 k")
+    keyed(tmp_path, 2, "start c 1 2.0 k", "ok c 1 3.0 k", "start d 1 1.7 j", "ok d 1 2.2 j")
+    assert overlaps(tmp_path, []) == (2, [])  # c starts as a ends; d holds another key
+    keyed(tmp_path, 2, "start e 1 1.8 k", "ok e 1 1.9 k")
+    most, problems = overlaps(tmp_path, [])
+    assert most == 3 and len(problems) == 1
+    assert "limit key k: 3 runs at once at 1.800 (concurrency 2): ['a', 'b', 'e']" in problems[0]
+
+
+def test_a_run_that_lost_its_lease_may_overlap_its_keys_next_runs(tmp_path: Path) -> None:
+    keyed(tmp_path, 1, "start a 1 100.0 k", "ok a 1 110.0 k")  # pid 1 froze for 9 s
+    keyed(tmp_path, 2, "start b 1 106.0 k", "start c 1 106.5 k", "ok b 1 107.0 k", "ok c 1 107.0 k")
+    assert overlaps(tmp_path, [])[0] == 3
+    stall(tmp_path, 1, "process 100.5 9.0 cpu=0.00 runq=0.00 thread_late=9.00 kernel=-")
+    assert overlaps(tmp_path, []) == (2, [])
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    keyed(cut, 1, "start a 1 100.0 k", "ok a 1 110.0 k")  # pid 1 was cut off, then SIGTERMed
+    keyed(cut, 2, "start b 1 106.0 k", "start c 1 106.5 k", "ok b 1 107.0 k", "ok c 1 107.0 k")
+    assert overlaps(cut, [Abandoned(1, "sync", "partition", 1)]) == (2, [])
