@@ -49,6 +49,7 @@ class ChaosConfig:
     over_lease_share: float = 0.03
     limited_share: float = 0.25  # jobs under a concurrency limit, on one of `limit_keys` keys
     limit_keys: int = 3
+    cancel_share: float = 0.05  # jobs the producer cancels soon after enqueueing them
     key_concurrency: int = 2
     keep_completed: int = -1  # soak: bounded, so memory can stay flat
     keep_failed: int = 5_000
@@ -70,12 +71,22 @@ class ChaosConfig:
         return self.sync_concurrency if mode == "sync" else self.async_concurrency
 
 
+@dataclass(frozen=True)
+class Cancel:
+    """A cancel the producer made: its answer (None when a transient error made it re-send the
+    call, so the first send may have cancelled it already) and the wall time it returned."""
+
+    answer: bool | None
+    at: float
+
+
 @dataclass
 class Plan:
     """The jobs produced so far: id -> (kind, ms), and what the producer observed."""
 
     kinds: dict[str, str] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # id -> limit key, for limited jobs
+    cancels: dict[str, Cancel] = field(default_factory=dict)  # id -> the producer's cancel of it
     enqueued: set[str] = field(default_factory=set)
     reenqueue_created: list[str] = field(default_factory=list)
     failed_calls: int = 0
@@ -141,6 +152,7 @@ def send(q: Queue, specs: list[JobSpec], rng: random.Random, plan: Plan) -> list
 def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threading.Event) -> None:
     """Enqueue in chunks (batches and singles); after each chunk re-enqueue the previous one."""
     rng = random.Random(cfg.seed * 1_000_003)
+    chooser = random.Random(cfg.seed * 7_919)  # apart, so the jobs made stay those of the seed
     index, previous = 0, []
     per_job = (until - time.monotonic()) / cfg.jobs if cfg.jobs else 1 / cfg.rate
     while not stop.is_set():
@@ -165,9 +177,34 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
                 plan.keys[str(spec.job_id)] = spec.limit.key
             plan.enqueued.add(str(spec.job_id))
         plan.reenqueue_created += reenqueue(q, previous, rng, plan)
-        previous = specs
+        cancel_some(q, cfg, plan, chooser, [str(spec.job_id) for spec in specs])
+        # A job cancel() removed leaves no id behind (production.md, Deduplication window): sent
+        # again, it would be a new job, so the producer re-sends only the others.
+        previous = [spec for spec in specs if spec.job_id not in plan.cancels]
         time.sleep(per_job * len(chunk) * (2 * rng.random() if cfg.jobs else 1))
     plan.reenqueue_created += reenqueue(q, previous, rng, plan)
+
+
+def cancel_some(q: Queue, cfg: ChaosConfig, plan: Plan, chooser: random.Random, ids: list[str]) -> None:
+    """Cancel each of the chunk's jobs with probability `cancel_share`, after a short wait that
+    finds it waiting, parked at its key's limit, delayed or already running, and now and then a
+    job enqueued earlier (running, or finished: the cancel must then say False). Only where every
+    job is kept (not the soak): the verdict reads how each cancelled job ended."""
+    if cfg.keep_completed != -1:
+        return
+    chosen = [i for i in ids if chooser.random() < cfg.cancel_share]
+    earlier = sorted(plan.enqueued - set(ids) - set(plan.cancels))  # often running or finished
+    if earlier and chooser.random() < cfg.cancel_share * len(ids):
+        chosen.append(chooser.choice(earlier))
+    for job_id in chosen:
+        time.sleep(chooser.uniform(0, 0.5))
+        before = plan.failed_calls
+        try:
+            answer = retrying(lambda i=job_id: q.cancel(i), plan, time.monotonic() + 60)
+        except TRANSIENT as exc:
+            plan.gave_up.append(f"cancel {job_id}: {exc!r}")
+            answer = None
+        plan.cancels[job_id] = Cancel(answer if plan.failed_calls == before else None, time.time())
 
 
 def backlogged(q: Queue, limit: int) -> bool:
@@ -313,7 +350,8 @@ def wait_drained(admin: Queue, plan: Plan, timeout: float) -> dict[str, int]:
         with contextlib.suppress(*TRANSIENT):
             counts = admin.counts()
             busy = counts["waiting"] + counts["delayed"] + counts["active"]
-            if not busy and counts["total_completed"] + counts["total_failed"] >= len(plan.enqueued):
+            finished = counts["total_completed"] + counts["total_failed"]
+            if not busy and finished >= len(plan.enqueued) - len(plan.cancels):  # none counts a cancel
                 break
         time.sleep(0.25)
     return counts

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
+from _cancels import cancel_problems
 from _fleet import Fleet, read_runs
 from _key_limits import key_overlaps
 from _stalls import blocked, explaining, read_stalls
@@ -48,6 +49,7 @@ class Verdict:
         return (
             f"{s['server']}: {s['seconds']:.0f} s, faults [{faults}], jobs {s['jobs']} "
             f"({s['by_kind']}), runs {s['runs']}, attempts spent without a run {s['attempts_without_run']}, "
+            f"cancels {s['cancels']} ({s['removed']} removed, {s['ended_cancelled']} ended cancelled), "
             f"limited jobs {s['limited_jobs']} (most runs of a key at once {s['most_runs_per_key']}), "
             f"duplicate runs {s['duplicate_runs']} "
             f"(bound {s['duplicate_bound']}, runs open at kills/partitions {s['open_at_kills']}), "
@@ -71,7 +73,7 @@ def sample_memory(server: RunningServer, out: list[tuple[float, int]], stop: thr
 def states(admin: Queue, ids: list[str]) -> dict[str, str | None]:
     """State of each id (None: no such job) with pipelined HGETs on a direct connection."""
     out: dict[str, str | None] = {}
-    names = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed"}
+    names = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed", "C": "cancelled"}
     for i in range(0, len(ids), 1000):
         chunk = ids[i : i + 1000]
         pipe = admin.client.pipeline(transaction=False)
@@ -168,33 +170,42 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
           seconds: float) -> Verdict:  # fmt: skip
     problems: list[str] = []
     ids = sorted(plan.enqueued)
+    rep, stalls = repeats(fleet, cfg), read_stalls(fleet.runs_dir)
     expect_fail = {i for i in ids if plan.kinds[i] == "doomed"}
     counts = admin.counts()
     retained = cfg.keep_completed == -1
     lost: list[str] = []
     stuck: list[str] = []
+    cancelled: set[str] = set()
+    removed: set[str] = set()
     wrong: list[str] = []
     if retained:
         found = states(admin, ids)
-        lost = [i for i, s in found.items() if s is None]
-        stuck = [f"{i}: {s}" for i, s in found.items() if s is not None and s not in TERMINAL]
-        wrong = [i for i, s in found.items() if (s == "failed") != (i in expect_fail) and s in TERMINAL]
+        # cancel() deletes a waiting or delayed job: gone, not lost (unless it said "finished")
+        removed = {i for i, c in plan.cancels.items() if found[i] is None and c.answer is not False}
+        lost = [i for i, s in found.items() if s is None and i not in removed]
+        ends = {i: TERMINAL | ({"cancelled"} if i in plan.cancels else set()) for i in ids}
+        stuck = [f"{i}: {s}" for i, s in found.items() if s is not None and s not in ends[i]]
+        wrong = [i for i, s in found.items() if (s == "failed") != (i in expect_fail) and s in TERMINAL
+                 and i not in plan.cancels]  # fmt: skip
+        problems += cancel_problems(plan.cancels, found, expect_fail, rep.by_job)[:10]
+        cancelled = removed | {i for i, s in found.items() if s == "cancelled"}
         for job_id in wrong[:5]:
             job = admin.get_job(job_id)
             problems.append(f"{job_id} ({plan.kinds[job_id]}) ended {job and job.state}: {job and job.error}")
     else:
         busy = counts["waiting"] + counts["delayed"] + counts["active"]
         stuck = [f"{busy} jobs still waiting, delayed or active"] if busy else []
-    want = (len(ids) - len(expect_fail), len(expect_fail))
+    want = (len(ids) - len(expect_fail - cancelled) - len(cancelled), len(expect_fail - cancelled))
     got = (counts["total_completed"], counts["total_failed"])
     if got != want:
         problems.append(f"(completed, failed) totals are {got}, expected {want}")
         if not retained and sum(got) < sum(want):
             lost.append(f"{sum(want) - sum(got)} jobs never finished")
-    rep, stalls = repeats(fleet, cfg), read_stalls(fleet.runs_dir)
     by_job = rep.by_job
-    never_ran = [i for i in ids if i not in by_job]
-    no_success = [i for i in ids if i not in expect_fail and not any(r[0] == "ok" for r in by_job.get(i, []))]
+    never_ran = [i for i in ids if i not in by_job and i not in cancelled]
+    no_success = [i for i in ids if i not in expect_fail | cancelled
+                  and not any(r[0] == "ok" for r in by_job.get(i, []))]  # fmt: skip
     problems += [f"lost: {x}" for x in lost[:10]] + [f"stuck: {x}" for x in stuck[:10]]
     problems += describe_stuck(admin) if stuck else []
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
@@ -221,6 +232,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
         "stalls": len(stalls), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
+        "cancels": len(plan.cancels), "removed": len(removed), "ended_cancelled": len(cancelled - removed),
         "most_runs_per_key": most_per_key, "limited_jobs": sum(1 for i in ids if plan.keys.get(i)),
         "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,

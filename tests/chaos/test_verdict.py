@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _chaos import ChaosConfig
+from _cancels import cancel_problems
+from _chaos import Cancel, ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
 from _key_limits import key_overlaps
 from _stalls import blocked, read_stalls
@@ -179,3 +180,23 @@ def test_a_run_that_lost_its_lease_may_overlap_its_keys_next_runs(tmp_path: Path
     keyed(cut, 1, "start a 1 100.0 k", "ok a 1 110.0 k")  # pid 1 was cut off, then SIGTERMed
     keyed(cut, 2, "start b 1 106.0 k", "start c 1 106.5 k", "ok b 1 107.0 k", "ok c 1 107.0 k")
     assert overlaps(cut, [Abandoned(1, "sync", "partition", 1)]) == (2, [])
+
+
+def test_a_cancelled_job_ends_cancelled_or_as_it_would_have_and_is_not_claimed_again() -> None:
+    found = {"a": "cancelled", "b": "completed", "c": "failed", "d": "cancelled", "e": "completed"}
+    cancels = {i: Cancel(True, 10.0) for i in "abcd"} | {"e": Cancel(False, 10.0)}
+    runs = {"b": [["start", "b", "1", "1", "9.5"], ["ok", "b", "1", "1", "10.5"]],
+            "d": [["start", "d", "1", "1", "10.2"], ["start", "d", "2", "2", "16.0"]]}  # fmt: skip
+    problems = cancel_problems(cancels, found, {"c"}, runs)
+    assert problems == ["d: attempts ['1', '2'] started after its cancel returned"]
+    removed = {"f": Cancel(True, 10.0)}
+    assert cancel_problems(removed, {"f": None}, set(), {"f": [["start", "f", "1", "1", "9.0"]]}) == []
+    assert cancel_problems(removed, {"f": None}, set(), {"f": [["start", "f", "2", "1", "11.0"]]}) == [
+        "f was removed by its cancel, yet attempt 2 started after it"
+    ]
+    assert cancel_problems(cancels, found, set(), {}) == [
+        "c was cancelled and ended failed, expected completed or cancelled"
+    ]
+    assert cancel_problems({"a": Cancel(False, 10.0)}, found, set(), {}) == [
+        "a: cancel answered False (already finished), yet it ended cancelled"
+    ]
