@@ -395,8 +395,8 @@ class QueueCore:
         k = self.keys
         return Call(
             Scripts.CANCEL.value,
-            (k.waiting, k.delayed, k.jobs, *self._result_keys(), k.marker),
-            (job_id, self._result_ttl_ms()),
+            (k.waiting, k.delayed, k.jobs, *self._result_keys(), k.marker, k.dedup),
+            (job_id, self._result_ttl_ms(), self._window_ms()),
             lambda r: int(r[0]) in (1, 2),  # 2: active, its worker is asked to stop it
         )
 

@@ -178,7 +178,7 @@ def produce(q: Queue, cfg: ChaosConfig, plan: Plan, until: float, stop: threadin
             plan.enqueued.add(str(spec.job_id))
         plan.reenqueue_created += reenqueue(q, previous, rng, plan)
         cancel_some(q, cfg, plan, chooser, [str(spec.job_id) for spec in specs])
-        # A job cancel() removed leaves no id behind (production.md, Deduplication window): sent
+        # A job cancel() removed leaves no id behind without a dedup window (production.md): sent
         # again, it would be a new job, so the producer re-sends only the others.
         previous = [spec for spec in specs if spec.job_id not in plan.cancels]
         time.sleep(per_job * len(chunk) * (2 * rng.random() if cfg.jobs else 1))

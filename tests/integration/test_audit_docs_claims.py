@@ -7,7 +7,7 @@ import asyncio
 import time
 
 import pytest
-from _support import api_fixture, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
+from _support import api_fixture, counts, wait_until  # noqa: F401 - api_fixture provides the `api` fixture
 from conveyor import (
     AsyncQueue,
     Backoff,
@@ -88,17 +88,19 @@ def test_the_scheduler_uses_at_most_two_connections_per_queue(server, queue_name
     admin.close()
 
 
-async def test_the_dedup_window_counts_a_cancel_as_finishing_only_for_a_running_job(api):
+async def test_the_dedup_window_keeps_the_id_of_every_cancelled_job(api):
     """production.md (Deduplication window): a job cancelled while it ran keeps its id for the
-    window, like a completed or failed one; a job cancel() removed while waiting or delayed
-    leaves no id behind, so the same id enqueued again is a new job (the page did not say)."""
+    window, like a completed or failed one, and so does a job cancel() removed while waiting or
+    delayed. It left no id behind: a producer re-sending the enqueue of a job cancelled
+    meanwhile (a retry after a timeout) created it again, and it ran though cancelled."""
     q = api.queue(dedup_window=60)
     await q.enqueue("t", 1, job_id="removed")
     await q.enqueue("t", 1, job_id="delayed", delay=60)
     assert await q.cancel("removed") and await q.cancel("delayed")
-    assert (await q.enqueue("t", 2, job_id="removed")).created
-    assert (await q.enqueue("t", 2, job_id="delayed")).created
-    assert await q.cancel("removed") and await q.cancel("delayed")
+    for job_id in ("removed", "delayed"):
+        again = await q.enqueue("t", 2, job_id=job_id)
+        assert (again.created, again.state) == (False, "finished")
+    assert await q.counts() == counts()
     await q.enqueue("t", 1, job_id="running")
     [job] = await q.claim()
     assert await q.cancel("running")

@@ -1,7 +1,9 @@
 -- cancel: remove a waiting or delayed job, or ask the worker holding an active job to stop it.
--- KEYS: 1 waiting, 2 delayed, 3 jobs, 4 events, 5 results, 6 result_index, 7 marker
+-- KEYS: 1 waiting, 2 delayed, 3 jobs, 4 events, 5 results, 6 result_index, 7 marker, 8 dedup
 -- ARGV: 1 id, 2 result ttl ms (0: results off; on: a job removed here gets a cancelled result
---       record and is announced, so its result waiters end instead of waiting for nothing)
+--       record and is announced, so its result waiters end instead of waiting for nothing),
+--       3 deduplication window ms (<= 0 off; on: a removed job's id is kept for the window, as
+--       every finished job's is, so an enqueue of that id meanwhile creates nothing)
 -- Returns: {status (1 cancelled: removed, 2 cancel requested: the job is active; its worker learns
 --          at its next heartbeat, stops the handler and settles the job as cancelled, or recovery
 --          does should the worker be gone; 0 not cancellable: finished, -2 no such job), state}
@@ -60,6 +62,7 @@ else
   return {0, state}
 end
 redis.call('DEL', key)
+remember(KEYS[8], tonumber(ARGV[3]), id, now_ms())
 if f[8] then redis.call('HDEL', turns_of(waiting, f[3]), id) end
 if f[3] and f[5] then
   local free = tonumber(f[5]) - (tonumber(redis.call('HGET', waiting .. ':g', f[3])) or 0)
