@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from _fleet import Fleet
 from _proxy import TcpProxy
-from _verdict import Verdict, judge, sample_memory
+from _verdict import FAILING, Verdict, judge, sample_memory
 from conveyor import Backoff, ConveyorError, JobSpec, Limit, Queue
 
 from bench.servers import RunningServer
@@ -27,6 +27,7 @@ from bench.servers import RunningServer
 FAULTS = ("kill", "cut", "term", "partition", "pause", "restart", "freeze")
 FAULT_COUNTS = {"kill": 3, "cut": 2, "term": 2, "partition": 1, "pause": 2, "restart": 1, "freeze": 1}
 TRANSIENT = (ConveyorError, redis.RedisError, OSError)
+OVERTIME_LIMIT = 0.3  # seconds: the time limit of "overtime" jobs, which run longer
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,9 @@ class Plan:
 
 def make_job(rng: random.Random, cfg: ChaosConfig, index: int) -> tuple[JobSpec, str]:
     roll = rng.random()
-    kind = "doomed" if roll < 0.05 else "flaky" if roll < 0.15 else "ok"
+    kind = "doomed" if roll < 0.05 else "flaky" if roll < 0.15 else "overtime" if roll < 0.18 else "ok"
+    if kind == "overtime" and cfg.keep_completed != -1:
+        kind = "ok"  # the soak keeps too few jobs to read how each overtime job ended
     size = rng.random()
     if size < 1 - cfg.over_lease_share - 0.45:
         ms = rng.randint(0, 20)
@@ -108,8 +111,10 @@ def make_job(rng: random.Random, cfg: ChaosConfig, index: int) -> tuple[JobSpec,
     else:  # over the lease: only heartbeats keep it
         ms = int(cfg.lease * 1000) + rng.randint(500, 1500)
     job_id = f"chaos-{cfg.seed}-{index}"
-    payload: dict[str, Any] = {"ms": ms, "kind": kind}
     options: dict[str, Any] = {}
+    if kind == "overtime":  # runs 1.5 to 2.5 s under a 0.3 s time limit: 2 to 4 worker ticks over
+        ms, options["time_limit"] = 1500 + ms % 1001, OVERTIME_LIMIT
+    payload: dict[str, Any] = {"ms": ms, "kind": kind}
     # Limits, levels and delays ride the same faults: a slot a crashed or cut-off worker held must
     # come back, a parked job must be released, a delayed one promoted, whatever fault hits when.
     if rng.random() < cfg.limited_share:
@@ -121,7 +126,7 @@ def make_job(rng: random.Random, cfg: ChaosConfig, index: int) -> tuple[JobSpec,
     if rng.random() < 0.1:
         options["delay"] = round(rng.uniform(0.05, 2.0), 3)
     return JobSpec("chaos", payload, job_id=job_id,
-                   max_attempts=2 if kind == "doomed" else None, **options), kind  # fmt: skip
+                   max_attempts=2 if kind in FAILING else None, **options), kind  # fmt: skip
 
 
 def retrying(call: Callable[[], Any], plan: Plan, deadline: float) -> Any:
@@ -143,7 +148,8 @@ def send(q: Queue, specs: list[JobSpec], rng: random.Random, plan: Plan) -> list
         return list(retrying(lambda: q.enqueue_many(specs), plan, deadline))
     return [
         retrying(lambda s=s: q.enqueue(s.task, s.payload, job_id=s.job_id, max_attempts=s.max_attempts,
-                                       delay=s.delay, priority=s.priority, limit=s.limit),
+                                       delay=s.delay, priority=s.priority, limit=s.limit,
+                                       time_limit=s.time_limit),
                  plan, deadline)
         for s in specs
     ]  # fmt: skip

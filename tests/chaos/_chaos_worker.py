@@ -3,8 +3,10 @@
     python _chaos_worker.py sync|async URL QUEUE RUNS_DIR SETTINGS_JSON
 
 Runs one `Worker` (threads) or `AsyncWorker` (asyncio) on QUEUE at URL (the test's proxy) until
-SIGTERM. The single task `chaos` takes a payload {"ms": duration, "kind": "ok" | "flaky" | "doomed"}:
-ok jobs sleep and succeed, flaky jobs fail their first attempt, doomed jobs always fail.
+SIGTERM. The single task `chaos` takes a payload {"ms": duration, "kind": "ok" | "flaky" | "doomed" |
+"overtime"}: ok jobs sleep and succeed, flaky jobs fail their first attempt, doomed jobs always
+fail, overtime jobs sleep past their time limit (an attempt stopped by it is recorded as `fail`:
+the queue failed it, so a next attempt is a retry, not a repeat).
 
 Every run is recorded in RUNS_DIR/<pid>.runs with one os.write per line, so the record survives a
 SIGKILL of this process:
@@ -55,7 +57,7 @@ def sync_handler(record: Recorder):
         record("start", job)
         seconds, fails = outcome(job)
         time.sleep(seconds)
-        record("fail" if fails else "ok", job)
+        record("fail" if fails or job.stop_reason == "timeout" else "ok", job)
         if fails:
             raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")
 
@@ -66,7 +68,12 @@ def async_handler(record: Recorder):
     async def chaos(job: Job) -> None:
         record("start", job)
         seconds, fails = outcome(job)
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if job.stop_reason == "timeout":
+                record("fail", job)
+            raise
         record("fail" if fails else "ok", job)
         if fails:
             raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")

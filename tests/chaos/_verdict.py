@@ -25,6 +25,7 @@ from _cancels import cancel_problems
 from _fleet import Fleet, read_runs
 from _key_limits import key_overlaps
 from _stalls import blocked, explaining, read_stalls
+from _time_limits import overtime_outcomes
 from conveyor import ConveyorError, Queue
 
 from bench.servers import RunningServer
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from _chaos import ChaosConfig, Faults, Plan
 
 TERMINAL = {"completed", "failed"}
+FAILING = ("doomed", "overtime")  # job kinds whose every attempt fails: they must end failed
 MEMORY_SLACK = 256 * 1024  # bytes the soak's late mean may exceed its early mean by (plus 5%)
 SUMMARIES: list[str] = []  # one line per run, printed at the end of the session (conftest)
 
@@ -49,6 +51,7 @@ class Verdict:
         return (
             f"{s['server']}: {s['seconds']:.0f} s, faults [{faults}], jobs {s['jobs']} "
             f"({s['by_kind']}), runs {s['runs']}, attempts spent without a run {s['attempts_without_run']}, "
+            f"overtime jobs completed {s['overtime_completed']}, "
             f"cancels {s['cancels']} ({s['removed']} removed, {s['ended_cancelled']} ended cancelled), "
             f"limited jobs {s['limited_jobs']} (most runs of a key at once {s['most_runs_per_key']}), "
             f"duplicate runs {s['duplicate_runs']} "
@@ -171,16 +174,21 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     problems: list[str] = []
     ids = sorted(plan.enqueued)
     rep, stalls = repeats(fleet, cfg), read_stalls(fleet.runs_dir)
-    expect_fail = {i for i in ids if plan.kinds[i] == "doomed"}
+    expect_fail = {i for i in ids if plan.kinds[i] in FAILING}
     counts = admin.counts()
     retained = cfg.keep_completed == -1
     lost: list[str] = []
     stuck: list[str] = []
     cancelled: set[str] = set()
     removed: set[str] = set()
+    returned: set[str] = set()
     wrong: list[str] = []
     if retained:
         found = states(admin, ids)
+        overtime = [i for i in ids if plan.kinds[i] == "overtime"]
+        returned, late = overtime_outcomes(admin, overtime, found, rep.by_job)
+        problems += late[:10]
+        expect_fail -= returned
         # cancel() deletes a waiting or delayed job: gone, not lost (unless it said "finished")
         removed = {i for i, c in plan.cancels.items() if found[i] is None and c.answer is not False}
         lost = [i for i, s in found.items() if s is None and i not in removed]
@@ -232,7 +240,8 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
         "stalls": len(stalls), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
-        "cancels": len(plan.cancels), "removed": len(removed), "ended_cancelled": len(cancelled - removed),
+        "overtime_completed": len(returned), "cancels": len(plan.cancels), "removed": len(removed),
+        "ended_cancelled": len(cancelled - removed),
         "most_runs_per_key": most_per_key, "limited_jobs": sum(1 for i in ids if plan.keys.get(i)),
         "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,

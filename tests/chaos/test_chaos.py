@@ -2,7 +2,8 @@
 server with AOF on, while workers are SIGKILLed, SIGTERMed and frozen past the lease (SIGSTOP),
 connections are cut, the server is paused past the socket timeout and restarted; a quarter of the
 jobs run under concurrency limits (_key_limits.py checks no key ran over its limit), others carry
-priorities and delays. See _chaos.py for the run, _verdict.py for the rules and _stallwatch.py
+priorities and delays or run past their time limit (_time_limits.py), and the producer cancels
+some (_cancels.py). See _chaos.py for the run, _verdict.py for the rules and _stallwatch.py
 for how a stalled worker is told apart.
 
 `test_chaos` (marked chaos) runs on every local server with a fixed seed in `nox -s tests`.

@@ -4,12 +4,14 @@ which repeats a killed or cut-off worker explains, and attempts spent without a 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from _cancels import cancel_problems
 from _chaos import Cancel, ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
 from _key_limits import key_overlaps
 from _stalls import blocked, read_stalls
+from _time_limits import overtime_outcomes
 from _verdict import grew, memory_growth, repeats
 
 CFG = ChaosConfig(sync_concurrency=2, async_concurrency=2)
@@ -200,3 +202,22 @@ def test_a_cancelled_job_ends_cancelled_or_as_it_would_have_and_is_not_claimed_a
     assert cancel_problems({"a": Cancel(False, 10.0)}, found, set(), {}) == [
         "a: cancel answered False (already finished), yet it ended cancelled"
     ]
+
+
+class FakeAdmin:
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+
+    def get_job(self, job_id: str) -> SimpleNamespace:
+        return SimpleNamespace(error=self.errors[job_id])
+
+
+def test_an_overtime_job_fails_by_its_limit_or_completes_from_a_run_never_stopped() -> None:
+    found = {"a": "failed", "b": "completed", "c": "failed", "d": "completed"}
+    runs = {"b": [["start", "b", "1", "1", "1.0"], ["ok", "b", "1", "1", "1.6"]],
+            "d": [["start", "d", "1", "1", "1.0"], ["fail", "d", "1", "1", "1.3"]]}  # fmt: skip
+    admin = FakeAdmin({"a": "timed out: the attempt exceeded its time limit of 0.3 s", "c": "boom"})
+    completed, problems = overtime_outcomes(admin, list("abcd"), found, runs)  # type: ignore[arg-type]
+    assert completed == {"b", "d"}
+    assert problems == ["c (overtime) failed with 'boom', not by its time limit",
+                        "d (overtime) completed, yet every run of it was stopped"]  # fmt: skip
