@@ -64,6 +64,8 @@ class ChaosConfig:
                 "lease": self.lease, "socket_timeout": self.socket_timeout, "connect_timeout": 1.0,
                 "max_attempts": 6, "keep_completed": self.keep_completed, "keep_failed": self.keep_failed,
                 "maintenance_interval": 0.5, "backoff": {"base": 0.2, "cap": 1.0, "jitter": 0.5},
+                # results where every job is kept (the soak checks memory stays flat: none there)
+                "store_results": self.keep_completed == -1, "result_ttl": 3600.0,
             },
             "worker": {"shutdown_timeout": self.shutdown_timeout, "block_timeout": 1.0},
         }  # fmt: skip

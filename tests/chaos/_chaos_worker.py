@@ -48,24 +48,31 @@ def outcome(job: Job) -> tuple[float, bool]:
     return payload["ms"] / 1000.0, fails
 
 
+def returned(job: Job) -> dict[str, int]:
+    """What a successful run returns (its stored result): the attempt and the process, so the
+    verdict can tell which run a stored result came from."""
+    return {"attempt": job.attempts, "pid": PID}
+
+
 class HandlerFailure(RuntimeError):
     """The chaos handler's deliberate failure."""
 
 
 def sync_handler(record: Recorder):
-    def chaos(job: Job) -> None:
+    def chaos(job: Job) -> dict[str, int]:
         record("start", job)
         seconds, fails = outcome(job)
         time.sleep(seconds)
         record("fail" if fails or job.stop_reason == "timeout" else "ok", job)
         if fails:
             raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")
+        return returned(job)
 
     return chaos
 
 
 def async_handler(record: Recorder):
-    async def chaos(job: Job) -> None:
+    async def chaos(job: Job) -> dict[str, int]:
         record("start", job)
         seconds, fails = outcome(job)
         try:
@@ -77,6 +84,7 @@ def async_handler(record: Recorder):
         record("fail" if fails else "ok", job)
         if fails:
             raise HandlerFailure(f"deliberate failure of {job.id} attempt {job.attempts}")
+        return returned(job)
 
     return chaos
 

@@ -24,6 +24,7 @@ import redis
 from _cancels import cancel_problems
 from _fleet import Fleet, read_runs
 from _key_limits import key_overlaps
+from _results_check import result_problems
 from _stalls import blocked, explaining, read_stalls
 from _time_limits import overtime_outcomes
 from conveyor import ConveyorError, Queue
@@ -198,6 +199,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
                  and i not in plan.cancels]  # fmt: skip
         problems += cancel_problems(plan.cancels, found, expect_fail, rep.by_job)[:10]
         cancelled = removed | {i for i, s in found.items() if s == "cancelled"}
+        problems += result_problems(admin, found, removed, rep.by_job)[:10]
         for job_id in wrong[:5]:
             job = admin.get_job(job_id)
             problems.append(f"{job_id} ({plan.kinds[job_id]}) ended {job and job.state}: {job and job.error}")
@@ -219,7 +221,8 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
     problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
     problems += rep.unexplained[:20]
-    most_per_key, over_limit = key_overlaps(by_job, stalls, fleet.abandoned, cfg)
+    stopped = {i for i in ids if plan.kinds[i] == "overtime"} | set(plan.cancels)
+    most_per_key, over_limit = key_overlaps(by_job, stalls, fleet.abandoned, cfg, stopped)
     problems += over_limit[:10]
     problems += [f"re-enqueue created {i}" for i in plan.reenqueue_created[:10]]
     problems += [f"producer gave up: {x}" for x in plan.gave_up[:10]]

@@ -1,5 +1,6 @@
 """The chaos verdict's rules on hand-written run records (no server): what counts as a repeat run,
-which repeats a killed or cut-off worker explains, and attempts spent without a run."""
+which repeats a killed or cut-off worker explains, and attempts spent without a run; and the
+rules for limit keys, cancels, time limits and stored results."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from _cancels import cancel_problems
 from _chaos import Cancel, ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
 from _key_limits import key_overlaps
+from _results_check import result_problems
 from _stalls import blocked, read_stalls
 from _time_limits import overtime_outcomes
 from _verdict import grew, memory_growth, repeats
+from conveyor import JobCancelledError, JobFailedError
 
 CFG = ChaosConfig(sync_concurrency=2, async_concurrency=2)
 
@@ -156,9 +159,11 @@ def keyed(runs_dir: Path, pid: int, *lines: str) -> None:
         f.write(text)
 
 
-def overlaps(runs_dir: Path, abandoned: list[Abandoned]) -> tuple[int, list[str]]:
+def overlaps(
+    runs_dir: Path, abandoned: list[Abandoned], stopped: frozenset[str] = frozenset()
+) -> tuple[int, list[str]]:
     by_job = repeats(FakeFleet(runs_dir, abandoned), CFG).by_job
-    return key_overlaps(by_job, read_stalls(runs_dir), abandoned, CFG)
+    return key_overlaps(by_job, read_stalls(runs_dir), abandoned, CFG, set(stopped))
 
 
 def test_more_runs_of_a_key_at_once_than_its_concurrency_is_a_problem(tmp_path: Path) -> None:
@@ -182,6 +187,12 @@ def test_a_run_that_lost_its_lease_may_overlap_its_keys_next_runs(tmp_path: Path
     keyed(cut, 1, "start a 1 100.0 k", "ok a 1 110.0 k")  # pid 1 was cut off, then SIGTERMed
     keyed(cut, 2, "start b 1 106.0 k", "start c 1 106.5 k", "ok b 1 107.0 k", "ok c 1 107.0 k")
     assert overlaps(cut, [Abandoned(1, "sync", "partition", 1)]) == (2, [])
+    late = tmp_path / "late"
+    late.mkdir()
+    keyed(late, 1, "start a 1 100.0 k", "fail a 1 102.0 k")  # a thread run past its time limit
+    keyed(late, 2, "start b 1 100.5 k", "start c 1 100.6 k", "ok b 1 101.0 k", "ok c 1 101.0 k")
+    assert overlaps(late, [])[0] == 3
+    assert overlaps(late, [], frozenset("a")) == (2, [])
 
 
 def test_a_cancelled_job_ends_cancelled_or_as_it_would_have_and_is_not_claimed_again() -> None:
@@ -221,3 +232,34 @@ def test_an_overtime_job_fails_by_its_limit_or_completes_from_a_run_never_stoppe
     assert completed == {"b", "d"}
     assert problems == ["c (overtime) failed with 'boom', not by its time limit",
                         "d (overtime) completed, yet every run of it was stopped"]  # fmt: skip
+
+
+class FakeResults:
+    def __init__(self, results: dict[str, object]) -> None:
+        self.results = results
+
+    def result(self, job_id: str, timeout: float) -> object:
+        value = self.results[job_id]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+def test_a_stored_result_says_how_its_job_ended_and_comes_from_a_returned_run() -> None:
+    found = {"a": "completed", "b": "failed", "c": "cancelled", "d": None, "e": "completed", "f": "failed"}
+    runs = {"a": [["start", "a", "2", "7", "1.0"], ["ok", "a", "2", "7", "1.1"]],
+            "e": [["start", "e", "1", "7", "1.0"], ["ok", "e", "1", "7", "1.1"]]}  # fmt: skip
+    admin = FakeResults({
+        "a": {"attempt": 2, "pid": 7},
+        "b": JobFailedError("b", "failed", "boom", 2),
+        "c": JobCancelledError("c", "cancelled", "cancelled while running", 1),
+        "d": JobCancelledError("d", "cancelled", "cancelled before it ran", 0),
+        "e": {"attempt": 2, "pid": 7},  # another attempt's value
+        "f": {"attempt": 1, "pid": 7},
+    })  # fmt: skip
+    problems = result_problems(admin, found, {"d"}, runs)  # type: ignore[arg-type]
+    assert problems == [
+        "e: result {'attempt': 2, 'pid': 7} is no run's return value ([('1', '7')])",
+        "f: result {'attempt': 1, 'pid': 7} is no run's return value ([])",
+        "f ended failed, yet its result says completed",
+    ]

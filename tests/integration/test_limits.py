@@ -14,7 +14,7 @@ import time
 
 import pytest
 from _support import api_fixture, counts, wait_until  # noqa: F401 - api_fixture provides `api`
-from conveyor import Backoff, Job, JobCancelledError, LeaseLostError, QueueSettings
+from conveyor import Backoff, Job, JobCancelledError, LeaseLostError, Limit, QueueSettings
 
 FAST = {"lease": 0.6, "backoff": Backoff(base=0.01), "maintenance_interval": 0.1}
 
@@ -232,3 +232,23 @@ async def test_a_cancelled_job_given_back_frees_its_key_and_wakes_a_worker_for_t
     assert await q.release([held], started=True) == [2]
     assert api.admin.zcard(q.keys.marker) == 1  # idle workers are woken
     assert [j.id for j in await q.claim()] == [parked.id]
+
+
+async def test_a_thread_past_its_time_limit_frees_its_limit_keys_slot_while_it_runs_on(api):
+    """production.md (Limits): a key counts active jobs. A thread stopped by its time limit is
+    settled (its key's slot freed) at once, yet runs on: the key's next job starts beside it,
+    one handler over the key's concurrency. An asyncio handler is cancelled: none runs on."""
+    q = api.queue(**FAST)
+    limit = Limit("one-at-a-time", concurrency=1)
+    spans: dict[str, list[float]] = {}
+    handler = api.handler(lambda job: spans[job.payload].append(time.monotonic()), sleep=1.5,
+                          start=lambda job: spans.setdefault(job.payload, [time.monotonic()]))  # fmt: skip
+    api.worker(q, {"t": handler}, concurrency=2)
+    late = await q.enqueue("t", "late", limit=limit, time_limit=0.2)
+    await q.enqueue("t", "next", limit=limit)
+    await wait_until(lambda: "next" in spans, timeout=10, what="the key's next job to start")
+    assert (await q.get_job(late.id)).error.startswith("timed out")
+    if api.is_async:  # cancelled at its limit: it never reached its end
+        assert len(spans["late"]) == 1
+    else:  # the next job started while the stopped thread still slept (1.5 s from its start)
+        assert spans["next"][0] < spans["late"][0] + 1.5 and len(spans["late"]) == 1
