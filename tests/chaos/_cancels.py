@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from _chaos import Cancel
+    from _producer import Cancel
 
 
 def cancel_problems(cancels: dict[str, Cancel], found: dict[str, str | None], doomed: set[str],

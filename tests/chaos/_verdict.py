@@ -32,7 +32,8 @@ from conveyor import ConveyorError, Queue
 from bench.servers import RunningServer
 
 if TYPE_CHECKING:
-    from _chaos import ChaosConfig, Faults, Plan
+    from _chaos import ChaosConfig, Faults
+    from _producer import Plan
 
 TERMINAL = {"completed", "failed"}
 FAILING = ("doomed", "overtime")  # job kinds whose every attempt fails: they must end failed

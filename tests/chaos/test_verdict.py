@@ -8,9 +8,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from _cancels import cancel_problems
-from _chaos import Cancel, ChaosConfig
+from _chaos import ChaosConfig
 from _fleet import Abandoned, open_runs, remaining_work
 from _key_limits import key_overlaps
+from _producer import Cancel
 from _results_check import result_problems
 from _stalls import blocked, read_stalls
 from _time_limits import overtime_outcomes
