@@ -66,9 +66,8 @@ def verdict(found: list[tuple[str, dict[str, Any]]]) -> str:
 
 def dearer_calls(found: list[tuple[str, int, dict[str, Any], dict[str, Any]]]) -> bool:
     """Whether, on every server, the split made more round trips per job and cost the server more."""
-    keys = ("per_job_reads", "per_job_server_cpu_us")
     return all(all(k in one["metrics"] and k in split["metrics"]
-                   and split["metrics"][k]["median"] > one["metrics"][k]["median"] for k in keys)
+                   and split["metrics"][k]["median"] > one["metrics"][k]["median"] for k in COSTS)
                for _, _, one, split in found)
 
 

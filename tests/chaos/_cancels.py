@@ -8,10 +8,10 @@ if TYPE_CHECKING:
     from _producer import Cancel
 
 
-def cancel_problems(cancels: dict[str, Cancel], found: dict[str, str | None], doomed: set[str],
+def cancel_problems(cancels: dict[str, Cancel], found: dict[str, str | None], failing: set[str],
                     by_job: dict[str, list[list[str]]]) -> list[str]:  # fmt: skip
     """A cancelled job is removed (no record: it was waiting or delayed) or ends cancelled, or as
-    it would have (completed; failed if doomed) when it was running as the cancel came and
+    it would have (completed; failed if `failing`) when it was running as the cancel came and
     finished first. A cancel answered False came after the job had finished, so it never ends
     cancelled. Once a cancel returned, no new attempt starts: no run of a removed job starts
     after it, and runs of another start in one attempt at most (a claim already in flight).
@@ -19,7 +19,7 @@ def cancel_problems(cancels: dict[str, Cancel], found: dict[str, str | None], do
     problems = []
     for job_id, cancel in cancels.items():
         state = found.get(job_id)
-        finished = "failed" if job_id in doomed else "completed"
+        finished = "failed" if job_id in failing else "completed"
         if state in ("completed", "failed") and state != finished:
             problems.append(f"{job_id} was cancelled and ended {state}, expected {finished} or cancelled")
         if state == "cancelled" and cancel.answer is False:
