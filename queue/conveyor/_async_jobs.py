@@ -149,6 +149,9 @@ class AsyncJobs:
                 if jobs:
                     for job, reason in d.on_extended(jobs, await maint._run(maint.core.extend(jobs, None))):
                         self._stop_job(job, reason)
+                renew, end = d.holds.plan(tick, d.runs_on)
+                if renew or end:
+                    d.holds.on_answered(renew, end, await maint._run(maint.core.hold(renew, end)))
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     await maint.promote()

@@ -270,7 +270,7 @@ class AsyncWorker(AsyncJobs):
                 if d.stopping:  # a re-sent call's batch, claimed before the stop: given back
                     await self._release_buffered(pump)
                 continue
-            if d.quiet() and self.options.burst and until_due != 0:  # 0: jobs still ready
+            if d.quiet() and self.options.burst and until_due != 0 and not d.holds.held:  # 0: jobs ready
                 return
             await self._wait(pump, waiter, until_due, deadline)
 

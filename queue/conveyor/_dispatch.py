@@ -20,6 +20,7 @@ from ._ops import MAX_BATCH, NULL_RECORD
 from ._outcomes import Failure, settle_return, stopped
 from ._replies import CANCEL, LEASE_STATUS, STOP_STATUS, TIMEOUT, held_token
 from ._settings_checks import Seconds, _count_problem, _duration_problem
+from ._slot_holds import SlotHolds
 from ._worker_errors import log
 
 
@@ -115,6 +116,10 @@ class Dispatcher:
     # Claimed jobs whose time limit passed before a slot started them: given back, uncounted.
     expired: list[Job] = field(default_factory=list)
     no_prefetch: bool = False  # set by an expired job: claim for free slots only, until one finishes
+    holds: SlotHolds = field(init=False)  # limit-key slots held for stopped handlers still running
+
+    def __post_init__(self) -> None:
+        self.holds = SlotHolds(self.lease)
 
     @property
     def held(self) -> int:
@@ -201,6 +206,7 @@ class Dispatcher:
         self.no_prefetch = False  # a slot is free: the buffer's next job starts now
         if self.overrun and id(job) in self.overrun:
             self.overrun.discard(id(job))
+            self.holds.on_returned(job)
             return
         self.running.discard(held_token(job))
         if failure is None:
@@ -229,7 +235,14 @@ class Dispatcher:
             self.failed += 1
         else:
             log.warning("fail of job %s refused: the lease was lost", failure.job.id)
+        if accepted and failure.hold:
+            self.holds.on_held(failure.job, running=self.runs_on(failure.job))
         self._settle(failure.job)
+
+    def runs_on(self, job: Job) -> bool:
+        """Whether the handler of a settled (stopped) job still runs: a Worker's thread until it
+        reports (``on_finished``), an AsyncWorker's task thread while it records running."""
+        return id(job) in self.overrun or job._thread_running is True
 
     def _settle(self, job: Job) -> None:
         token = job.token or next((t for t, (j, _) in self.leases.items() if j is job), "")
@@ -319,8 +332,8 @@ class Dispatcher:
         return False
 
     def abandon(self, job: Job) -> None:
-        """Settle a stopped job whose thread cannot be interrupted: it keeps its slot until it
-        returns, and whatever it reports then is dropped."""
+        """Settle a stopped job whose thread cannot be interrupted: it keeps its slot (and its
+        limit key's: ``holds``) until it returns, and whatever it reports then is dropped."""
         self.running.discard(held_token(job))
         self.overrun.add(id(job))
         self.failures.append(stopped(job, job.stop_reason or TIMEOUT, still_running=True))
@@ -359,7 +372,7 @@ class Dispatcher:
 
     def quiet(self) -> bool:
         """Nothing leased and nothing to report."""
-        return not self.leases and not self.done and not self.failures and not self.expired
+        return not (self.leases or self.done or self.failures or self.expired or self.holds.ending)
 
     def stats(self) -> dict[str, int]:
         return {"processed": self.processed, "failed": self.failed, "held": self.held}

@@ -99,6 +99,13 @@ class QueueKeys:
         return self.waiting + ":pk"
 
     @property
+    def held_slots(self) -> str:
+        """Sorted set of the limit-key slots held for stopped handlers still running (a thread
+        cannot be interrupted): member '<token>{<limit key>', score the hold's deadline (ms); see
+        _lua/hold.lua."""
+        return self.waiting + ":gz"
+
+    @property
     def running_keys(self) -> str:
         """Hash: limit key -> its active jobs (scripts: <waiting>:g)."""
         return self.waiting + ":g"

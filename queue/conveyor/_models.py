@@ -130,7 +130,8 @@ class Limit:
     at once, and/or at most ``rate`` starts of ``key`` per second (evenly spaced, no burst).
 
     A job over the concurrency limit is parked until a job of its key finishes, fails, is released
-    or has its lease recovered; a job over the rate waits in the delayed set for its reserved start.
+    or has its lease recovered (a job settled while its stopped thread runs on frees its slot only
+    when the thread returns); a job over the rate waits in the delayed set for its reserved start.
     Each job carries its own limit, so every job of one key should carry the same one.
     """
 
@@ -233,6 +234,9 @@ class Job:
     # after (or, a value that cannot be stored, failure) hooks: (what the handler will return,). A
     # thread still in them at the shutdown deadline is settled with it (Dispatcher.settle_returned).
     _return_value: tuple[Any] | None = field(default=None, repr=False)
+    # Set by a worker's fail that held this attempt's limit-key slot for its handler still running
+    # (a stopped thread): the hold's member, renewed and ended by the worker (_lua/hold.lua).
+    _held_slot: str | None = field(default=None, repr=False)
 
     @property
     def cancelled(self) -> bool:

@@ -257,9 +257,13 @@ class QueueCore:
         return Call(Scripts.ACK.value, keys_with_results, args, parse)
 
     # -- fail / extend / release ------------------------------------------------------------------
-    def fail(self, job: Job, error: str | BaseException, retry: bool, started: bool = True) -> Call[str]:
+    def fail(
+        self, job: Job, error: str | BaseException, retry: bool, started: bool = True, hold: bool = False
+    ) -> Call[str]:
         """Record a failed attempt; the reply says 'retry', 'failed' or 'cancelled'. ``started``
-        False: a worker stopped the attempt before a handler took it (see fail.lua)."""
+        False: a worker stopped the attempt before a handler took it. ``hold``: the stopped handler
+        still runs; a job of a key with a concurrency keeps its slot, held (``job._held_slot``
+        names the hold) until ``hold`` ends it (see fail.lua)."""
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         # Sent as UTF-8: a lone surrogate (a path os.fsdecode made from bad bytes) failed to encode,
         # and the attempt was not recorded; escaped, the text still shows the byte.
@@ -272,6 +276,7 @@ class QueueCore:
             if status != 1:
                 raise lease_error("fail", job, status)
             job.token, job.error = None, message[:MAX_ERROR_CHARS]
+            job._held_slot = (text(r[3]) or None) if len(r) > 3 else None
             outcome = text(r[1])
             retried = "waiting" if delay == 0 else "delayed"  # a retry without delay is ready at once
             job.state = {"retry": retried, "failed": "failed"}.get(outcome, "cancelled")
@@ -290,6 +295,7 @@ class QueueCore:
                 k.dedup,
                 *self._result_keys(),
                 k.cancelled,
+                k.held_slots,
             ),
             (
                 job.id,
@@ -301,9 +307,17 @@ class QueueCore:
                 self._result_ttl_ms(),
                 self._default_lease_ms,
                 1 if started else 0,
+                self._default_lease_ms if hold else 0,
             ),
             parse,
         )
+
+    def hold(self, renew: Sequence[str], end: Sequence[str]) -> Call[list[int]]:
+        """Renew (for one lease) and end held slots (see fail's ``hold``; at most MAX_BATCH of
+        each): 1 each done, 0 gone."""
+        args = [self._default_lease_ms, len(renew), *renew, *end]
+        keys = (self.keys.held_slots, self.keys.waiting, self.keys.jobs, self.keys.marker)
+        return Call(Scripts.HOLD.value, keys, args, lambda r: [int(s) for s in r])
 
     def extend(self, jobs: Sequence[Job], lease: float | None) -> Call[list[int]]:
         args: list[Any] = [self._lease_ms(lease), len(check_batch("extend", jobs))]
@@ -359,6 +373,7 @@ class QueueCore:
                 k.dedup,
                 *self._result_keys(),
                 k.cancelled,
+                k.held_slots,
             ),
             (self._batch(batch), self.settings.keep_failed, self._window_ms(), self._result_ttl_ms()),
             lambda r: (int(r[0]), int(r[1]) + int(r[2])),

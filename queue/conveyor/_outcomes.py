@@ -26,6 +26,7 @@ class Failure:
     error: str
     retry: bool
     started: bool = True  # False: stopped before a handler took it (a cancel then says it never ran)
+    hold: bool = False  # its stopped handler still runs: its limit key's slot stays held (fail.lua)
 
 
 def failure_of(job: Job, exc: BaseException) -> Failure:
@@ -59,19 +60,19 @@ def stopped(job: Job, reason: str, still_running: bool) -> Failure:
     requested as cancelled). A timed-out attempt is retried while attempts remain, unless its
     handler thread still runs: a retry would then run the job twice at once."""
     if reason == CANCEL:
-        return Failure(job, "cancelled while running", False)
+        return Failure(job, "cancelled while running", False, hold=still_running)
     limit = job.time_limit
     text = f"timed out: the attempt exceeded its time limit of {limit:g} s" if limit else "timed out"
     if still_running:
         text += " (its handler was still running: not retried, a retry would run the job twice at once)"
-    return Failure(job, text, not still_running)
+    return Failure(job, text, not still_running, hold=still_running)
 
 
 def fail_call(core: QueueCore, failure: Failure) -> Call[str]:
     """The fail script call of a failure; one job's retry arithmetic can never stop a worker."""
     try:
-        return core.fail(failure.job, failure.error, failure.retry, failure.started)
+        return core.fail(failure.job, failure.error, failure.retry, failure.started, failure.hold)
     except Exception:
         log.exception("cannot schedule a retry of job %s; failing it for good", failure.job.id)
         error = failure.error + "\n(no retry: it could not be scheduled)"
-        return core.fail(failure.job, error, False, failure.started)
+        return core.fail(failure.job, error, False, failure.started, failure.hold)

@@ -87,6 +87,7 @@ class Scripts(Enum):
     CLAIM = _build("claim")
     ACK = _build("ack")
     FAIL = _build("fail")
+    HOLD = _build("hold")
     EXTEND = _build("extend")
     RELEASE = _build("release")
     PROMOTE = _build("promote")

@@ -204,7 +204,7 @@ class Worker:
                 if d.stopping:  # a re-sent call's batch, claimed before the stop: given back
                     self._release_buffered(pump)
                 continue
-            if d.quiet() and self.options.burst and until_due != 0:  # 0: jobs still ready
+            if d.quiet() and self.options.burst and until_due != 0 and not d.holds.held:  # 0: jobs ready
                 return
             self._wait(pump, waiter, until_due, deadline)
 
@@ -327,6 +327,12 @@ class Worker:
                     statuses = maint._run(maint.core.extend(jobs, None))
                     with self._lock:
                         self._stop_jobs(d.on_extended(jobs, statuses))
+                with self._lock:
+                    renew, end = d.holds.plan(tick, d.runs_on)
+                if renew or end:
+                    statuses = maint._run(maint.core.hold(renew, end))
+                    with self._lock:
+                        d.holds.on_answered(renew, end, statuses)
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     maint.promote()

@@ -13,23 +13,24 @@ if TYPE_CHECKING:
     from _fleet import Abandoned
 
 
-def key_overlaps(by_job: dict[str, list[list[str]]], stalls: list[Stall], abandoned: list[Abandoned],
-                 cfg: ChaosConfig, stopped: set[str]) -> tuple[int, list[str]]:  # fmt: skip
+def key_overlaps(
+    by_job: dict[str, list[list[str]]], stalls: list[Stall], abandoned: list[Abandoned], cfg: ChaosConfig
+) -> tuple[int, list[str]]:
     """(the most runs of one key seen at once, a problem per time a key ran more than its
     concurrency). A run counts from its handler's start record to its end record, both inside the
     time the job held its key's slot (claim to ack), so an overlap seen here happened on the
     server too. Left out, as the documented at-least-once case: runs of workers SIGKILLed or cut
     off (their slot comes back with the lease while the run may go on), and runs during which
-    their worker stalled long enough to lose the lease. Left out too: runs of `stopped` jobs (past
-    their time limit, or cancelled), settled while a thread handler runs on (production.md,
-    Limits: the count is of active jobs, and a thread cannot be interrupted)."""
+    their worker stalled long enough to lose the lease. Runs stopped by their time limit or a
+    cancel count to their end: a thread runs on once its job is settled, and its slot stays held
+    until it returns (production.md, Limits)."""
     lost_leases = {a.pid for a in abandoned}
     edges: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
     for job_id, records in by_job.items():
         for start in (r for r in records if r[0] == "start" and len(r) > 6 and r[6] != "-"):
             pid = int(start[3])
             end = next((r for r in records if r[0] != "start" and r[2:4] == start[2:4]), None)
-            if end is None or pid in lost_leases or job_id in stopped:
+            if end is None or pid in lost_leases:
                 continue
             began, ended = float(start[4]), float(end[4])
             if explaining(stalls, pid, began, ended, cfg.lease) is None:

@@ -222,8 +222,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
     problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
     problems += rep.unexplained[:20]
-    stopped = {i for i in ids if plan.kinds[i] == "overtime"} | set(plan.cancels)
-    most_per_key, over_limit = key_overlaps(by_job, stalls, fleet.abandoned, cfg, stopped)
+    most_per_key, over_limit = key_overlaps(by_job, stalls, fleet.abandoned, cfg)
     problems += over_limit[:10]
     problems += [f"re-enqueue created {i}" for i in plan.reenqueue_created[:10]]
     problems += [f"producer gave up: {x}" for x in plan.gave_up[:10]]

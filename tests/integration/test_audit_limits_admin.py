@@ -63,11 +63,11 @@ def _holding_on(api, seen: list[str], done: threading.Event):
     return sync_holding
 
 
-async def test_a_job_cancelled_while_its_handler_runs_on_frees_its_keys_slot(api):
+async def test_a_job_cancelled_while_its_handler_runs_on_holds_its_keys_slot_until_it_returns(api):
     """A running job's cancel settles it (cancelled) at once for a thread, and a third of a lease
-    later for an async handler that catches its CancelledError: its handler may still be running,
-    yet its limit key's slot is freed when it is settled, as at a time limit (production.md), so
-    the key's next job starts beside it."""
+    later for an async handler that catches its CancelledError. Its handler may still be running:
+    its limit key's slot stays held until it returns (production.md, Limits), so the key's next
+    job starts after it, not beside it (as it did before the hold)."""
     q = api.queue(lease=0.6, maintenance_interval=0.1)
     seen: list[str] = []
     done = threading.Event()
@@ -80,11 +80,17 @@ async def test_a_job_cancelled_while_its_handler_runs_on_frees_its_keys_slot(api
         await asyncio.sleep(0.3)
         assert seen == ["start 1"]  # parked behind the first
         assert await q.cancel(first.id)
-        await wait_until(lambda: "start 2" in seen, timeout=10, what="the next job of the key to start")
-        assert seen == ["start 1", "start 2"]  # the first handler still runs
-        assert (await q.get_job(first.id)).state == "cancelled"
+
+        async def cancelled() -> bool:
+            return (await q.get_job(first.id)).state == "cancelled"
+
+        await wait_until(cancelled, timeout=10, what="the cancelled job to be settled")
+        await asyncio.sleep(0.5)  # a few maintenance ticks
+        assert seen == ["start 1"]  # settled, its handler still runs: the next job stays parked
     finally:
         done.set()
+    await wait_until(lambda: "start 2" in seen, timeout=10, what="the next job of the key to start")
+    assert seen[:3] == ["start 1", "end 1", "start 2"]  # (the second ends at once: done is set)
     w.stop()
     await w.join(10)
     assert await q.counts() == counts(total_completed=1, cancelled=1)

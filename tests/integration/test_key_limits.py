@@ -196,6 +196,40 @@ async def test_lease_recovery_frees_the_slot_of_a_crashed_worker(api):
     assert await q.counts() == counts(waiting=1, active=1)
 
 
+async def test_a_held_slot_keeps_its_key_full_until_its_hold_ends_or_expires(api):
+    """A fail sent with a hold (its stopped thread still runs) keeps the key's slot: the key's
+    parked job stays parked until hold.lua ends the hold, or, the hold no longer renewed (its
+    worker died), until lease recovery frees it. A key with a rate only holds nothing."""
+    q = api.queue(lease=0.3, keep_failed=-1)
+    core, limit = q.inner.core, Limit("api", concurrency=1)
+    first, second, third = await q.enqueue_many([JobSpec("t", i, limit=limit) for i in range(3)])
+    [held] = await q.claim(count=3)
+    assert held.id == first.id
+    assert await q._run(core.fail(held, "timed out", False, True, True)) == "failed"
+    member = held._held_slot
+    assert member is not None and member.endswith("{api")
+    assert _running(api, "api") == 1 and await q.claim(count=3) == []  # the others stay parked
+    await asyncio.sleep(0.2)
+    assert await q._run(core.hold([member], [])) == [1]  # renewed for another lease
+    await asyncio.sleep(0.2)  # past the first deadline, within the renewed one
+    assert await q.recover() == (0, 0) and _running(api, "api") == 1
+    assert await q._run(core.hold([], [member])) == [1]  # its thread returned: the slot is freed
+    assert await q._run(core.hold([member], [member])) == [0, 0]  # and gone
+    [nxt] = await q.claim(count=3)  # the oldest parked job was released
+    assert nxt.id == second.id
+    assert await q._run(core.fail(nxt, "cancelled", False, True, True)) == "failed"
+    await asyncio.sleep(0.4)  # its worker is gone: nobody renews the hold
+    assert _running(api, "api") == 1 and await q.claim(count=3) == []
+    assert await q.recover() == (0, 0)
+    assert _running(api, "api") == 0
+    assert [j.id for j in await q.claim(count=3)] == [third.id]
+    rated = await q.enqueue("t", "rated", limit=Limit("r", rate=100))
+    [run] = await q.claim(count=3)
+    assert run.id == rated.id
+    await q._run(core.fail(run, "timed out", False, True, True))
+    assert run._held_slot is None and _running(api, "r") == 0
+
+
 def test_bad_limits_are_refused_naming_the_value():
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match=f"concurrency must be an int >= 1, got {bad!r}"):

@@ -234,22 +234,25 @@ async def test_a_cancelled_job_given_back_frees_its_key_and_wakes_a_worker_for_t
     assert [j.id for j in await q.claim()] == [parked.id]
 
 
-async def test_a_thread_past_its_time_limit_frees_its_limit_keys_slot_while_it_runs_on(api):
-    """production.md (Limits): a key counts active jobs. A thread stopped by its time limit is
-    settled (its key's slot freed) at once, yet runs on: the key's next job starts beside it,
-    one handler over the key's concurrency. An asyncio handler is cancelled: none runs on."""
+async def test_a_thread_past_its_time_limit_holds_its_limit_keys_slot_until_it_returns(api):
+    """production.md (Limits): a handler stopped by its time limit is settled at once (failed).
+    A thread cannot be interrupted: its key's slot stays held until it returns, so the key's next
+    job starts after it (before the hold, it started beside it, over the key's concurrency). An
+    asyncio handler is cancelled: its slot is freed at once, and the next job starts then."""
     q = api.queue(**FAST)
     limit = Limit("one-at-a-time", concurrency=1)
     spans: dict[str, list[float]] = {}
-    handler = api.handler(lambda job: spans[job.payload].append(time.monotonic()), sleep=1.5,
+    handler = api.handler(lambda job: spans[job.payload].append(time.monotonic()), sleep=2.5,
                           start=lambda job: spans.setdefault(job.payload, [time.monotonic()]))  # fmt: skip
     api.worker(q, {"t": handler}, concurrency=2)
     late = await q.enqueue("t", "late", limit=limit, time_limit=0.2)
     await q.enqueue("t", "next", limit=limit)
-    await wait_until(lambda: "next" in spans, timeout=10, what="the key's next job to start")
+    await wait_until(lambda: "late" in spans, timeout=10, what="the limited job to start")
+    await wait_until(lambda: _state_is(q, late.id, "failed"), timeout=10, what="the stopped job to fail")
+    assert len(spans["late"]) == 1  # settled at its limit, while its handler still ran
     assert (await q.get_job(late.id)).error.startswith("timed out")
-    await asyncio.sleep(spans["late"][0] + 1.8 - time.monotonic())  # past the late handler's end
-    if api.is_async:  # cancelled at its limit: it never reached its end
-        assert len(spans["late"]) == 1
-    else:  # the thread ran to its end, and the key's next job had started before it ended
-        assert len(spans["late"]) == 2 and spans["next"][0] < spans["late"][1]
+    await wait_until(lambda: "next" in spans, timeout=10, what="the key's next job to start")
+    if api.is_async:  # cancelled at its limit: it never reached its end, and freed its slot then
+        assert len(spans["late"]) == 1 and spans["next"][0] < spans["late"][0] + 2.5
+    else:  # the thread ran to its end, and the key's next job started only after it
+        assert len(spans["late"]) == 2 and spans["next"][0] >= spans["late"][1]

@@ -61,6 +61,7 @@ def _calls() -> dict[str, object]:
         "claim": core.claim(1, None),
         "ack": core.ack([job], 1),
         "fail": core.fail(job, "e", True),
+        "hold": core.hold(["9{k"], []),
         "extend": core.extend([job], None),
         "release": core.release([job], [False]),
         "promote": core.promote(None),

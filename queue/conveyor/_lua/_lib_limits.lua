@@ -268,6 +268,24 @@ local function free_counted(waiting, jobs, freed)
   return released > 0
 end
 
+-- Slots held by stopped handlers that run on. A thread cannot be interrupted: a handler stopped
+-- by its time limit or a cancel is settled at once, yet runs until it returns. Its job's slot
+-- stays taken meanwhile, held in the sorted set of held slots (KEYS, _keys.py: held_slots):
+-- member '<token>{<limit key>' (tokens are digits and no name holds a '{'), score the hold's
+-- deadline (ms). Its worker renews the hold while the handler runs and ends it when the handler
+-- returns (hold.lua); recover.lua frees a hold past its deadline (its worker died or stalled), as
+-- it frees an expired lease's slot. Taken by fail.lua, for a job of a key with a concurrency.
+local function hold_slot(held, token, g, until_ms)
+  local member = token .. '{' .. g
+  redis.call('ZADD', held, until_ms, member)
+  return member
+end
+
+-- The limit key of a held slot's member.
+local function held_key_of(member)
+  return string.match(member, '^[^{]*{(.*)$')
+end
+
 -- Store a new job's limit ('<concurrency>:<ms between starts>:<limit key>', '' for a part unset);
 -- written before its state, so a claim sees both.
 local function limit_job(key, keyed)

@@ -3,9 +3,10 @@
 -- counts as timed out, any other as a lost lease; either is redelivered while attempts remain and
 -- ends in the failed state otherwise (its error names the cause). A job with a limit key frees
 -- its key's slot (releasing one parked job, which goes behind the jobs put back here), so a crashed
--- worker never holds a slot.
+-- worker never holds a slot. So does a slot held for a stopped handler past the hold's deadline
+-- (at most `batch` of them per call: hold_slot in _lib_limits.lua).
 -- KEYS: 1 meta, 2 waiting, 3 active, 4 failed, 5 marker, 6 jobs, 7 dedup, 8 events, 9 results,
---       10 result_index, 11 cancelled
+--       10 result_index, 11 cancelled, 12 held_slots
 -- ARGV: 1 batch (1..100000), 2 keep failed (-1 all; also bounds the cancelled set),
 --       3 deduplication window ms (<= 0 off),
 --       4 result ttl ms (0: results off; on: a job failed or cancelled here gets a result record)
@@ -29,6 +30,12 @@ for i = 1, #ids do
   if f[6] then freed[f[6]] = (freed[f[6]] or 0) + 1 end
 end
 call_chunked('ZREM', active, ids)
+local holds = redis.call('ZRANGEBYSCORE', KEYS[12], '-inf', '(' .. now, 'LIMIT', 0, batch)
+for i = 1, #holds do
+  local g = held_key_of(holds[i])
+  freed[g] = (freed[g] or 0) + 1
+end
+call_chunked('ZREM', KEYS[12], holds)
 local unparked = free_counted(waiting, jobs, freed)
 local redelivered, dead, stopped = 0, 0, 0
 -- Walk backwards: RPUSH puts each id at the claim end, so the longest-expired is claimed first.
