@@ -26,6 +26,7 @@ from ._replies import settle_single
 from ._result_wait import AsyncResults
 from ._results import result_values
 from ._scripts import is_noscript
+from ._sweeps import promote_call, recover_call, trim_call
 from ._topology import ASYNC, ask_for_primary, connect
 
 T = TypeVar("T")
@@ -294,17 +295,17 @@ class AsyncQueue(AsyncQueueAdmin):
 
     async def promote(self, batch: int | None = None) -> int:
         """Move up to ``batch`` due delayed jobs to the waiting list."""
-        return await self._run(self.core.promote(batch))
+        return await self._run(promote_call(self.core, batch))
 
     async def recover(self, batch: int | None = None) -> tuple[int, int]:
         """Settle up to ``batch`` expired leases: (redelivered, ended failed for lack of attempts or
         cancelled)."""
-        return await self._run(self.core.recover(batch))
+        return await self._run(recover_call(self.core, batch))
 
     async def trim(self, batch: int | None = None) -> int:
         """Apply retention to completed, failed and cancelled jobs, at most ``batch`` removals per
         set (expired result records and deduplication entries too); returns how many jobs it removed."""
-        return await self._run(self.core.trim(batch))
+        return await self._run(trim_call(self.core, batch))
 
     async def result(self, job_id: str, timeout: float | None = None) -> Any:
         """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)

@@ -20,6 +20,7 @@ from ._hooks import AsyncHandler, thread_runs_on
 from ._models import Job
 from ._outcomes import failure_of, missing_handler, settle_return, stopped
 from ._replies import TIMEOUT, held_token
+from ._sweeps import hold_call
 from ._worker_errors import report_maintenance_error
 
 
@@ -151,7 +152,7 @@ class AsyncJobs:
                         self._stop_job(job, reason)
                 renew, end = d.holds.plan(tick, d.runs_on)
                 if renew or end:
-                    d.holds.on_answered(renew, end, await maint._run(maint.core.hold(renew, end)))
+                    d.holds.on_answered(renew, end, await maint._run(hold_call(maint.core, renew, end)))
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:
                     last_sweep = time.monotonic()
                     await maint.promote()

@@ -25,6 +25,7 @@ from ._replies import settle_single
 from ._result_wait import SyncResults
 from ._results import result_values
 from ._scripts import is_noscript
+from ._sweeps import promote_call, recover_call, trim_call
 from ._topology import SYNC, ask_for_primary, connect
 
 T = TypeVar("T")
@@ -255,17 +256,17 @@ class Queue(QueueAdmin):
 
     def promote(self, batch: int | None = None) -> int:
         """Move up to ``batch`` due delayed jobs to the waiting list."""
-        return self._run(self.core.promote(batch))
+        return self._run(promote_call(self.core, batch))
 
     def recover(self, batch: int | None = None) -> tuple[int, int]:
         """Settle up to ``batch`` expired leases: (redelivered, ended failed for lack of attempts or
         cancelled)."""
-        return self._run(self.core.recover(batch))
+        return self._run(recover_call(self.core, batch))
 
     def trim(self, batch: int | None = None) -> int:
         """Apply retention to completed, failed and cancelled jobs, at most ``batch`` removals per
         set (expired result records and deduplication entries too); returns how many jobs it removed."""
-        return self._run(self.core.trim(batch))
+        return self._run(trim_call(self.core, batch))
 
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """The return value of job ``job_id``, waiting up to ``timeout`` seconds (None: no limit)

@@ -312,13 +312,6 @@ class QueueCore:
             parse,
         )
 
-    def hold(self, renew: Sequence[str], end: Sequence[str]) -> Call[list[int]]:
-        """Renew (for one lease) and end held slots (see fail's ``hold``; at most MAX_BATCH of
-        each): 1 each done, 0 gone."""
-        args = [self._default_lease_ms, len(renew), *renew, *end]
-        keys = (self.keys.held_slots, self.keys.waiting, self.keys.jobs, self.keys.marker)
-        return Call(Scripts.HOLD.value, keys, args, lambda r: [int(s) for s in r])
-
     def extend(self, jobs: Sequence[Job], lease: float | None) -> Call[list[int]]:
         args: list[Any] = [self._lease_ms(lease), len(check_batch("extend", jobs))]
         for job in jobs:
@@ -341,68 +334,6 @@ class QueueCore:
             (*keys, k.meta, k.failed),
             args,
             lambda r: [int(s) for s in r],
-        )
-
-    # -- maintenance ------------------------------------------------------------------------------
-    def _batch(self, batch: int | None) -> int:
-        batch = self.settings.maintenance_batch if batch is None else batch
-        return check_count("batch", batch, 1, 100_000)
-
-    def promote(self, batch: int | None) -> Call[int]:
-        k = self.keys
-        return Call(
-            Scripts.PROMOTE.value,
-            (k.delayed, k.waiting, k.marker, k.jobs),
-            (self._batch(batch),),
-            lambda r: int(r[0]),
-        )
-
-    def recover(self, batch: int | None) -> Call[tuple[int, int]]:
-        """(redelivered, ended): ended counts jobs that failed for lack of attempts or ended
-        cancelled (a cancel was requested while their worker was gone)."""
-        k = self.keys
-        return Call(
-            Scripts.RECOVER.value,
-            (
-                k.meta,
-                k.waiting,
-                k.active,
-                k.failed,
-                k.marker,
-                k.jobs,
-                k.dedup,
-                *self._result_keys(),
-                k.cancelled,
-                k.held_slots,
-            ),
-            (self._batch(batch), self.settings.keep_failed, self._window_ms(), self._result_ttl_ms()),
-            lambda r: (int(r[0]), int(r[1]) + int(r[2])),
-        )
-
-    def trim(self, batch: int | None) -> Call[int]:
-        s = self.settings
-        ages = [-1 if a is None else round(a * 1000) for a in (s.completed_max_age, s.failed_max_age)]
-        return Call(
-            Scripts.TRIM.value,
-            (
-                self.keys.completed,
-                self.keys.failed,
-                self.keys.jobs,
-                self.keys.dedup,
-                self.keys.results,
-                self.keys.cancelled,
-                self.keys.result_index,
-            ),
-            (
-                s.keep_completed,
-                ages[0],
-                s.keep_failed,
-                ages[1],
-                self._batch(batch),
-                self._window_ms(),
-                1 if s.store_results else 0,
-            ),
-            lambda r: sum(int(n) for n in r),
         )
 
     def cancel(self, job_id: str) -> Call[bool]:

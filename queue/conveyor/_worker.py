@@ -17,6 +17,7 @@ from ._outcomes import Failure, fail_call, failure_of, missing_handler, settle_r
 from ._replies import TIMEOUT
 from ._retry import RECONNECT
 from ._signals import stop_on_signals
+from ._sweeps import hold_call
 from ._topology import SYNC, role_client
 from ._waiter import MarkerWaiter, new_wait_set
 from ._worker_errors import RECOVERABLE, log, report_maintenance_error, report_pump_error, stops_worker
@@ -330,7 +331,7 @@ class Worker:
                 with self._lock:
                     renew, end = d.holds.plan(tick, d.runs_on)
                 if renew or end:
-                    statuses = maint._run(maint.core.hold(renew, end))
+                    statuses = maint._run(hold_call(maint.core, renew, end))
                     with self._lock:
                         d.holds.on_answered(renew, end, statuses)
                 if time.monotonic() - last_sweep >= settings.maintenance_interval:

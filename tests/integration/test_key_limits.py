@@ -23,6 +23,7 @@ from _support import (  # noqa: F401 - api_fixture provides the `api` fixture
 )
 from conveyor import JobSpec, Limit
 from conveyor._inspect import KEY_CHUNK
+from conveyor._sweeps import hold_call
 
 RATE_WINDOW = os.environ.get("CONVEYOR_RATE_WINDOW")
 FULL_WINDOW = ("valkey-9.1", "redis-py")  # (server, driver) measured over the full 10 s
@@ -210,11 +211,11 @@ async def test_a_held_slot_keeps_its_key_full_until_its_hold_ends_or_expires(api
     assert member is not None and member.endswith("{api")
     assert _running(api, "api") == 1 and await q.claim(count=3) == []  # the others stay parked
     await asyncio.sleep(0.2)
-    assert await q._run(core.hold([member], [])) == [1]  # renewed for another lease
+    assert await q._run(hold_call(core, [member], [])) == [1]  # renewed for another lease
     await asyncio.sleep(0.2)  # past the first deadline, within the renewed one
     assert await q.recover() == (0, 0) and _running(api, "api") == 1
-    assert await q._run(core.hold([], [member])) == [1]  # its thread returned: the slot is freed
-    assert await q._run(core.hold([member], [member])) == [0, 0]  # and gone
+    assert await q._run(hold_call(core, [], [member])) == [1]  # its thread returned: the slot is freed
+    assert await q._run(hold_call(core, [member], [member])) == [0, 0]  # and gone
     [nxt] = await q.claim(count=3)  # the oldest parked job was released
     assert nxt.id == second.id
     assert await q._run(core.fail(nxt, "cancelled", False, True, True)) == "failed"

@@ -13,6 +13,7 @@ from conveyor._results import read_call
 from conveyor._schedule import Schedule
 from conveyor._scheduler import fire_call
 from conveyor._scripts import LIBRARY, Scripts, _code, _helpers
+from conveyor._sweeps import hold_call, promote_call, recover_call, trim_call
 
 LUA_DIR = resources.files("conveyor").joinpath("_lua")
 LUA_FILES = sorted(p.name for p in LUA_DIR.iterdir() if p.name.endswith(".lua"))
@@ -61,12 +62,12 @@ def _calls() -> dict[str, object]:
         "claim": core.claim(1, None),
         "ack": core.ack([job], 1),
         "fail": core.fail(job, "e", True),
-        "hold": core.hold(["9{k"], []),
+        "hold": hold_call(core, ["9{k"], []),
         "extend": core.extend([job], None),
         "release": core.release([job], [False]),
-        "promote": core.promote(None),
-        "recover": core.recover(None),
-        "trim": core.trim(None),
+        "promote": promote_call(core, None),
+        "recover": recover_call(core, None),
+        "trim": trim_call(core, None),
         "cancel": core.cancel("x"),
         "retry_failed": retry_failed(core, ["a"], 10),
         "purge_failed": purge_failed(core, ["a"], 10),
