@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
-from _verdict import FAILING
+from _job_ends import FAILING
 from conveyor import ConveyorError, JobSpec, Limit, Queue
 
 if TYPE_CHECKING:

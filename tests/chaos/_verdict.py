@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
-from _cancels import cancel_problems
 from _fleet import Fleet, read_runs
+from _job_ends import job_ends
 from _key_limits import key_overlaps
-from _results_check import result_problems
 from _stalls import blocked, explaining, read_stalls
-from _time_limits import overtime_outcomes
 from conveyor import ConveyorError, Queue
 
 from bench.servers import RunningServer
@@ -35,8 +33,6 @@ if TYPE_CHECKING:
     from _chaos import ChaosConfig, Faults
     from _producer import Plan
 
-TERMINAL = {"completed", "failed"}
-FAILING = ("doomed", "overtime")  # job kinds whose every attempt fails: they must end failed
 MEMORY_SLACK = 256 * 1024  # bytes the soak's late mean may exceed its early mean by (plus 5%)
 SUMMARIES: list[str] = []  # one line per run, printed at the end of the session (conftest)
 
@@ -73,20 +69,6 @@ def sample_memory(server: RunningServer, out: list[tuple[float, int]], stop: thr
     while not stop.wait(1.0):
         with contextlib.suppress(redis.RedisError, OSError), server.client(socket_timeout=5) as c:
             out.append((time.monotonic() - began, int(c.info("memory")["used_memory"])))
-
-
-def states(admin: Queue, ids: list[str]) -> dict[str, str | None]:
-    """State of each id (None: no such job) with pipelined HGETs on a direct connection."""
-    out: dict[str, str | None] = {}
-    names = {"w": "waiting", "d": "delayed", "a": "active", "c": "completed", "f": "failed", "C": "cancelled"}
-    for i in range(0, len(ids), 1000):
-        chunk = ids[i : i + 1000]
-        pipe = admin.client.pipeline(transaction=False)
-        for job_id in chunk:
-            pipe.hget(admin.core.keys.job(job_id), "s")
-        for job_id, raw in zip(chunk, pipe.execute(), strict=True):
-            out[job_id] = None if raw is None else names.get(raw.decode(), raw.decode())
-    return out
 
 
 @dataclass
@@ -173,52 +155,16 @@ def grew(growth: dict[str, int]) -> bool:
 def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faults,
           memory: list[tuple[float, int]], *, drained: dict[str, int], crashed: list[str],
           seconds: float) -> Verdict:  # fmt: skip
-    problems: list[str] = []
     ids = sorted(plan.enqueued)
     rep, stalls = repeats(fleet, cfg), read_stalls(fleet.runs_dir)
-    expect_fail = {i for i in ids if plan.kinds[i] in FAILING}
-    counts = admin.counts()
-    retained = cfg.keep_completed == -1
-    lost: list[str] = []
-    stuck: list[str] = []
-    cancelled: set[str] = set()
-    removed: set[str] = set()
-    returned: set[str] = set()
-    wrong: list[str] = []
-    if retained:
-        found = states(admin, ids)
-        overtime = [i for i in ids if plan.kinds[i] == "overtime"]
-        returned, late = overtime_outcomes(admin, overtime, found, rep.by_job)
-        problems += late[:10]
-        expect_fail -= returned
-        # cancel() deletes a waiting or delayed job: gone, not lost (unless it said "finished")
-        removed = {i for i, c in plan.cancels.items() if found[i] is None and c.answer is not False}
-        lost = [i for i, s in found.items() if s is None and i not in removed]
-        ends = {i: TERMINAL | ({"cancelled"} if i in plan.cancels else set()) for i in ids}
-        stuck = [f"{i}: {s}" for i, s in found.items() if s is not None and s not in ends[i]]
-        wrong = [i for i, s in found.items() if (s == "failed") != (i in expect_fail) and s in TERMINAL
-                 and i not in plan.cancels]  # fmt: skip
-        problems += cancel_problems(plan.cancels, found, expect_fail, rep.by_job)[:10]
-        cancelled = removed | {i for i, s in found.items() if s == "cancelled"}
-        problems += result_problems(admin, found, removed, rep.by_job)[:10]
-        for job_id in wrong[:5]:
-            job = admin.get_job(job_id)
-            problems.append(f"{job_id} ({plan.kinds[job_id]}) ended {job and job.state}: {job and job.error}")
-    else:
-        busy = counts["waiting"] + counts["delayed"] + counts["active"]
-        stuck = [f"{busy} jobs still waiting, delayed or active"] if busy else []
-    want = (len(ids) - len(expect_fail - cancelled) - len(cancelled), len(expect_fail - cancelled))
-    got = (counts["total_completed"], counts["total_failed"])
-    if got != want:
-        problems.append(f"(completed, failed) totals are {got}, expected {want}")
-        if not retained and sum(got) < sum(want):
-            lost.append(f"{sum(want) - sum(got)} jobs never finished")
     by_job = rep.by_job
-    never_ran = [i for i in ids if i not in by_job and i not in cancelled]
-    no_success = [i for i in ids if i not in expect_fail | cancelled
+    ends = job_ends(admin, cfg, plan, by_job)
+    problems = list(ends.problems)
+    never_ran = [i for i in ids if i not in by_job and i not in ends.cancelled]
+    no_success = [i for i in ids if i not in ends.expect_fail | ends.cancelled
                   and not any(r[0] == "ok" for r in by_job.get(i, []))]  # fmt: skip
-    problems += [f"lost: {x}" for x in lost[:10]] + [f"stuck: {x}" for x in stuck[:10]]
-    problems += describe_stuck(admin) if stuck else []
+    problems += [f"lost: {x}" for x in ends.lost[:10]] + [f"stuck: {x}" for x in ends.stuck[:10]]
+    problems += describe_stuck(admin) if ends.stuck else []
     problems += [f"never ran: {', '.join(never_ran[:10])}"] if never_ran else []
     problems += [f"completed without a successful run: {', '.join(no_success[:10])}"] if no_success else []
     problems += rep.unexplained[:20]
@@ -227,11 +173,7 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     problems += [f"re-enqueue created {i}" for i in plan.reenqueue_created[:10]]
     problems += [f"producer gave up: {x}" for x in plan.gave_up[:10]]
     problems += [f"worker crashed: {c}" for c in crashed]
-    deadline = cfg.shutdown_timeout + cfg.exit_grace
-    for t in fleet.term_exits:
-        if t.seconds > deadline or t.returncode != 0:
-            problems.append(f"SIGTERMed {t.mode} pid {t.pid}: exit {t.returncode} after {t.seconds:.1f} s "
-                            f"(deadline {deadline:.0f} s)")  # fmt: skip
+    problems += term_exit_problems(fleet, cfg)
     growth = memory_growth(memory) if cfg.jobs is None else None
     if growth and grew(growth):
         problems.append(f"server memory grew: {growth}")
@@ -243,12 +185,12 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
         "duplicate_runs": rep.total, "duplicate_bound": rep.bound, "stall_repeats": len(rep.after_stalls),
         "stalls": len(stalls), "attempts_without_run": rep.skipped,
         "open_at_kills": sum(k.open_runs for k in fleet.abandoned),
-        "overtime_completed": len(returned), "cancels": len(plan.cancels), "removed": len(removed),
-        "ended_cancelled": len(cancelled - removed),
+        "overtime_completed": len(ends.returned), "cancels": len(plan.cancels), "removed": len(ends.removed),
+        "ended_cancelled": len(ends.cancelled - ends.removed),
         "most_runs_per_key": most_per_key, "limited_jobs": sum(1 for i in ids if plan.keys.get(i)),
-        "lost": len(lost), "stuck": len(stuck), "wrongly_failed": len(wrong),
+        "lost": len(ends.lost), "stuck": len(ends.stuck), "wrongly_failed": len(ends.wrong),
         "reenqueue_created": len(plan.reenqueue_created), "producer_retried_calls": plan.failed_calls,
-        "term_exits": len(fleet.term_exits), "term_deadline": deadline,
+        "term_exits": len(fleet.term_exits), "term_deadline": cfg.shutdown_timeout + cfg.exit_grace,
         "slowest_term_exit": max((t.seconds for t in fleet.term_exits), default=0.0),
         "drained_counts": drained, "memory": growth,
     }  # fmt: skip
@@ -256,6 +198,14 @@ def judge(admin: Queue, cfg: ChaosConfig, plan: Plan, fleet: Fleet, faults: Faul
     notes = [f"stall of pid {x.pid} ({x.cause}): {x.line}" for x in stalls]
     notes += [f"repeat after a stall: {x}" for x in rep.after_stalls]
     return Verdict(summary, problems, faults.log + notes)
+
+
+def term_exit_problems(fleet: Fleet, cfg: ChaosConfig) -> list[str]:
+    """Every SIGTERMed worker exits with code 0 within its shutdown deadline (plus a grace)."""
+    deadline = cfg.shutdown_timeout + cfg.exit_grace
+    return [f"SIGTERMed {t.mode} pid {t.pid}: exit {t.returncode} after {t.seconds:.1f} s "
+            f"(deadline {deadline:.0f} s)"
+            for t in fleet.term_exits if t.seconds > deadline or t.returncode != 0]  # fmt: skip
 
 
 def describe_stuck(admin: Queue) -> list[str]:
