@@ -206,7 +206,7 @@ class Dispatcher:
         self.no_prefetch = False  # a slot is free: the buffer's next job starts now
         if self.overrun and id(job) in self.overrun:
             self.overrun.discard(id(job))
-            self.holds.on_returned(job)
+            self.holds.on_returned(job)  # now, not at the next tick's poll: quiet() waits for its end
             return
         self.running.discard(held_token(job))
         if failure is None:
